@@ -1,0 +1,244 @@
+"""`Report`: one opened export, its normalized views, and SQL over them."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from . import __version__
+from .adapters.base import Source
+from .adapters.detect import open_source
+from .config import cache_dir as default_cache_dir
+from .errors import InputError, UsageError
+from .views.build import VIEW_FORMAT, ViewStore
+from .views.definitions import VIEWS
+from .views.probe import Probe, probe
+
+
+def duckdb_connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection that never downloads or autoloads extensions."""
+    config: dict[str, Any] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    }
+    if threads:
+        config["threads"] = threads
+    return duckdb.connect(config=config)
+
+
+@dataclass(frozen=True)
+class ReportInfo:
+    """What `nsysdiag info` prints: versions, GPUs, processes, time span, row counts."""
+
+    path: str
+    format: str
+    nsys_version: str | None
+    schema_version: str | None
+    gpus: list[dict]
+    processes: list[dict]
+    start_ns: int | None
+    end_ns: int | None
+    duration_ns: int | None
+    row_counts: dict[str, int]
+    captured: dict[str, dict]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        from .render.text import info_text
+
+        return info_text(self)
+
+
+class Report:
+    """An Nsight Systems export opened for analysis.
+
+    Opening is cheap: views are built (and cached as Parquet) the first time a query
+    names them. Use :func:`nsysdiag.open` to make one.
+
+    Parameters
+    ----------
+    path
+        A SQLite export, a Parquet directory export, or a raw ``.nsys-rep``/``.qdrep``
+        (exported with the ``nsys`` CLI into the cache first).
+    cache
+        Keep normalized views in the cache directory between runs (default). With False
+        they live in a temporary directory removed by :meth:`close`.
+    cache_dir
+        Cache root; default ``$NSYSDIAG_CACHE_DIR`` or the user cache directory.
+    nsys
+        Path of the ``nsys`` executable for raw reports.
+    tracer
+        Called with every SQL statement nsysdiag runs (``--explain``).
+    """
+
+    def __init__(self, path: str | Path, *, cache: bool = True, cache_dir: str | Path | None = None,
+                 nsys: str | None = None, threads: int | None = None,
+                 tracer: Callable[[str], None] | None = None):
+        self.path = Path(path)
+        self.source: Source = open_source(self.path, nsys=nsys)
+        self.tracer = tracer
+        self._tmp: str | None = None
+        if cache:
+            root = Path(cache_dir) if cache_dir else default_cache_dir()
+            directory = root / "views" / f"{self.source.identity()}-v{VIEW_FORMAT}-{__version__}"
+        else:
+            self._tmp = tempfile.mkdtemp(prefix="nsysdiag-")
+            directory = Path(self._tmp)
+        self.cache_path = directory
+        self.con = duckdb_connect(threads)
+        self._store = ViewStore(self.source, self.con, directory, tracer)
+        self._probe: Probe | None = None
+
+    # -- querying -------------------------------------------------------------------------
+    def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
+        """Run SQL over the normalized views; returns a lazy DuckDB relation.
+
+        Views named in the query are built on first use. Pass user values through
+        ``params`` (``$name`` or ``?`` placeholders), never by formatting them into SQL.
+        """
+        try:
+            names = duckdb.get_table_names(query)
+        except duckdb.Error as exc:
+            raise UsageError(f"SQL error: {str(exc).splitlines()[0]}") from None
+        self._store.ensure(n for n in names if n in VIEWS)
+        if self.tracer:
+            self.tracer(query)
+        try:
+            return self.con.sql(query, params=params)
+        except duckdb.Error as exc:
+            raise UsageError(f"SQL error: {str(exc).splitlines()[0]}") from None
+
+    def execute(self, query: str, params: Any = None) -> list[tuple]:
+        """Run SQL over the views and fetch all rows as tuples."""
+        return self.sql(query, params).fetchall()
+
+    def view(self, name: str) -> duckdb.DuckDBPyRelation:
+        """One normalized view as a relation."""
+        if name not in VIEWS:
+            raise UsageError(f"no view named {name!r}; views: {', '.join(VIEWS)}")
+        return self.sql(f"SELECT * FROM {name}")
+
+    def ensure_views(self, *names: str) -> None:
+        """Build (or load from cache) the named views now."""
+        self._store.ensure(names)
+
+    @property
+    def probe(self) -> Probe:
+        """Which views have data, and why not where they do not."""
+        if self._probe is None:
+            self._probe = probe(self.source)
+        return self._probe
+
+    # -- metadata ---------------------------------------------------------------------------
+    def _meta(self) -> dict[str, str]:
+        tables = self.source.tables()
+        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            if table in tables:
+                rows = self.source.read(table, {"name": "text", "value": "text"}).read_all()
+                return {r["name"]: r["value"] for r in rows.to_pylist() if r["name"]}
+        return {}
+
+    def info(self) -> ReportInfo:
+        """Versions, GPUs, processes, time span, row counts and what was captured."""
+        meta = self._meta()
+        pr = self.probe
+        gpus = self.sql(
+            "SELECT device_id, name, bus_location, total_memory_bytes, sm_count, "
+            "compute_capability FROM devices ORDER BY device_id"
+        ).fetchall()
+        gpu_cols = ["device_id", "name", "bus_location", "total_memory_bytes", "sm_count",
+                    "compute_capability"]
+        active = [v for v in ("kernels", "api_calls") if pr.present(v)]
+        procs: list[dict] = []
+        if active:
+            union = " UNION ALL ".join(
+                f"SELECT global_pid, pid, count(*) AS n, '{v}' AS v FROM {v} GROUP BY ALL"
+                for v in active
+            )
+            rows = self.sql(
+                f"SELECT u.pid, any_value(p.name), "
+                f"sum(n) FILTER (WHERE v = 'kernels'), sum(n) FILTER (WHERE v = 'api_calls') "
+                f"FROM ({union}) u LEFT JOIN processes p ON p.global_pid = u.global_pid "
+                f"GROUP BY u.pid ORDER BY u.pid"
+            ).fetchall()
+            procs = [{"pid": r[0], "name": r[1], "kernels": int(r[2] or 0),
+                      "api_calls": int(r[3] or 0)} for r in rows]
+        start, end = self._time_span(active)
+        return ReportInfo(
+            path=str(self.path),
+            format=self.source.kind,
+            nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
+            schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+            gpus=[dict(zip(gpu_cols, g)) for g in gpus],
+            processes=procs,
+            start_ns=start,
+            end_ns=end,
+            duration_ns=None if start is None or end is None else end - start,
+            row_counts={k: v.source_rows for k, v in pr.views.items()},
+            captured={k: {"status": v.status, "reason": v.reason, "hint": v.hint}
+                      for k, v in pr.views.items()},
+        )
+
+    def _time_span(self, active: list[str]) -> tuple[int | None, int | None]:
+        if "ANALYSIS_DETAILS" in self.source.tables():
+            rows = self.source.read("ANALYSIS_DETAILS", {"startTime": "int", "stopTime": "int"}).read_all()
+            spans = [(r["startTime"], r["stopTime"]) for r in rows.to_pylist()
+                     if r["startTime"] is not None and r["stopTime"] is not None]
+            if spans:
+                return min(s for s, _ in spans), max(e for _, e in spans)
+        if not active:
+            return None, None
+        union = " UNION ALL ".join(f"SELECT min(start_ns) s, max(end_ns) e FROM {v}" for v in active)
+        ((s, e),) = self.execute(f"SELECT min(s), max(e) FROM ({union})")
+        return s, e
+
+    # -- lifetime ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the connection and remove temporary files (the input is never touched)."""
+        try:
+            self.con.close()
+        finally:
+            self.source.close()
+            if self._tmp:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None
+
+    def __enter__(self) -> Report:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<nsysdiag.Report {str(self.path)!r} ({self.source.kind})>"
+
+    def _repr_html_(self) -> str:
+        from .render.notebook import report_html
+
+        return report_html(self)
+
+
+def open(path: str | Path, **kwargs: Any) -> Report:  # noqa: A001 - mirrors builtins.open on purpose
+    """Open an Nsight Systems export (SQLite, Parquet directory or raw report).
+
+    Examples
+    --------
+    >>> import nsysdiag
+    >>> with nsysdiag.open("examples/gpu-jitter.sqlite") as rep:   # doctest: +SKIP
+    ...     rep.sql("SELECT count(*) FROM kernels").fetchone()
+    """
+    try:
+        return Report(path, **kwargs)
+    except InputError:
+        raise
+    except OSError as exc:
+        raise InputError(f"cannot be read ({exc.strerror or exc})", path=str(path)) from None

@@ -1,0 +1,457 @@
+"""Classify the shape of a latency distribution's tail (step B of the diagnosis chain).
+
+See :func:`classify_tail` and ``docs/classifier.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import diptest
+import numpy as np
+from scipy import special, stats
+
+from nsysdiag.stats import mixture
+
+__all__ = ["SHAPES", "CandidateFit", "TailShapeResult", "classify_tail"]
+
+#: The shapes :func:`classify_tail` can return.
+SHAPES = ("tight", "right_skewed", "multimodal", "flat_tail", "insufficient_data")
+
+#: Default p99/p50 at or below which a tail is not abnormal.
+DEFAULT_TIGHT_RATIO = 2.0
+#: Two modes closer than this ratio of their locations count as one body.
+MIN_MODE_SEPARATION = 1.4
+#: Candidate model names, in the order they are fitted.
+CANDIDATES = ("lognormal", "gmm2", "gmm3", "gmm4", "body_uniform")
+
+_N_GRID = 2048
+
+
+@dataclass(frozen=True)
+class CandidateFit:
+    """One candidate model fitted to the log-durations.
+
+    Attributes
+    ----------
+    name : str
+        ``"lognormal"``, ``"gmm2"``, ``"gmm3"``, ``"gmm4"`` or ``"body_uniform"``.
+    params : dict
+        Fitted parameters. Normal components are on the natural log of the durations in
+        the caller's unit: ``weights``, ``mu`` and ``sigma`` lists. ``body_uniform`` adds
+        ``uniform_weight``, ``uniform_low`` and ``uniform_high`` in the caller's unit.
+    log_likelihood : float
+        Log-likelihood of the log-durations used for the fit.
+    n_params : int
+        Free parameters counted by the BIC.
+    bic : float
+        ``n_params * ln(n) - 2 * log_likelihood``; lower is better.
+    """
+
+    name: str
+    params: dict
+    log_likelihood: float
+    n_params: int
+    bic: float
+
+    def to_dict(self) -> dict:
+        """Plain-Python (JSON-serialisable) form."""
+        return {
+            "name": self.name,
+            "params": _plain(self.params),
+            "log_likelihood": float(self.log_likelihood),
+            "n_params": int(self.n_params),
+            "bic": float(self.bic),
+        }
+
+
+@dataclass(frozen=True)
+class TailShapeResult:
+    """Result of :func:`classify_tail`.
+
+    Attributes
+    ----------
+    shape : str
+        One of :data:`SHAPES`.
+    confidence : float
+        Estimated probability, in [0, 1], that ``shape`` is right (0 when
+        ``success`` is False).
+    n : int
+        Number of durations the classification used (valid values, after isolated
+        extreme values were set aside; before subsampling).
+    candidates : dict of str to CandidateFit
+        Every fitted candidate model, by name.
+    best_model : str
+        Name of the candidate with the lowest BIC ("" when nothing was fitted).
+    statistics : dict
+        The evidence: percentiles, ratios, skewness, Hartigan's dip test, the tail's
+        flatness, the modes found, and the shape probabilities. See Notes of
+        :func:`classify_tail`.
+    success : bool
+        False when the data could not be classified (too few or constant values).
+    message : str
+        What happened, including how many values were dropped or set aside.
+    """
+
+    shape: str
+    confidence: float
+    n: int
+    candidates: dict = field(default_factory=dict)
+    best_model: str = ""
+    statistics: dict = field(default_factory=dict)
+    success: bool = True
+    message: str = ""
+    _scale: float = field(default=1.0, repr=False, compare=False)
+
+    def pdf(self, x: Any) -> np.ndarray:
+        """Density of the best model at ``x`` on the original (not log) scale.
+
+        Parameters
+        ----------
+        x : array_like
+            Durations in the unit of the classified data.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``f(x)`` in 1/unit, so that it integrates to 1 over ``x``; 0 for ``x <= 0``
+            and everywhere when no model was fitted.
+        """
+        x = np.asarray(x, dtype=float)
+        out = np.zeros(x.shape)
+        if not self.best_model:
+            return out
+        fit = self.candidates[self.best_model]
+        pos = np.isfinite(x) & (x > 0)
+        if not np.any(pos):
+            return out
+        y = np.log(x[pos])
+        out[pos] = np.exp(_logpdf_from_params(fit.params, y) - y)
+        return out
+
+    def to_dict(self) -> dict:
+        """Plain-Python (JSON-serialisable) form of the result."""
+        return {
+            "shape": self.shape,
+            "confidence": float(self.confidence),
+            "n": int(self.n),
+            "best_model": self.best_model,
+            "candidates": {k: v.to_dict() for k, v in self.candidates.items()},
+            "statistics": _plain(self.statistics),
+            "success": bool(self.success),
+            "message": self.message,
+        }
+
+    def __str__(self) -> str:
+        st = self.statistics
+        lines = [f"TailShapeResult: {self.shape} (confidence {self.confidence:.2f}, n={self.n})"]
+        if "p50" in st:
+            lines.append(
+                f"  p50={_fmt(st['p50'])} p90={_fmt(st['p90'])} p99={_fmt(st['p99'])}"
+                f"  p99/p50={st['p99_over_p50']:.3g} (robust {st['p99_over_p50_robust']:.3g})"
+            )
+        if "dip_pvalue" in st:
+            lines.append(
+                f"  dip={st['dip_statistic']:.4f} (p={st['dip_pvalue']:.3g})"
+                f"  modes={st['n_modes']}  tail_flatness={st['tail_flatness']:.2f}"
+                f"  skewness(log)={st['skewness_log']:.2f}"
+            )
+        if self.candidates:
+            best = min(c.bic for c in self.candidates.values())
+            parts = [
+                f"{c.name} {c.bic - best:+.1f}" for c in sorted(
+                    self.candidates.values(), key=lambda c: c.bic)
+            ]
+            lines.append("  dBIC: " + ", ".join(parts))
+        if self.message:
+            lines.append(f"  {self.message}")
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def _plain(obj: Any) -> Any:
+    """Convert numpy scalars/arrays inside dicts and lists to plain Python."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_plain(v) for v in obj.tolist()]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        return v if math.isfinite(v) else None
+    return obj
+
+
+def _logpdf_from_params(params: dict, y: np.ndarray) -> np.ndarray:
+    """Log density on the log scale of a candidate described by its params dict."""
+    weights = np.asarray(params["weights"], dtype=float)
+    means = np.asarray(params["mu"], dtype=float)
+    sigmas = np.asarray(params["sigma"], dtype=float)
+    uni = None
+    if "uniform_weight" in params:
+        uni = (params["uniform_weight"], params["uniform_low"], params["uniform_high"])
+    fit = mixture.MixtureFit(weights, means, sigmas, 0.0, 0, True, uni)
+    return fit.logpdf(y)
+
+
+def _validate(durations, min_n, tight_ratio, max_samples, rng):
+    """Check arguments; return (finite positive float values, n dropped, rng Generator)."""
+    try:
+        x = np.asarray(durations, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"`durations` must be a 1-D array of numbers; could not convert it ({exc})"
+        ) from None
+    if x.ndim != 1:
+        raise ValueError(
+            f"`durations` must be 1-D; got an array of shape {x.shape} "
+            f"(flatten it or pass one series at a time)"
+        )
+    if isinstance(min_n, bool) or not isinstance(min_n, (int, np.integer)) or min_n < 10:
+        raise ValueError(f"`min_n` must be an integer >= 10; got {min_n!r}")
+    if not (isinstance(tight_ratio, (int, float, np.floating)) and tight_ratio > 1.0
+            and math.isfinite(tight_ratio)):
+        raise ValueError(f"`tight_ratio` must be a finite number > 1; got {tight_ratio!r}")
+    if (isinstance(max_samples, bool) or not isinstance(max_samples, (int, np.integer))
+            or max_samples < 1000):
+        raise ValueError(f"`max_samples` must be an integer >= 1000; got {max_samples!r}")
+    try:
+        gen = np.random.default_rng(rng)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"`rng` must be None, an int seed or a numpy Generator; got {rng!r} ({exc})"
+        ) from None
+    keep = np.isfinite(x) & (x > 0)
+    n_drop = int(x.size - np.count_nonzero(keep))
+    return x[keep], n_drop, gen
+
+
+def _isolated_extremes(v: np.ndarray, n: int, *, c: float = 8.0,
+                       min_gap: float = math.log(1.3)) -> int:
+    """Count isolated extreme values at one end of a sample.
+
+    ``v`` holds the log-durations nearest that end, ordered from the extreme inwards
+    and oriented so that they increase (negate the top end). Rényi's representation:
+    near the end of a sample whose tail is exponential in log time with scale ``beta``,
+    ``j * D_j`` (``D_j`` = j-th spacing from the end) are i.i.d. exponential(``beta``).
+    The ``j`` most extreme points are set aside when ``j * D_j`` exceeds ``c * beta``
+    (probability ``exp(-c)`` per spacing, 3e-4 for c = 8) and the gap is also a factor
+    of at least 1.3; ``beta`` is estimated from the next spacings inwards. At most
+    ``max(3, 0.2 % of n)`` points go at each end.
+    """
+    k_max = max(3, int(0.002 * n))
+    m = max(10, k_max)
+    if n < 4 * (k_max + m):
+        k_max = max(1, min(k_max, n // 20))
+        m = max(5, min(m, n // 5))
+    d = np.diff(v[: k_max + m + 1])
+    if d.size < k_max + 3:
+        return 0
+    j = np.arange(1, d.size + 1, dtype=float)
+    jd = j * d
+    beta = max(float(np.mean(jd[k_max:])), 1e-12)
+    flag = (jd[:k_max] > c * beta) & (d[:k_max] > min_gap)
+    idx = np.flatnonzero(flag)
+    return int(idx[-1] + 1) if idx.size else 0
+
+
+def _dequantize(x: np.ndarray):
+    """Spread tied values (sorted ``x``) evenly over their rounding interval.
+
+    The interval width is the smallest positive difference between distinct values (the
+    timer resolution for discretised data). A run of ``c`` copies of ``v`` becomes
+    ``v + delta * ((i + 0.5) / c - 0.5)``, i = 0..c-1: deterministic, order-free and
+    quantile-preserving. Returns (values, resolution or 0 when there were no ties).
+    """
+    d = np.diff(x)
+    if x.size < 2 or np.all(d > 0):
+        return x, 0.0
+    pos = d[d > 0]
+    if pos.size == 0:
+        return x, 0.0
+    delta = float(pos.min())
+    starts = np.concatenate(([True], d > 0))
+    grp = np.cumsum(starts) - 1
+    first = np.flatnonzero(starts)
+    counts = np.diff(np.append(first, x.size))
+    rank = np.arange(x.size) - first[grp]
+    out = x + delta * ((rank + 0.5) / counts[grp] - 0.5)
+    out = np.maximum(out, 0.5 * x)
+    return out, delta
+
+
+def _quantile_se(x: np.ndarray, p: float) -> float:
+    """Distribution-free standard error of the log of quantile ``p`` of sorted ``x``.
+
+    Half the log-distance between the order statistics at ranks
+    ``p (n - 1) -/+ sqrt(n p (1 - p))`` (a one-sigma binomial interval of the rank).
+    """
+    n = x.size
+    k = p * (n - 1)
+    h = math.sqrt(n * p * (1 - p))
+    lo = x[int(max(0, math.floor(k - h)))]
+    hi = x[int(min(n - 1, math.ceil(k + h)))]
+    return 0.5 * math.log(hi / lo)
+
+
+def _modes(fit: mixture.MixtureFit, grid: np.ndarray, *, min_sep: float, max_depth: float,
+           min_mass: float):
+    """Modes of a fitted density on the linear scale, merging insignificant ones.
+
+    The fitted log-scale density f(y) is turned into the linear-scale density
+    g = f(y) exp(-y) on ``grid``. Adjacent modes are merged unless they are at least
+    ``min_sep`` apart in log time, the density between them drops to at most
+    ``max_depth`` of the lower peak, and each side holds ``min_mass`` of the mass.
+    Returns a list of (location y, mass, height) and the smallest depth ratio kept.
+    """
+    f = np.exp(fit.logpdf(grid))
+    g = f * np.exp(-grid)
+    dy = grid[1] - grid[0]
+    cum = np.concatenate(([0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * dy)))
+    cum /= cum[-1] if cum[-1] > 0 else 1.0
+    inner = np.flatnonzero((g[1:-1] > g[:-2]) & (g[1:-1] >= g[2:])) + 1
+    peaks = list(inner)
+    if g[0] > g[1]:
+        peaks.insert(0, 0)
+    if g[-1] > g[-2]:
+        peaks.append(len(g) - 1)
+    if not peaks:
+        peaks = [int(np.argmax(g))]
+    best_depth = 1.0
+    while True:
+        valleys = [p1 + int(np.argmin(g[p1:p2 + 1])) for p1, p2 in zip(peaks[:-1], peaks[1:])]
+        bounds = [0] + valleys + [len(g) - 1]
+        masses = [cum[bounds[i + 1]] - cum[bounds[i]] for i in range(len(peaks))]
+        worst = None
+        worst_key = None
+        for i in range(len(peaks) - 1):
+            p1, p2, v = peaks[i], peaks[i + 1], valleys[i]
+            depth = g[v] / min(g[p1], g[p2])
+            sep = grid[p2] - grid[p1]
+            mass = min(masses[i], masses[i + 1])
+            ok = depth <= max_depth and sep >= min_sep and mass >= min_mass
+            key = (ok, -depth)
+            if not ok and (worst_key is None or key < worst_key):
+                worst, worst_key = i, key
+        if worst is None:
+            break
+        i = worst
+        drop = i if g[peaks[i]] < g[peaks[i + 1]] else i + 1
+        del peaks[drop]
+    valleys = [p1 + int(np.argmin(g[p1:p2 + 1])) for p1, p2 in zip(peaks[:-1], peaks[1:])]
+    bounds = [0] + valleys + [len(g) - 1]
+    modes = []
+    for i, p in enumerate(peaks):
+        modes.append((float(grid[p]), float(cum[bounds[i + 1]] - cum[bounds[i]]), float(g[p])))
+    for i, v in enumerate(valleys):
+        best_depth = min(best_depth, float(g[v] / min(g[peaks[i]], g[peaks[i + 1]])))
+    return modes, best_depth
+
+
+def _insufficient(n, message, stats_=None) -> TailShapeResult:
+    return TailShapeResult(
+        shape="insufficient_data", confidence=0.0, n=int(n), candidates={}, best_model="",
+        statistics=stats_ or {}, success=False, message=message,
+    )
+
+
+# ------------------------------------------------------------------------------ main
+
+
+def classify_tail(
+    durations,
+    *,
+    rng=0,
+    min_n: int = 50,
+    tight_ratio: float = DEFAULT_TIGHT_RATIO,
+    max_samples: int = 200_000,
+) -> TailShapeResult:
+    """Classify the tail of a latency distribution.
+
+    Parameters
+    ----------
+    durations : array_like, 1-D
+        Positive durations (any unit). Non-finite values and values <= 0 are dropped
+        (the count is reported in ``message``).
+    rng : None, int or numpy.random.Generator, default 0
+        Seeds the k-means++ restarts of the mixture fits; the result is deterministic
+        for a fixed value.
+    min_n : int, default 50
+        Fewer valid values than this give ``insufficient_data``.
+    tight_ratio : float, default 2.0
+        p99/p50 at or below which the tail is ``tight`` (not abnormal).
+    max_samples : int, default 200000
+        Larger samples are reduced to this many evenly spaced order statistics before
+        the fits (percentiles always use all values).
+
+    Returns
+    -------
+    TailShapeResult
+    """
+    x, n_drop, gen = _validate(durations, min_n, tight_ratio, max_samples, rng)
+    notes = []
+    if n_drop:
+        notes.append(f"dropped {n_drop} non-finite or non-positive value(s)")
+    n_valid = x.size
+    if n_valid < min_n:
+        notes.append(f"{n_valid} valid value(s), fewer than min_n={min_n}")
+        return _insufficient(n_valid, "; ".join(notes))
+    x = np.sort(x)
+    if x[0] == x[-1]:
+        notes.append(f"all {n_valid} values are equal ({x[0]:g}): no distribution to classify")
+        return _insufficient(n_valid, "; ".join(notes))
+    feats = _features(x, gen, max_samples=max_samples)
+    return feats
+
+
+def _end_logs(x, k):
+    return np.log(x[:k]), np.log(x[::-1][:k])
+
+
+def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
+    """All the evidence the decision uses, from sorted valid durations ``x``."""
+    n_valid = x.size
+    p50, p90, p99 = (float(v) for v in np.quantile(x, [0.5, 0.9, 0.99]))
+    k_end = max(3, int(0.002 * n_valid))
+    k_end = 2 * k_end + 40
+    lo_end, hi_end = _end_logs(x, min(k_end, n_valid))
+    n_lo = _isolated_extremes(lo_end, n_valid)
+    n_hi = _isolated_extremes(-hi_end, n_valid)
+    xt = x[n_lo:n_valid - n_hi]
+    n = xt.size
+    q50, q99 = (float(v) for v in np.quantile(xt, [0.5, 0.99]))
+    r_rob = q99 / q50
+    lt50 = _quantile_se(xt, 0.5)
+    lt99 = _quantile_se(xt, 0.99)
+    se_log_ratio = math.hypot(lt50, lt99)
+    if n > max_samples:
+        idx = np.round(np.linspace(0, n - 1, max_samples)).astype(np.int64)
+        xs = xt[idx]
+    else:
+        xs = xt
+    xd, delta = _dequantize(xs)
+    y = np.log(xd) - math.log(q50)
+    st = {
+        "n_valid": n_valid, "n_outliers_low": n_lo, "n_outliers_high": n_hi,
+        "p50": p50, "p90": p90, "p99": p99, "p99_over_p50": p99 / p50,
+        "p99_over_p50_robust": r_rob, "se_log_ratio": se_log_ratio,
+        "resolution": delta, "n_fit": int(y.size),
+    }
+    st["skewness"] = float(stats.skew(xs)) if xs[-1] > xs[0] else 0.0
+    st["skewness_log"] = float(stats.skew(y)) if y[-1] > y[0] else 0.0
+    dip, pval = diptest.diptest(xd, sort_x=True)
+    st["dip_statistic"], st["dip_pvalue"] = float(dip), float(pval)
+    return xt, y, st

@@ -1,0 +1,275 @@
+"""Deterministic EM fits of the one-dimensional mixtures the tail classifier compares.
+
+All fits work on *weighted* points ``(y, w)``: either the raw log-durations with unit
+weights, or the centres and counts of fine bins when the sample is large (see
+:func:`bin_points`). The log-likelihoods returned are ``sum(w * log f(y))``, so fits on
+the same points are directly comparable by BIC.
+
+Models
+------
+- :func:`fit_normal` -- one normal component (a log-normal on the original scale).
+- :func:`fit_gmm` -- a ``k``-component Gaussian mixture, best of several EM restarts
+  (one quantile initialisation plus weighted k-means++ initialisations drawn from
+  ``rng``).
+- :func:`fit_body_uniform` -- a normal "body" plus a component that is uniform *on the
+  original (linear) scale* over ``[exp(mu + z * sigma), x_max]``; its density on the
+  log scale is ``exp(y) / (b - a)``.
+
+Internal module: the public entry point is :func:`nsysdiag.stats.classifier.classify_tail`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+
+#: Number of points above which :func:`bin_points` bins the sample.
+BIN_ABOVE = 4096
+#: Number of equal-width bins used for large samples.
+N_BINS = 4096
+
+
+@dataclass(frozen=True)
+class MixtureFit:
+    """One fitted mixture on the log scale.
+
+    Attributes
+    ----------
+    weights, means, sigmas : numpy.ndarray
+        Normal components (log scale), sorted by mean.
+    log_likelihood : float
+        ``sum(w * log f(y))`` over the fitted points.
+    n_iter : int
+        EM iterations of the retained restart.
+    converged : bool
+        Whether the retained restart met the tolerance.
+    uniform : tuple of (weight, a, b) or None
+        For the body-plus-uniform model: weight of the uniform component and its bounds
+        ``[a, b]`` on the *linear* (exp) scale of ``y``.
+    """
+
+    weights: np.ndarray
+    means: np.ndarray
+    sigmas: np.ndarray
+    log_likelihood: float
+    n_iter: int
+    converged: bool
+    uniform: tuple[float, float, float] | None = None
+
+    def logpdf(self, y: np.ndarray) -> np.ndarray:
+        """Log density of the mixture at ``y`` (log scale)."""
+        y = np.asarray(y, dtype=float)
+        comps = _component_logpdf(y, self.weights, self.means, self.sigmas)
+        if self.uniform is not None:
+            wu, a, b = self.uniform
+            lu = _uniform_logpdf(y, wu, a, b)
+            comps = np.concatenate([comps, lu[:, None]], axis=1)
+        return _logsumexp(comps)
+
+
+def bin_points(y: np.ndarray, n_bins: int = N_BINS) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(points, weights)`` for EM: raw points, or fine-bin centres and counts.
+
+    Samples of at most :data:`BIN_ABOVE` points are returned as they are. Larger samples
+    are binned into ``n_bins`` equal-width bins over their range; empty bins are dropped.
+    With the range of a trimmed latency sample (a few units of log-time) the bin width is
+    about 1e-3, far below the narrowest component the fits allow.
+    """
+    y = np.asarray(y, dtype=float)
+    if y.size <= BIN_ABOVE:
+        return y, np.ones_like(y)
+    lo, hi = float(y.min()), float(y.max())
+    if hi <= lo:
+        return np.array([lo]), np.array([float(y.size)])
+    counts, edges = np.histogram(y, bins=n_bins, range=(lo, hi))
+    centres = 0.5 * (edges[:-1] + edges[1:])
+    keep = counts > 0
+    return centres[keep], counts[keep].astype(float)
+
+
+def _logsumexp(a: np.ndarray) -> np.ndarray:
+    m = np.max(a, axis=1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return (m + np.log(np.sum(np.exp(a - m), axis=1, keepdims=True)))[:, 0]
+
+
+def _component_logpdf(y, weights, means, sigmas) -> np.ndarray:
+    z = (y[:, None] - means[None, :]) / sigmas[None, :]
+    with np.errstate(divide="ignore"):
+        return np.log(weights)[None, :] - np.log(sigmas)[None, :] - _LOG_SQRT_2PI - 0.5 * z * z
+
+
+def _uniform_logpdf(y, wu, a, b) -> np.ndarray:
+    """Log density on the log scale of a component uniform on [a, b] in exp(y)."""
+    inside = (y >= np.log(a)) & (y <= np.log(b))
+    out = np.full(y.shape, -np.inf)
+    if wu > 0 and b > a:
+        out[inside] = np.log(wu) + y[inside] - np.log(b - a)
+    return out
+
+
+def _weighted_quantile(y, w, q):
+    order = np.argsort(y, kind="stable")
+    cw = np.cumsum(w[order])
+    return np.interp(np.asarray(q) * cw[-1], cw, y[order])
+
+
+def _em(y, w, weights, means, sigmas, sigma_floor, max_iter, tol):
+    """Plain EM for a normal mixture on weighted points; returns the fitted state."""
+    total = w.sum()
+    prev = -np.inf
+    ll = -np.inf
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        lp = _component_logpdf(y, weights, means, sigmas)
+        lse = _logsumexp(lp)
+        ll = float(np.dot(w, lse))
+        resp = np.exp(lp - lse[:, None]) * w[:, None]
+        nk = resp.sum(axis=0)
+        nk = np.maximum(nk, 1e-12 * total)
+        weights = nk / nk.sum()
+        means = (resp * y[:, None]).sum(axis=0) / nk
+        var = (resp * (y[:, None] - means[None, :]) ** 2).sum(axis=0) / nk
+        sigmas = np.sqrt(np.maximum(var, sigma_floor**2))
+        if ll - prev <= tol * max(1.0, abs(ll)):
+            converged = True
+            break
+        prev = ll
+    lp = _component_logpdf(y, weights, means, sigmas)
+    ll = float(np.dot(w, _logsumexp(lp)))
+    return weights, means, sigmas, ll, it, converged
+
+
+def _kmeanspp(y, w, k, rng, sigma_floor):
+    """Weighted k-means++ seeding followed by a few Lloyd steps."""
+    p = w / w.sum()
+    centres = [y[rng.choice(y.size, p=p)]]
+    for _ in range(1, k):
+        d2 = np.min((y[:, None] - np.asarray(centres)[None, :]) ** 2, axis=1) * w
+        if d2.sum() <= 0:
+            centres.append(y[rng.choice(y.size, p=p)])
+        else:
+            centres.append(y[rng.choice(y.size, p=d2 / d2.sum())])
+    c = np.sort(np.asarray(centres, dtype=float))
+    for _ in range(10):
+        lab = np.argmin(np.abs(y[:, None] - c[None, :]), axis=1)
+        for j in range(k):
+            m = lab == j
+            if np.any(m):
+                c[j] = np.average(y[m], weights=w[m])
+    lab = np.argmin(np.abs(y[:, None] - c[None, :]), axis=1)
+    weights = np.empty(k)
+    sig = np.empty(k)
+    spread = np.sqrt(np.average((y - np.average(y, weights=w)) ** 2, weights=w))
+    for j in range(k):
+        m = lab == j
+        weights[j] = w[m].sum() if np.any(m) else 1e-3 * w.sum()
+        if np.count_nonzero(m) > 1:
+            sig[j] = np.sqrt(np.average((y[m] - c[j]) ** 2, weights=w[m]))
+        else:
+            sig[j] = spread / k
+    return weights / weights.sum(), c, np.maximum(sig, sigma_floor)
+
+
+def fit_normal(y: np.ndarray, w: np.ndarray, sigma_floor: float) -> MixtureFit:
+    """Maximum-likelihood single normal on weighted points."""
+    mu = float(np.average(y, weights=w))
+    sd = float(np.sqrt(np.average((y - mu) ** 2, weights=w)))
+    sd = max(sd, sigma_floor)
+    weights, means, sigmas = np.array([1.0]), np.array([mu]), np.array([sd])
+    ll = float(np.dot(w, _component_logpdf(y, weights, means, sigmas)[:, 0]))
+    return MixtureFit(weights, means, sigmas, ll, 0, True)
+
+
+def fit_gmm(
+    y: np.ndarray,
+    w: np.ndarray,
+    k: int,
+    rng: np.random.Generator,
+    *,
+    sigma_floor: float,
+    n_init: int = 4,
+    max_iter: int = 300,
+    tol: float = 1e-7,
+) -> MixtureFit:
+    """Best of ``n_init`` EM runs of a ``k``-component normal mixture.
+
+    The first run starts from quantiles (component ``j`` at the ``(j + 0.5) / k``
+    weighted quantile); the others from weighted k-means++ seeds drawn from ``rng``.
+    The run with the highest log-likelihood is returned, components sorted by mean.
+    """
+    if k == 1:
+        return fit_normal(y, w, sigma_floor)
+    spread = float(np.sqrt(np.average((y - np.average(y, weights=w)) ** 2, weights=w)))
+    starts = []
+    q = (np.arange(k) + 0.5) / k
+    starts.append(
+        (np.full(k, 1.0 / k), _weighted_quantile(y, w, q), np.full(k, max(spread / k, sigma_floor)))
+    )
+    for _ in range(n_init - 1):
+        starts.append(_kmeanspp(y, w, k, rng, sigma_floor))
+    best = None
+    for weights, means, sigmas in starts:
+        res = _em(y, w, weights, means, sigmas, sigma_floor, max_iter, tol)
+        if best is None or res[3] > best[3]:
+            best = res
+    weights, means, sigmas, ll, it, conv = best
+    order = np.argsort(means)
+    return MixtureFit(weights[order], means[order], sigmas[order], ll, it, conv)
+
+
+def fit_body_uniform(
+    y: np.ndarray,
+    w: np.ndarray,
+    *,
+    sigma_floor: float,
+    z: float = 2.0,
+    max_iter: int = 300,
+    tol: float = 1e-7,
+) -> MixtureFit:
+    """Normal body (log scale) plus a uniform on ``[exp(mu + z sigma), exp(max y)]``.
+
+    EM with the uniform's lower bound re-derived from the body after every M-step (the
+    body's upper ``Phi(z)`` quantile, 97.7 % for ``z = 2``); its upper bound is the
+    sample maximum. The body starts on the lower half of the sample.
+    """
+    b = float(np.exp(np.max(y)))
+    med = float(_weighted_quantile(y, w, 0.5))
+    mu = med
+    mad = float(_weighted_quantile(np.abs(y - med), w, 0.5))
+    sd = max(1.4826 * mad, sigma_floor)
+    wu = 0.1
+    total = w.sum()
+    prev = -np.inf
+    ll = -np.inf
+    it = 0
+    converged = False
+    for it in range(1, max_iter + 1):
+        a = float(np.exp(mu + z * sd))
+        if a >= b:
+            wu = 0.0
+        lb = np.log(1.0 - wu) - np.log(sd) - _LOG_SQRT_2PI - 0.5 * ((y - mu) / sd) ** 2
+        lu = _uniform_logpdf(y, wu, a, b)
+        lse = np.logaddexp(lb, lu)
+        ll = float(np.dot(w, lse))
+        rb = np.exp(lb - lse) * w
+        nb = max(rb.sum(), 1e-12 * total)
+        mu = float(np.dot(rb, y) / nb)
+        sd = float(max(np.sqrt(np.dot(rb, (y - mu) ** 2) / nb), sigma_floor))
+        wu = float(min(max(1.0 - nb / total, 0.0), 1.0 - 1e-9))
+        if abs(ll - prev) <= tol * max(1.0, abs(ll)):
+            converged = True
+            break
+        prev = ll
+    a = float(np.exp(mu + z * sd))
+    if a >= b:
+        wu = 0.0
+    uni = (wu, a, b)
+    body = MixtureFit(np.array([1.0 - wu]), np.array([mu]), np.array([sd]), 0.0, it, converged, uni)
+    ll = float(np.dot(w, body.logpdf(y)))
+    return MixtureFit(body.weights, body.means, body.sigmas, ll, it, converged, uni)

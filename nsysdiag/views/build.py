@@ -1,0 +1,127 @@
+"""Materialize normalized views as Parquet files and expose them to DuckDB.
+
+A view is built the first time a query names it: its raw inputs are read (only the
+columns it declares) as Arrow streams, its SQL runs in DuckDB, and the result streams into
+``<cache>/<view>.parquet`` through a temporary file and an atomic rename. Queries then read
+that file, so DuckDB pushes each query's column list and filters down to Parquet.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from ..adapters.base import Source
+from ..errors import InputError
+from .definitions import API_CATEGORY_SQL, VIEWS, RawInput, ViewSpec
+from .enums import ENUM_TABLES, enum_table
+
+#: bump when a view's columns or meaning change, so old caches are not reused
+VIEW_FORMAT = 3
+
+
+def sql_string(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+class ViewStore:
+    """Builds the normalized views of one source into a directory of Parquet files."""
+
+    def __init__(self, source: Source, con: duckdb.DuckDBPyConnection, directory: Path,
+                 tracer: Callable[[str], None] | None = None):
+        self.source = source
+        self.con = con
+        self.directory = directory
+        self.tracer = tracer
+        self._helpers_ready = False
+        self._lock = threading.RLock()
+        self._ready: set[str] = set()
+
+    def path(self, name: str) -> Path:
+        return self.directory / f"{name}.parquet"
+
+    def ensure(self, names: Iterable[str]) -> None:
+        """Make sure each named view exists (building it, and what it depends on, if needed)."""
+        with self._lock:
+            for name in names:
+                if name in VIEWS and name not in self._ready:
+                    self._ensure_one(VIEWS[name])
+
+    def _ensure_one(self, spec: ViewSpec) -> None:
+        self.ensure(spec.depends)
+        target = self.path(spec.name)
+        if not target.exists():
+            self._build(spec, target)
+        self.con.execute(
+            f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM read_parquet({sql_string(str(target))})"
+        )
+        self._ready.add(spec.name)
+
+    def _build(self, spec: ViewSpec, target: Path) -> None:
+        self._ensure_helpers()
+        registered = []
+        try:
+            for raw in spec.inputs:
+                name = f"raw_{raw.alias}"
+                self.con.register(name, self._read(raw))
+                registered.append(name)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{spec.name}.", suffix=".tmp", dir=self.directory)
+            os.close(fd)
+            try:
+                self._run(
+                    f"COPY ({spec.sql}) TO {sql_string(tmp)} (FORMAT parquet, COMPRESSION zstd)"
+                )
+                os.replace(tmp, target)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        finally:
+            for name in registered:
+                self.con.unregister(name)
+
+    def _read(self, raw: RawInput) -> pa.RecordBatchReader:
+        tables = self.source.tables()
+        table = next((t for t in raw.tables if t in tables), raw.tables[0])
+        return self.source.read(table, raw.columns, where=raw.where)
+
+    def _run(self, sql: str) -> None:
+        if self.tracer:
+            self.tracer(sql)
+        try:
+            self.con.execute(sql)
+        except duckdb.Error as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, InputError):
+                raise cause from None
+            raise InputError(
+                f"could not be normalized ({str(exc).splitlines()[0]})", path=str(self.source.path)
+            ) from None
+
+    def _ensure_helpers(self) -> None:
+        if self._helpers_ready:
+            return
+        strings = self.source.read("StringIds", {"id": "int", "value": "text"}).read_all()
+        self.con.register("_strings_arrow", strings)
+        self._run("CREATE OR REPLACE TEMP TABLE _strings AS "
+                  "SELECT DISTINCT ON (id) id, value FROM _strings_arrow")
+        self.con.unregister("_strings_arrow")
+        self._run(
+            "CREATE OR REPLACE TEMP TABLE _api_names AS "
+            f"SELECT id, n AS name, {API_CATEGORY_SQL} AS category FROM "
+            "(SELECT id, regexp_replace(value, '_v[0-9]+$', '') AS n FROM _strings)"
+        )
+        for kind, (table, _, _) in ENUM_TABLES.items():
+            rows = self.source.read(table, {"id": "int", "name": "text", "label": "text"}).read_all()
+            arrow = enum_table(kind, [tuple(r.values()) for r in rows.to_pylist()])
+            self.con.register(f"_enum_{kind}_arrow", arrow)
+            self._run(f"CREATE OR REPLACE TEMP TABLE _enum_{kind} AS SELECT * FROM _enum_{kind}_arrow")
+            self.con.unregister(f"_enum_{kind}_arrow")
+        self._helpers_ready = True

@@ -1,0 +1,515 @@
+"""The normalized views: the contract every analysis reads (never raw nsys tables).
+
+Each view is one SQL statement over *raw inputs* (projected reads of nsys tables, named
+``raw_<alias>``), small helper tables (``_strings``, ``_api_names``, ``_enum_*``) and, for
+``cuda_graphs``, other views. Columns an older export lacks arrive as NULL, so one
+statement serves every nsys version. Timestamps are integer nanoseconds on the trace's
+timeline; ``pid``/``tid`` are decoded from nsys's packed ``globalPid``/``globalTid``
+(``<hw:8><vm:8><pid:24><tid:24>``); ``global_pid`` keeps the packed process key (tid bits
+zero) for exact joins, since correlation ids are unique only within a process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RawInput:
+    """A projected read of one raw table (the first of ``tables`` that exists)."""
+
+    alias: str
+    tables: tuple[str, ...]
+    columns: dict[str, str]
+    where: str | None = None
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """One normalized view."""
+
+    name: str
+    description: str
+    inputs: tuple[RawInput, ...]
+    sql: str
+    #: column -> one-line description with unit
+    columns: dict[str, str]
+    #: raw tables whose rows make this view (for the probe)
+    source_tables: tuple[str, ...]
+    #: what to capture with when the view is empty
+    capture_hint: str
+    depends: tuple[str, ...] = field(default=())
+
+
+_PID = "({g} >> 24) & 16777215"
+_TID = "{g} & 16777215"
+_GPID = "({g} >> 24) << 24"
+
+_GPU_OP_COLUMNS = {
+    "start": "int", "end": "int", "deviceId": "int", "contextId": "int", "streamId": "int",
+    "correlationId": "int", "globalPid": "int", "graphNodeId": "int", "greenContextId": "int",
+}
+
+
+def _gpu_common(a: str) -> str:
+    return f"""{a}.start AS start_ns, {a}."end" AS end_ns, {a}."end" - {a}.start AS duration_ns,
+       {a}.deviceId AS device_id, {a}.contextId AS context_id, {a}.streamId AS stream_id,
+       {_PID.format(g=f'{a}.globalPid')} AS pid, {a}.globalPid AS global_pid,
+       {a}.correlationId AS correlation_id, nullif({a}.graphNodeId, 0) AS graph_node_id,
+       nullif({a}.greenContextId, 0) AS green_context_id"""
+
+
+_GPU_COMMON_DOC = {
+    "start_ns": "GPU start time, ns on the trace timeline",
+    "end_ns": "GPU end time, ns",
+    "duration_ns": "end_ns - start_ns, ns",
+    "device_id": "GPU id (joins devices.device_id)",
+    "context_id": "CUDA context id (per process)",
+    "stream_id": "CUDA stream id (per context)",
+    "pid": "process id",
+    "global_pid": "nsys packed process key (hw, vm, pid); use for joins",
+    "correlation_id": "id of the launching API call (unique within a process)",
+    "graph_node_id": "CUDA graph node id when launched inside a graph (node-level tracing), else NULL",
+    "green_context_id": "green context id, NULL when none",
+}
+
+KERNELS = ViewSpec(
+    name="kernels",
+    description="One row per CUDA kernel execution.",
+    inputs=(
+        RawInput(
+            "kernel",
+            ("CUPTI_ACTIVITY_KIND_KERNEL",),
+            {**_GPU_OP_COLUMNS, "graphId": "int", "demangledName": "int", "shortName": "int",
+             "gridX": "int", "gridY": "int", "gridZ": "int", "blockX": "int", "blockY": "int",
+             "blockZ": "int", "registersPerThread": "int", "staticSharedMemory": "int",
+             "dynamicSharedMemory": "int"},
+        ),
+    ),
+    sql=f"""
+SELECT {_gpu_common('k')}, k.graphId AS graph_id,
+       coalesce(dn.value, sn.value) AS name, coalesce(sn.value, dn.value) AS short_name,
+       k.gridX AS grid_x, k.gridY AS grid_y, k.gridZ AS grid_z,
+       k.blockX AS block_x, k.blockY AS block_y, k.blockZ AS block_z,
+       k.registersPerThread AS registers_per_thread,
+       k.staticSharedMemory AS static_shared_bytes, k.dynamicSharedMemory AS dynamic_shared_bytes
+FROM raw_kernel k
+LEFT JOIN _strings dn ON dn.id = k.demangledName
+LEFT JOIN _strings sn ON sn.id = k.shortName""",
+    columns={
+        **_GPU_COMMON_DOC,
+        "graph_id": "CUDA graph id (newer exports), else NULL",
+        "name": "demangled kernel name",
+        "short_name": "base kernel name",
+        "grid_x": "grid size x (blocks)", "grid_y": "grid size y", "grid_z": "grid size z",
+        "block_x": "block size x (threads)", "block_y": "block size y", "block_z": "block size z",
+        "registers_per_thread": "registers per thread",
+        "static_shared_bytes": "static shared memory per block, bytes",
+        "dynamic_shared_bytes": "dynamic shared memory per block, bytes",
+    },
+    source_tables=("CUPTI_ACTIVITY_KIND_KERNEL",),
+    capture_hint="nsys profile --trace=cuda",
+)
+
+MEMCPYS = ViewSpec(
+    name="memcpys",
+    description="One row per CUDA memory copy executed on a GPU copy engine.",
+    inputs=(
+        RawInput(
+            "memcpy",
+            ("CUPTI_ACTIVITY_KIND_MEMCPY",),
+            {**_GPU_OP_COLUMNS, "bytes": "int", "copyKind": "int", "srcKind": "int",
+             "dstKind": "int", "srcDeviceId": "int", "dstDeviceId": "int", "copyCount": "int"},
+        ),
+    ),
+    sql=f"""
+SELECT {_gpu_common('m')}, m.bytes AS bytes,
+       coalesce(ck.name, 'kind_' || m.copyKind) AS copy_kind, m.copyKind AS copy_kind_id,
+       coalesce(ck.label, 'kind ' || m.copyKind) AS copy_kind_label,
+       coalesce(sk.name, 'kind_' || m.srcKind) AS src_kind,
+       coalesce(dk.name, 'kind_' || m.dstKind) AS dst_kind,
+       coalesce(m.srcKind = 0 OR m.dstKind = 0, false) AS is_pageable,
+       m.srcDeviceId AS src_device_id, m.dstDeviceId AS dst_device_id,
+       coalesce(m.copyCount, 1) AS copy_count
+FROM raw_memcpy m
+LEFT JOIN _enum_copy_kind ck ON ck.id = m.copyKind
+LEFT JOIN _enum_mem_kind sk ON sk.id = m.srcKind
+LEFT JOIN _enum_mem_kind dk ON dk.id = m.dstKind""",
+    columns={
+        **_GPU_COMMON_DOC,
+        "bytes": "bytes copied",
+        "copy_kind": "direction: HtoD, DtoH, DtoD, HtoH, PtoP, UVM_HtoD, ...",
+        "copy_kind_id": "CUPTI copy kind id",
+        "copy_kind_label": "nsys display label, e.g. Host-to-Device",
+        "src_kind": "source memory: pageable, pinned, device, array, managed, ...",
+        "dst_kind": "destination memory kind",
+        "is_pageable": "true when either side is pageable host memory",
+        "src_device_id": "source GPU of a peer copy",
+        "dst_device_id": "destination GPU of a peer copy",
+        "copy_count": "copies folded into this record (cudaMemcpyBatchAsync), 1 otherwise",
+    },
+    source_tables=("CUPTI_ACTIVITY_KIND_MEMCPY",),
+    capture_hint="nsys profile --trace=cuda",
+)
+
+MEMSETS = ViewSpec(
+    name="memsets",
+    description="One row per CUDA memset executed on a GPU.",
+    inputs=(
+        RawInput(
+            "memset",
+            ("CUPTI_ACTIVITY_KIND_MEMSET",),
+            {**_GPU_OP_COLUMNS, "bytes": "int", "memKind": "int", "value": "int"},
+        ),
+    ),
+    sql=f"""
+SELECT {_gpu_common('m')}, m.bytes AS bytes,
+       coalesce(mk.name, 'kind_' || m.memKind) AS mem_kind, m.value AS value
+FROM raw_memset m
+LEFT JOIN _enum_mem_kind mk ON mk.id = m.memKind""",
+    columns={**_GPU_COMMON_DOC, "bytes": "bytes set", "mem_kind": "memory kind",
+             "value": "byte value written"},
+    source_tables=("CUPTI_ACTIVITY_KIND_MEMSET",),
+    capture_hint="nsys profile --trace=cuda",
+)
+
+_THREAD_DOC = {
+    "pid": "process id",
+    "tid": "thread id",
+    "global_pid": "nsys packed process key; use for joins",
+    "global_tid": "nsys packed thread key",
+}
+
+API_CALLS = ViewSpec(
+    name="api_calls",
+    description="One row per traced CUDA runtime or driver API call (CPU side).",
+    inputs=(
+        RawInput(
+            "runtime",
+            ("CUPTI_ACTIVITY_KIND_RUNTIME",),
+            {"start": "int", "end": "int", "eventClass": "int", "globalTid": "int",
+             "correlationId": "int", "nameId": "int", "returnValue": "int"},
+        ),
+    ),
+    sql=f"""
+SELECT r.start AS start_ns, r."end" AS end_ns, r."end" - r.start AS duration_ns,
+       {_PID.format(g='r.globalTid')} AS pid, {_TID.format(g='r.globalTid')} AS tid,
+       {_GPID.format(g='r.globalTid')} AS global_pid, r.globalTid AS global_tid,
+       coalesce(n.name, 'unknown') AS name, coalesce(n.category, 'other') AS category,
+       CASE r.eventClass WHEN 0 THEN 'runtime' WHEN 1 THEN 'driver' ELSE 'other' END AS api,
+       r.correlationId AS correlation_id, r.returnValue AS return_value
+FROM raw_runtime r
+LEFT JOIN _api_names n ON n.id = r.nameId""",
+    columns={
+        "start_ns": "call entry, ns", "end_ns": "call return, ns", "duration_ns": "ns",
+        **_THREAD_DOC,
+        "name": "API name without its version suffix (cudaLaunchKernel, not cudaLaunchKernel_v7000)",
+        "category": "launch, graph_launch, memcpy, memset, sync, memory, other",
+        "api": "runtime or driver",
+        "correlation_id": "joins the GPU work it launched (same global_pid)",
+        "return_value": "CUDA return code",
+    },
+    source_tables=("CUPTI_ACTIVITY_KIND_RUNTIME",),
+    capture_hint="nsys profile --trace=cuda",
+)
+
+_NVTX_COLUMNS = {"start": "int", "end": "int", "eventType": "int", "rangeId": "int",
+                 "category": "int", "text": "text", "globalTid": "int", "endGlobalTid": "int",
+                 "textId": "int", "domainId": "int"}
+
+NVTX_RANGES = ViewSpec(
+    name="nvtx_ranges",
+    description="One row per NVTX range (push/pop and start/end); marks are left out.",
+    inputs=(
+        RawInput("nvtx", ("NVTX_EVENTS",), _NVTX_COLUMNS, where="eventType IN (59, 60, 70, 71)"),
+        RawInput("nvtx_domain", ("NVTX_EVENTS",),
+                 {"start": "int", "text": "text", "textId": "int", "globalTid": "int",
+                  "domainId": "int"}, where="eventType = 75"),
+    ),
+    sql=f"""
+WITH dom AS (
+    SELECT d.domainId, d.globalTid >> 24 AS proc,
+           arg_min(coalesce(s.value, d.text), d.start) AS domain
+    FROM raw_nvtx_domain d LEFT JOIN _strings s ON s.id = d.textId
+    GROUP BY 1, 2)
+SELECT e.start AS start_ns, e."end" AS end_ns, e."end" - e.start AS duration_ns,
+       {_PID.format(g='e.globalTid')} AS pid, {_TID.format(g='e.globalTid')} AS tid,
+       {_GPID.format(g='e.globalTid')} AS global_pid, e.globalTid AS global_tid,
+       {_TID.format(g='e.endGlobalTid')} AS end_tid,
+       coalesce(s.value, e.text, '') AS name, coalesce(dom.domain, '') AS domain,
+       CASE WHEN e.eventType IN (59, 70) THEN 'push_pop' ELSE 'start_end' END AS style,
+       e.rangeId AS range_id, e.category AS category
+FROM raw_nvtx e
+LEFT JOIN _strings s ON s.id = e.textId
+LEFT JOIN dom ON dom.domainId = e.domainId AND dom.proc = e.globalTid >> 24""",
+    columns={
+        "start_ns": "range start, ns", "end_ns": "range end, ns (NULL if never closed)",
+        "duration_ns": "ns (NULL if never closed)", **_THREAD_DOC,
+        "end_tid": "thread that ended a start/end range on another thread, else NULL",
+        "name": "range text (registered or inline)", "domain": "NVTX domain name, '' for the default",
+        "style": "push_pop or start_end", "range_id": "nvtxRangeStart id (start/end ranges)",
+        "category": "NVTX category id",
+    },
+    source_tables=("NVTX_EVENTS",),
+    capture_hint="annotate the code with NVTX and run nsys profile --trace=cuda,nvtx",
+)
+
+SYNCS = ViewSpec(
+    name="syncs",
+    description="One row per CUDA synchronization observed by CUPTI (event, stream, context).",
+    inputs=(
+        RawInput(
+            "sync",
+            ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",),
+            {"start": "int", "end": "int", "deviceId": "int", "contextId": "int",
+             "streamId": "int", "correlationId": "int", "globalPid": "int", "syncType": "int",
+             "eventId": "int"},
+        ),
+    ),
+    sql=f"""
+SELECT s.start AS start_ns, s."end" AS end_ns, s."end" - s.start AS duration_ns,
+       coalesce(st.name, 'unknown') AS sync_type, s.deviceId AS device_id,
+       s.contextId AS context_id, s.streamId AS stream_id,
+       {_PID.format(g='s.globalPid')} AS pid, s.globalPid AS global_pid,
+       s.correlationId AS correlation_id, s.eventId AS event_id
+FROM raw_sync s
+LEFT JOIN _enum_sync_type st ON st.id = s.syncType""",
+    columns={
+        "start_ns": "ns", "end_ns": "ns", "duration_ns": "ns",
+        "sync_type": "event_synchronize, stream_wait_event, stream_synchronize, context_synchronize",
+        "device_id": "GPU id", "context_id": "context", "stream_id": "stream",
+        "pid": "process id", "global_pid": "packed process key",
+        "correlation_id": "the API call that synchronized", "event_id": "CUDA event id",
+    },
+    source_tables=("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",),
+    capture_hint="nsys profile --trace=cuda",
+)
+
+THREADS = ViewSpec(
+    name="threads",
+    description="Named threads and their process names.",
+    inputs=(
+        RawInput("thread", ("ThreadNames",),
+                 {"nameId": "int", "priority": "int", "globalTid": "int"}),
+        RawInput("process", ("PROCESSES",), {"globalPid": "int", "pid": "int", "name": "text"}),
+    ),
+    sql=f"""
+WITH p AS (SELECT globalPid >> 24 AS proc, arg_max(name, name) AS name FROM raw_process GROUP BY 1)
+SELECT t.globalTid AS global_tid, {_PID.format(g='t.globalTid')} AS pid,
+       {_TID.format(g='t.globalTid')} AS tid, {_GPID.format(g='t.globalTid')} AS global_pid,
+       arg_max(s.value, t.priority) AS thread_name, max(t.priority) AS priority,
+       any_value(p.name) AS process_name
+FROM raw_thread t
+LEFT JOIN _strings s ON s.id = t.nameId
+LEFT JOIN p ON p.proc = t.globalTid >> 24
+GROUP BY t.globalTid""",
+    columns={"global_tid": "packed thread key", "pid": "process id", "tid": "thread id",
+             "global_pid": "packed process key", "thread_name": "thread name",
+             "priority": "thread priority", "process_name": "process name, NULL if unknown"},
+    source_tables=("ThreadNames",),
+    capture_hint="nsys profile (thread names are recorded by default)",
+)
+
+PROCESSES = ViewSpec(
+    name="processes",
+    description="Processes recorded in the capture.",
+    inputs=(RawInput("process", ("PROCESSES",), {"globalPid": "int", "pid": "int", "name": "text"}),),
+    sql="""
+SELECT ((globalPid >> 24) << 24) AS global_pid, (globalPid >> 24) & 16777215 AS pid,
+       arg_max(name, name) AS name
+FROM raw_process GROUP BY 1, 2""",
+    columns={"global_pid": "packed process key", "pid": "process id", "name": "process name"},
+    source_tables=("PROCESSES",),
+    capture_hint="nsys profile (processes are recorded by default)",
+)
+
+DEVICES = ViewSpec(
+    name="devices",
+    description="GPUs in the capture with the hardware facts the export records.",
+    inputs=(
+        RawInput("gpu", ("TARGET_INFO_GPU",),
+                 {"id": "int", "deviceId": "int", "name": "text", "busLocation": "text",
+                  "uuid": "text", "chipName": "text", "totalMemory": "int",
+                  "memoryBandwidth": "int", "clockRate": "int", "smCount": "int",
+                  "computeMajor": "int", "computeMinor": "int", "l2CacheSize": "int",
+                  "asyncEngines": "int", "isDiscrete": "int"}),
+        RawInput("cuda_gpu", ("TARGET_INFO_CUDA_GPU",),
+                 {"deviceId": "int", "name": "text", "pciBusId": "text",
+                  "globalMemorySize": "int", "globalMemoryBandwidth": "int",
+                  "coreClockRate": "int", "numMultiprocessors": "int",
+                  "computeCapabilityMajor": "int", "computeCapabilityMinor": "int",
+                  "l2CacheSize": "int", "numMemcpyEngines": "int"}),
+    ),
+    sql="""
+WITH g AS (SELECT coalesce(id, deviceId) AS device_id, * FROM raw_gpu),
+c AS (SELECT * FROM raw_cuda_gpu),
+j AS (
+    SELECT coalesce(g.device_id, c.deviceId) AS device_id,
+           coalesce(g.name, c.name) AS name,
+           coalesce(g.busLocation, nullif(c.pciBusId, '<UNKNOWN_BUS_ID>')) AS bus_location,
+           g.uuid AS uuid, g.chipName AS chip_name,
+           coalesce(g.totalMemory,
+                    CASE WHEN c.globalMemorySize < 1048576 THEN c.globalMemorySize * 1048576
+                         ELSE c.globalMemorySize END) AS total_memory_bytes,
+           coalesce(g.memoryBandwidth, c.globalMemoryBandwidth * 1000) AS memory_bandwidth_bytes_per_s,
+           coalesce(g.clockRate, c.coreClockRate * 1000) AS clock_rate_hz,
+           coalesce(g.smCount, c.numMultiprocessors) AS sm_count,
+           coalesce(g.computeMajor, c.computeCapabilityMajor) || '.' ||
+               coalesce(g.computeMinor, c.computeCapabilityMinor) AS compute_capability,
+           coalesce(g.l2CacheSize, c.l2CacheSize) AS l2_cache_bytes,
+           coalesce(g.asyncEngines, c.numMemcpyEngines) AS copy_engines,
+           g.isDiscrete <> 0 AS is_discrete
+    FROM g FULL OUTER JOIN c ON c.deviceId = g.device_id)
+SELECT device_id, arg_max(name, name) AS name, any_value(bus_location) AS bus_location,
+       any_value(uuid) AS uuid, any_value(chip_name) AS chip_name,
+       max(total_memory_bytes) AS total_memory_bytes,
+       max(memory_bandwidth_bytes_per_s) AS memory_bandwidth_bytes_per_s,
+       max(clock_rate_hz) AS clock_rate_hz, max(sm_count) AS sm_count,
+       any_value(compute_capability) AS compute_capability, max(l2_cache_bytes) AS l2_cache_bytes,
+       max(copy_engines) AS copy_engines, bool_or(is_discrete) AS is_discrete,
+       NULL::BIGINT AS pcie_generation, NULL::BIGINT AS pcie_width
+FROM j GROUP BY device_id""",
+    columns={
+        "device_id": "GPU id used by the GPU activity tables", "name": "GPU product name",
+        "bus_location": "PCI bus location", "uuid": "GPU UUID", "chip_name": "chip, e.g. GH100",
+        "total_memory_bytes": "device memory, bytes",
+        "memory_bandwidth_bytes_per_s": "peak DRAM bandwidth as nsys records it, bytes/s",
+        "clock_rate_hz": "SM clock, Hz", "sm_count": "streaming multiprocessors",
+        "compute_capability": "e.g. 9.0", "l2_cache_bytes": "L2 size, bytes",
+        "copy_engines": "asynchronous copy engines", "is_discrete": "discrete GPU",
+        "pcie_generation": "PCIe generation when the export records it (no nsys version does yet)",
+        "pcie_width": "PCIe lanes when recorded",
+    },
+    source_tables=("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU"),
+    capture_hint="nsys profile --trace=cuda",
+)
+
+OS_RUNTIME = ViewSpec(
+    name="os_runtime",
+    description="OS runtime calls (pthread, poll, read, ...) longer than nsys's threshold.",
+    inputs=(RawInput("osrt", ("OSRT_API",),
+                     {"start": "int", "end": "int", "globalTid": "int", "nameId": "int"}),),
+    sql=f"""
+SELECT o.start AS start_ns, o."end" AS end_ns, o."end" - o.start AS duration_ns,
+       {_PID.format(g='o.globalTid')} AS pid, {_TID.format(g='o.globalTid')} AS tid,
+       {_GPID.format(g='o.globalTid')} AS global_pid, o.globalTid AS global_tid,
+       coalesce(s.value, 'unknown') AS name
+FROM raw_osrt o LEFT JOIN _strings s ON s.id = o.nameId""",
+    columns={"start_ns": "ns", "end_ns": "ns", "duration_ns": "ns", **_THREAD_DOC,
+             "name": "OS call name"},
+    source_tables=("OSRT_API",),
+    capture_hint="nsys profile --trace=cuda,nvtx,osrt",
+)
+
+GPU_METRICS = ViewSpec(
+    name="gpu_metrics",
+    description="GPU metrics samples (SM active, DRAM and PCIe throughput, ...).",
+    inputs=(
+        RawInput("metric", ("GPU_METRICS",),
+                 {"timestamp": "int", "typeId": "int", "metricId": "int", "value": "int"}),
+        RawInput("metric_info", ("TARGET_INFO_GPU_METRICS",),
+                 {"typeId": "int", "metricId": "int", "metricName": "text", "typeName": "text"}),
+    ),
+    sql="""
+WITH info AS (SELECT typeId, metricId, any_value(metricName) AS metric_name,
+                     any_value(typeName) AS type_name
+              FROM raw_metric_info GROUP BY 1, 2)
+SELECT m.timestamp AS timestamp_ns, m.typeId & 255 AS device_id, m.typeId AS type_id,
+       i.type_name, coalesce(i.metric_name, 'metric ' || m.metricId) AS metric_name,
+       m.value AS value
+FROM raw_metric m LEFT JOIN info i ON i.typeId = m.typeId AND i.metricId = m.metricId""",
+    columns={"timestamp_ns": "sample time, ns",
+             "device_id": "GPU (typeId & 255, the convention NVIDIA's recipes use)",
+             "type_id": "nsys metric type id", "type_name": "metric set name",
+             "metric_name": "metric, e.g. 'DRAM Read Bandwidth [Throughput %]'",
+             "value": "sample value (percent for throughput metrics)"},
+    source_tables=("GPU_METRICS",),
+    capture_hint="nsys profile --gpu-metrics-devices=all",
+)
+
+GRAPH_TRACE_INPUT = RawInput(
+    "graph_trace", ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE",),
+    {"start": "int", "end": "int", "deviceId": "int", "streamId": "int", "correlationId": "int",
+     "globalPid": "int", "graphId": "int", "graphExecId": "int"},
+)
+
+CUDA_GRAPHS = ViewSpec(
+    name="cuda_graphs",
+    description=(
+        "One row per CUDA graph launch: the host launch call joined to its GPU execution, "
+        "from graph-level trace rows or from node-level kernels/copies."
+    ),
+    inputs=(GRAPH_TRACE_INPUT,),
+    depends=("api_calls", "kernels", "memcpys", "memsets"),
+    sql="""
+WITH launches AS (
+    SELECT global_pid, correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
+           min(start_ns) AS api_start_ns, max(end_ns) AS api_end_ns, any_value(name) AS api_name
+    FROM api_calls WHERE category = 'graph_launch' GROUP BY 1, 2),
+graph_level AS (
+    SELECT globalPid AS global_pid, correlationId AS correlation_id,
+           min(start) AS gpu_start_ns, max("end") AS gpu_end_ns, any_value(deviceId) AS device_id,
+           any_value(streamId) AS stream_id, any_value(graphId) AS graph_id,
+           any_value(graphExecId) AS graph_exec_id, 0 AS n_kernels, 0 AS n_copies, 'graph' AS trace_level
+    FROM raw_graph_trace GROUP BY 1, 2),
+nodes AS (
+    SELECT global_pid, correlation_id, start_ns, end_ns, device_id, stream_id, graph_id, 1 AS k, 0 AS c
+    FROM kernels WHERE graph_node_id IS NOT NULL
+    UNION ALL
+    SELECT global_pid, correlation_id, start_ns, end_ns, device_id, stream_id, NULL, 0, 1
+    FROM memcpys WHERE graph_node_id IS NOT NULL
+    UNION ALL
+    SELECT global_pid, correlation_id, start_ns, end_ns, device_id, stream_id, NULL, 0, 1
+    FROM memsets WHERE graph_node_id IS NOT NULL),
+node_level AS (
+    SELECT global_pid, correlation_id, min(start_ns), max(end_ns), any_value(device_id),
+           any_value(stream_id), any_value(graph_id), NULL::BIGINT, sum(k), sum(c), 'node'
+    FROM nodes GROUP BY 1, 2),
+gpu AS (SELECT * FROM graph_level UNION ALL SELECT * FROM node_level)
+SELECT coalesce(l.global_pid, g.global_pid) AS global_pid,
+       coalesce(l.pid, (g.global_pid >> 24) & 16777215) AS pid, l.tid AS tid,
+       coalesce(l.correlation_id, g.correlation_id) AS correlation_id,
+       l.api_name, l.api_start_ns, l.api_end_ns, g.gpu_start_ns, g.gpu_end_ns,
+       g.gpu_end_ns - g.gpu_start_ns AS gpu_duration_ns,
+       g.gpu_start_ns - l.api_start_ns AS launch_to_start_ns,
+       g.device_id, g.stream_id, g.graph_id, g.graph_exec_id,
+       coalesce(g.n_kernels, 0) AS n_kernels, coalesce(g.n_copies, 0) AS n_copies,
+       coalesce(g.trace_level, 'api_only') AS trace_level
+FROM launches l FULL OUTER JOIN gpu g
+  ON g.global_pid = l.global_pid AND g.correlation_id = l.correlation_id""",
+    columns={
+        "global_pid": "packed process key", "pid": "process id", "tid": "launching thread id",
+        "correlation_id": "correlation id of the launch",
+        "api_name": "cudaGraphLaunch / cuGraphLaunch (NULL for device-side launches)",
+        "api_start_ns": "launch call entry, ns", "api_end_ns": "launch call return, ns",
+        "gpu_start_ns": "first GPU work of the launch, ns", "gpu_end_ns": "last GPU work end, ns",
+        "gpu_duration_ns": "ns", "launch_to_start_ns": "api start -> GPU start, ns",
+        "device_id": "GPU", "stream_id": "stream", "graph_id": "graph id when recorded",
+        "graph_exec_id": "executable graph id when recorded",
+        "n_kernels": "kernels traced inside the launch (node-level tracing only)",
+        "n_copies": "copies/memsets traced inside the launch (node-level tracing only)",
+        "trace_level": "graph (one record per launch), node (per-node records) or api_only",
+    },
+    source_tables=("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_RUNTIME"),
+    capture_hint="nsys profile --trace=cuda --cuda-graph-trace=node",
+)
+
+VIEWS: dict[str, ViewSpec] = {
+    v.name: v
+    for v in (KERNELS, MEMCPYS, MEMSETS, API_CALLS, NVTX_RANGES, SYNCS, THREADS, PROCESSES,
+              DEVICES, OS_RUNTIME, GPU_METRICS, CUDA_GRAPHS)
+}
+
+#: the API-name classification behind ``api_calls.category``
+API_CATEGORY_SQL = r"""
+CASE
+  WHEN regexp_matches(n, '^cu(da)?GraphLaunch') THEN 'graph_launch'
+  WHEN regexp_matches(n, '^cu(da)?Launch') AND NOT regexp_matches(n, 'HostFunc') THEN 'launch'
+  WHEN regexp_matches(n, '^cu(da)?Memcpy') THEN 'memcpy'
+  WHEN regexp_matches(n, '^cu(da)?Memset') THEN 'memset'
+  WHEN regexp_matches(n, 'Synchronize|^cu(da)?StreamWaitEvent|^cu(da)?StreamQuery|^cu(da)?EventQuery')
+       THEN 'sync'
+  WHEN regexp_matches(n, 'Malloc|Free|MemAlloc|MemFree|HostAlloc|HostRegister|MemPool')
+       THEN 'memory'
+  ELSE 'other'
+END"""

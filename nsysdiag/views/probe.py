@@ -1,0 +1,118 @@
+"""What a report captured: per view, present / empty / not captured, and why.
+
+The probe reads only table lists and row counts, so it is cheap. Analyses ask it before
+running and say "not captured" (with the nsys option that would capture the data) instead
+of failing or reporting zeros that are not measurements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..adapters.base import Source
+from ..errors import MissingDataError
+from .definitions import VIEWS
+
+PRESENT, EMPTY, NOT_CAPTURED = "present", "empty", "not_captured"
+
+_CUDA_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
+                "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+#: views whose absence, when CUDA was traced, means "none happened" rather than "not traced"
+_CUDA_EVENT_VIEWS = ("memcpys", "memsets", "syncs", "cuda_graphs", "kernels")
+
+
+@dataclass(frozen=True)
+class ViewStatus:
+    """Whether one normalized view has data, and if not, why."""
+
+    name: str
+    status: str
+    source_rows: int
+    reason: str
+    hint: str
+
+    @property
+    def present(self) -> bool:
+        return self.status == PRESENT
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The capture status of every normalized view of a report."""
+
+    path: str
+    views: dict[str, ViewStatus]
+    cuda_traced: bool
+
+    def __getitem__(self, name: str) -> ViewStatus:
+        return self.views[name]
+
+    def present(self, name: str) -> bool:
+        return self.views[name].present
+
+    def require(self, *names: str, command: str = "this analysis") -> None:
+        """Raise :class:`MissingDataError` unless every named view has rows."""
+        for name in names:
+            st = self.views[name]
+            if not st.present:
+                raise MissingDataError(f"{command} needs {name}: {st.reason}", path=self.path,
+                                       hint=st.hint)
+
+    def to_dict(self) -> dict:
+        return {"cuda_traced": self.cuda_traced,
+                "views": {k: asdict(v) for k, v in self.views.items()}}
+
+
+def _reason(name: str, status: str, cuda_traced: bool, has_runtime: bool) -> str:
+    if status == PRESENT:
+        return ""
+    if name == "kernels":
+        if has_runtime:
+            return "CUDA API calls were traced but no kernel ran in the capture"
+        return "no CUDA trace in this capture"
+    if name in _CUDA_EVENT_VIEWS and cuda_traced:
+        what = {"memcpys": "memory copies", "memsets": "memsets", "syncs": "CUDA synchronizations",
+                "cuda_graphs": "CUDA graph launches"}[name]
+        return f"CUDA was traced and the application made no {what}"
+    return {
+        "api_calls": "no CUDA API trace in this capture",
+        "nvtx_ranges": "no NVTX ranges (no NVTX annotations, or nvtx was not traced)",
+        "os_runtime": "OS runtime calls were not traced",
+        "gpu_metrics": "GPU metrics were not sampled",
+        "threads": "no thread names recorded",
+        "processes": "no process table in this export",
+        "devices": "no GPU information in this export",
+    }.get(name, "not captured")
+
+
+def probe(source: Source) -> Probe:
+    """Probe a source for the status of every normalized view."""
+    tables = source.tables()
+    cuda_traced = any(source.row_count(t) > 0 for t in _CUDA_TABLES)
+    has_runtime = source.row_count("CUPTI_ACTIVITY_KIND_RUNTIME") > 0
+    views = {}
+    for name, spec in VIEWS.items():
+        source_tables = spec.source_tables[:1] if name == "cuda_graphs" else spec.source_tables
+        rows = sum(source.row_count(t) for t in source_tables)
+        if name == "cuda_graphs":
+            rows += source.row_count("CUPTI_ACTIVITY_KIND_KERNEL") if _graph_nodes(source) else 0
+        if rows > 0:
+            status = PRESENT
+        elif any(t in tables for t in source_tables) or (name in _CUDA_EVENT_VIEWS and cuda_traced):
+            status = EMPTY
+        else:
+            status = NOT_CAPTURED
+        views[name] = ViewStatus(name, status, rows, _reason(name, status, cuda_traced, has_runtime),
+                                 "" if status == PRESENT else spec.capture_hint)
+    return Probe(str(source.path), views, cuda_traced)
+
+
+def _graph_nodes(source: Source) -> bool:
+    """True when some kernel carries a graph node id (node-level graph tracing)."""
+    cols = source.tables().get("CUPTI_ACTIVITY_KIND_KERNEL", {})
+    if "graphNodeId" not in cols:
+        return False
+    reader = source.read("CUPTI_ACTIVITY_KIND_KERNEL", {"graphNodeId": "int"},
+                         where="graphNodeId IS NOT NULL AND graphNodeId <> 0")
+    return any(batch.num_rows for batch in reader)
