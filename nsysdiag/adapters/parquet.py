@@ -79,11 +79,25 @@ class ParquetDirSource(Source):
         f = _sql_string(str(self._file(table)))
         try:
             sql = f"SELECT {exprs} FROM read_parquet({f})" + (f" WHERE {where}" if where else "")
-            return self._con.execute(sql).fetch_record_batch()
+            cur = self._con.cursor()
+            reader = cur.sql(sql).to_arrow_reader()
         except duckdb.Error as exc:
             raise InputError(
                 f"{table}.parquet cannot be read ({str(exc).splitlines()[0]})", path=str(self.path)
             ) from None
+
+        def batches():
+            try:
+                yield from reader
+            except duckdb.Error as exc:
+                raise InputError(
+                    f"{table}.parquet cannot be read ({str(exc).splitlines()[0]})",
+                    path=str(self.path),
+                ) from None
+            finally:
+                cur.close()
+
+        return pa.RecordBatchReader.from_batches(reader.schema, batches())
 
     def identity(self) -> str:
         parts = [f"parquet|{self.path.resolve()}"]

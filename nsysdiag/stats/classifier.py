@@ -28,6 +28,8 @@ MIN_MODE_SEPARATION = 1.4
 CANDIDATES = ("lognormal", "gmm2", "gmm3", "gmm4", "body_uniform")
 
 _N_GRID = 2048
+#: Largest sample given to the dip test (its p-value table stops at 72 000).
+_DIP_MAX = 50_000
 
 
 @dataclass(frozen=True)
@@ -452,6 +454,61 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     }
     st["skewness"] = float(stats.skew(xs)) if xs[-1] > xs[0] else 0.0
     st["skewness_log"] = float(stats.skew(y)) if y[-1] > y[0] else 0.0
-    dip, pval = diptest.diptest(xd, sort_x=True)
+    xdip = xd
+    if xd.size > _DIP_MAX:
+        xdip = xd[np.round(np.linspace(0, xd.size - 1, _DIP_MAX)).astype(np.int64)]
+    dip, pval = diptest.diptest(xdip, sort_x=True)
     st["dip_statistic"], st["dip_pvalue"] = float(dip), float(pval)
-    return xt, y, st
+
+    # --- candidate fits on the log scale
+    pts, wts, bin_w = mixture.bin_points(y)
+    n_fit = float(wts.sum())
+    sigma_floor = max(0.003, bin_w, (delta / q50) / math.sqrt(12.0))
+    fits = {"lognormal": mixture.fit_normal(pts, wts, sigma_floor)}
+    for k in (2, 3, 4):
+        fits[f"gmm{k}"] = mixture.fit_gmm(pts, wts, k, gen, sigma_floor=sigma_floor)
+    fits["body_uniform"] = mixture.fit_body_uniform(pts, wts, sigma_floor=sigma_floor)
+    shift = math.log(q50)
+    cands = {}
+    for name, f in fits.items():
+        k_par = 3 * f.means.size - 1 + (2 if f.uniform is not None else 0)
+        params = {"weights": f.weights.tolist(), "mu": (f.means + shift).tolist(),
+                  "sigma": f.sigmas.tolist()}
+        if f.uniform is not None:
+            wu, a, b = f.uniform
+            params.update(uniform_weight=wu, uniform_low=a * q50, uniform_high=b * q50)
+        bic = k_par * math.log(n_fit) - 2.0 * f.log_likelihood
+        cands[name] = CandidateFit(name, params, f.log_likelihood, k_par, bic)
+    st["sigma_floor"] = sigma_floor
+
+    # --- modes of the best Gaussian-mixture density, on the linear scale
+    gmm_names = ("lognormal", "gmm2", "gmm3", "gmm4")
+    best_gmm = min(gmm_names, key=lambda k: cands[k].bic)
+    grid = np.linspace(y[0], y[-1], _N_GRID)
+    min_mass = max(0.015, 4.0 / y.size)
+    modes, depth = _modes(fits[best_gmm], grid, min_sep=math.log(MIN_MODE_SEPARATION),
+                          max_depth=0.6, min_mass=min_mass)
+    st["best_gmm"] = best_gmm
+    st["n_modes"] = len(modes)
+    st["mode_locations"] = [math.exp(m[0]) * q50 for m in modes]
+    st["mode_masses"] = [m[1] for m in modes]
+    st["valley_depth"] = depth
+
+    # --- tail flatness: Kolmogorov distance of the tail to a uniform, linear scale
+    fb = fits["body_uniform"]
+    t0 = float(fb.means[0] + 2.0 * fb.sigmas[0])
+    tail = np.exp(y[y > t0])
+    st["tail_fraction"] = tail.size / y.size
+    if tail.size >= 5 and tail[-1] > tail[0]:
+        a, b = math.exp(t0), float(tail[-1])
+        u = (tail - a) / (b - a)
+        ecdf_hi = np.arange(1, tail.size + 1) / tail.size
+        ecdf_lo = np.arange(0, tail.size) / tail.size
+        ks = float(max(np.max(ecdf_hi - u), np.max(u - ecdf_lo)))
+        st["tail_flatness"] = 1.0 - ks
+    else:
+        st["tail_flatness"] = 0.0
+    best_all = min(cands, key=lambda k: cands[k].bic)
+    st["dbic_body_uniform"] = cands["body_uniform"].bic - cands[best_gmm].bic
+    st["best_model"] = best_all
+    return xt, y, st, fits, cands

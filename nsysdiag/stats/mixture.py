@@ -27,9 +27,11 @@ import numpy as np
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 
 #: Number of points above which :func:`bin_points` bins the sample.
-BIN_ABOVE = 4096
+BIN_ABOVE = 2048
 #: Number of equal-width bins used for large samples.
-N_BINS = 4096
+N_BINS = 2048
+#: EM iterations of each restart before the best restart is run to convergence.
+_SHORT_RUN = 25
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,12 @@ class MixtureFit:
         if self.uniform is not None:
             wu, a, b = self.uniform
             lu = _uniform_logpdf(y, wu, a, b)
-            comps = np.concatenate([comps, lu[:, None]], axis=1)
+            comps = np.concatenate([comps, lu[None, :]], axis=0)
         return _logsumexp(comps)
 
 
-def bin_points(y: np.ndarray, n_bins: int = N_BINS) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(points, weights)`` for EM: raw points, or fine-bin centres and counts.
+def bin_points(y: np.ndarray, n_bins: int = N_BINS) -> tuple[np.ndarray, np.ndarray, float]:
+    """Return ``(points, weights, bin_width)`` for EM: raw points, or fine bins.
 
     Samples of at most :data:`BIN_ABOVE` points are returned as they are. Larger samples
     are binned into ``n_bins`` equal-width bins over their range; empty bins are dropped.
@@ -80,27 +82,30 @@ def bin_points(y: np.ndarray, n_bins: int = N_BINS) -> tuple[np.ndarray, np.ndar
     """
     y = np.asarray(y, dtype=float)
     if y.size <= BIN_ABOVE:
-        return y, np.ones_like(y)
+        return y, np.ones_like(y), 0.0
     lo, hi = float(y.min()), float(y.max())
     if hi <= lo:
-        return np.array([lo]), np.array([float(y.size)])
+        return np.array([lo]), np.array([float(y.size)]), 0.0
     counts, edges = np.histogram(y, bins=n_bins, range=(lo, hi))
     centres = 0.5 * (edges[:-1] + edges[1:])
     keep = counts > 0
-    return centres[keep], counts[keep].astype(float)
+    return centres[keep], counts[keep].astype(float), (hi - lo) / n_bins
 
 
 def _logsumexp(a: np.ndarray) -> np.ndarray:
-    m = np.max(a, axis=1, keepdims=True)
+    """log(sum(exp(a), axis=0)) for an array of shape (k, n)."""
+    m = np.max(a, axis=0)
     m = np.where(np.isfinite(m), m, 0.0)
     with np.errstate(divide="ignore"):
-        return (m + np.log(np.sum(np.exp(a - m), axis=1, keepdims=True)))[:, 0]
+        return m + np.log(np.sum(np.exp(a - m), axis=0))
 
 
 def _component_logpdf(y, weights, means, sigmas) -> np.ndarray:
-    z = (y[:, None] - means[None, :]) / sigmas[None, :]
+    """Per-component weighted log densities, shape (k, n)."""
+    z = (y[None, :] - means[:, None]) / sigmas[:, None]
     with np.errstate(divide="ignore"):
-        return np.log(weights)[None, :] - np.log(sigmas)[None, :] - _LOG_SQRT_2PI - 0.5 * z * z
+        c = np.log(weights) - np.log(sigmas) - _LOG_SQRT_2PI
+    return c[:, None] - 0.5 * z * z
 
 
 def _uniform_logpdf(y, wu, a, b) -> np.ndarray:
@@ -119,29 +124,29 @@ def _weighted_quantile(y, w, q):
 
 
 def _em(y, w, weights, means, sigmas, sigma_floor, max_iter, tol):
-    """Plain EM for a normal mixture on weighted points; returns the fitted state."""
-    total = w.sum()
+    """Plain EM for a normal mixture on weighted points; returns the fitted state.
+
+    Stops when the log-likelihood gains less than ``tol`` per unit weight.
+    """
+    total = float(w.sum())
     prev = -np.inf
-    ll = -np.inf
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
         lp = _component_logpdf(y, weights, means, sigmas)
         lse = _logsumexp(lp)
         ll = float(np.dot(w, lse))
-        resp = np.exp(lp - lse[:, None]) * w[:, None]
-        nk = resp.sum(axis=0)
-        nk = np.maximum(nk, 1e-12 * total)
+        resp = np.exp(lp - lse) * w
+        nk = np.maximum(resp.sum(axis=1), 1e-12 * total)
         weights = nk / nk.sum()
-        means = (resp * y[:, None]).sum(axis=0) / nk
-        var = (resp * (y[:, None] - means[None, :]) ** 2).sum(axis=0) / nk
+        means = (resp @ y) / nk
+        var = np.einsum("kn,kn->k", resp, (y[None, :] - means[:, None]) ** 2) / nk
         sigmas = np.sqrt(np.maximum(var, sigma_floor**2))
-        if ll - prev <= tol * max(1.0, abs(ll)):
+        if ll - prev <= tol * total:
             converged = True
             break
         prev = ll
-    lp = _component_logpdf(y, weights, means, sigmas)
-    ll = float(np.dot(w, _logsumexp(lp)))
+    ll = float(np.dot(w, _logsumexp(_component_logpdf(y, weights, means, sigmas))))
     return weights, means, sigmas, ll, it, converged
 
 
@@ -182,7 +187,7 @@ def fit_normal(y: np.ndarray, w: np.ndarray, sigma_floor: float) -> MixtureFit:
     sd = float(np.sqrt(np.average((y - mu) ** 2, weights=w)))
     sd = max(sd, sigma_floor)
     weights, means, sigmas = np.array([1.0]), np.array([mu]), np.array([sd])
-    ll = float(np.dot(w, _component_logpdf(y, weights, means, sigmas)[:, 0]))
+    ll = float(np.dot(w, _component_logpdf(y, weights, means, sigmas)[0]))
     return MixtureFit(weights, means, sigmas, ll, 0, True)
 
 
@@ -195,7 +200,7 @@ def fit_gmm(
     sigma_floor: float,
     n_init: int = 4,
     max_iter: int = 300,
-    tol: float = 1e-7,
+    tol: float = 1e-6,
 ) -> MixtureFit:
     """Best of ``n_init`` EM runs of a ``k``-component normal mixture.
 
@@ -213,11 +218,15 @@ def fit_gmm(
     )
     for _ in range(n_init - 1):
         starts.append(_kmeanspp(y, w, k, rng, sigma_floor))
+    # Short runs from every start, then the best one run to convergence.
     best = None
     for weights, means, sigmas in starts:
-        res = _em(y, w, weights, means, sigmas, sigma_floor, max_iter, tol)
+        res = _em(y, w, weights, means, sigmas, sigma_floor, _SHORT_RUN, tol)
         if best is None or res[3] > best[3]:
             best = res
+    if not best[5]:
+        res = _em(y, w, best[0], best[1], best[2], sigma_floor, max_iter, tol)
+        best = (*res[:4], res[4] + _SHORT_RUN, res[5])
     weights, means, sigmas, ll, it, conv = best
     order = np.argsort(means)
     return MixtureFit(weights[order], means[order], sigmas[order], ll, it, conv)
@@ -230,7 +239,7 @@ def fit_body_uniform(
     sigma_floor: float,
     z: float = 2.0,
     max_iter: int = 300,
-    tol: float = 1e-7,
+    tol: float = 1e-6,
 ) -> MixtureFit:
     """Normal body (log scale) plus a uniform on ``[exp(mu + z sigma), exp(max y)]``.
 
@@ -262,7 +271,7 @@ def fit_body_uniform(
         mu = float(np.dot(rb, y) / nb)
         sd = float(max(np.sqrt(np.dot(rb, (y - mu) ** 2) / nb), sigma_floor))
         wu = float(min(max(1.0 - nb / total, 0.0), 1.0 - 1e-9))
-        if abs(ll - prev) <= tol * max(1.0, abs(ll)):
+        if abs(ll - prev) <= tol * total:
             converged = True
             break
         prev = ll

@@ -1,0 +1,5 @@
+"""``python -m nsysdiag``."""
+
+from .cli.main import run
+
+run()

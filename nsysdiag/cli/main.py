@@ -1,0 +1,134 @@
+"""The ``nsysdiag`` command line: thin wrappers around the library's calls.
+
+Exit codes (the same for every command): 0 success; 1 ``diff`` found a regression;
+2 usage error; 3 the input cannot be read or is not a usable nsys export; 4 the export
+lacks the data the command needs; 70 internal error (a bug: please report it).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from .. import __version__
+from ..errors import EXIT_INTERNAL, EXIT_USAGE, NsysdiagError
+from ..render.tables import FORMATS, dumps, format_rows
+from ..report import Report
+
+
+class Settings:
+    """Options shared by every command."""
+
+    def __init__(self, debug: bool, quiet: bool, no_cache: bool, cache_dir: str | None,
+                 nsys: str | None, explain: bool):
+        self.debug = debug
+        self.quiet = quiet
+        self.cache = not no_cache
+        self.cache_dir = cache_dir
+        self.nsys = nsys
+        self.explain = explain
+
+    def open(self, path: str) -> Report:
+        tracer = (lambda sql: click.echo(f"-- SQL\n{sql.strip()};", err=True)) if self.explain else None
+        return Report(path, cache=self.cache, cache_dir=self.cache_dir, nsys=self.nsys, tracer=tracer)
+
+
+pass_settings = click.make_pass_decorator(Settings)
+
+PATH_ARG = click.argument("path", type=click.Path(dir_okay=True, path_type=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="nsysdiag")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the Parquet cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="NSYSDIAG_CACHE_DIR",
+              help="Cache directory [env NSYSDIAG_CACHE_DIR; default: the user cache dir].")
+@click.option("--nsys", "nsys", type=click.Path(dir_okay=False), envvar="NSYSDIAG_NSYS",
+              help="nsys executable used to export raw .nsys-rep/.qdrep reports [env NSYSDIAG_NSYS].")
+@click.option("--explain", is_flag=True, help="Print every SQL statement nsysdiag runs (stderr).")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, quiet: bool, no_cache: bool, cache_dir: str | None,
+        nsys: str | None, explain: bool) -> None:
+    """Diagnose NVIDIA Nsight Systems traces: where does the latency tail come from?
+
+    PATH is an `nsys export --type sqlite` file, an `nsys export --type parquetdir`
+    directory, or a raw .nsys-rep/.qdrep report (exported with nsys into the cache).
+    """
+    ctx.obj = Settings(debug, quiet, no_cache, cache_dir, nsys, explain)
+
+
+@cli.command()
+@PATH_ARG
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_settings
+def info(settings: Settings, path: str, as_json: bool) -> None:
+    """Versions, GPUs, processes, time span, row counts and what was captured."""
+    with settings.open(path) as rep:
+        result = rep.info()
+    click.echo(dumps(result.to_dict()) if as_json else str(result))
+
+
+@cli.command()
+@PATH_ARG
+@click.argument("query")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--limit", type=int, default=None, help="Print at most this many rows.")
+@pass_settings
+def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) -> None:
+    """Run QUERY over the normalized views (kernels, memcpys, api_calls, nvtx_ranges, ...)."""
+    with settings.open(path) as rep:
+        rel = rep.sql(query)
+        if rel is None:
+            return
+        columns = list(rel.columns)
+        rows = rel.fetchall()
+    if limit is not None:
+        rows = rows[:limit]
+    click.echo(format_rows(columns, rows, fmt))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI, turning errors into one line and an exit code."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        rv = cli.main(args=args, prog_name="nsysdiag", standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code if exc.exit_code else EXIT_USAGE
+    except click.Abort:
+        click.echo("nsysdiag: aborted", err=True)
+        code = 130
+    except NsysdiagError as exc:
+        if debug:
+            traceback.print_exc()
+        click.echo(f"nsysdiag: error: {exc.one_line()}", err=True)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("nsysdiag: interrupted", err=True)
+        code = 130
+    except Exception as exc:  # a bug: keep it to one line unless --debug
+        if debug:
+            traceback.print_exc()
+        msg = " ".join(str(exc).split())[:300]
+        click.echo(f"nsysdiag: internal error: {type(exc).__name__}: {msg} "
+                   "(rerun with --debug for a traceback)", err=True)
+        code = EXIT_INTERNAL
+    sys.stdout.flush()
+    return code
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()
