@@ -118,7 +118,8 @@ def _well_known() -> list[str]:
 
 
 def _locate(explicit: str | None) -> tuple[str | None, str]:
-    """(nsys path or None, where it was looked for) -- the second part is for messages."""
+    """(nsys path or None, what chose it) -- the second part is for messages; it is empty
+    when nothing was given and nothing was found."""
     if explicit:
         return _executable(explicit), f"--nsys {explicit!r}"
     env = os.environ.get(config.NSYS_ENV)
@@ -130,7 +131,7 @@ def _locate(explicit: str | None) -> tuple[str | None, str]:
     known = _well_known()
     if known:
         return known[0], "well-known install directories"
-    return None, "PATH and the usual install directories"
+    return None, ""
 
 
 def find_nsys(explicit: str | None = None) -> str | None:
@@ -177,9 +178,12 @@ def cached_export_path(path: Path, *, cache_dir: Path | None = None) -> Path:
     changed or moved is exported again.
     """
     p = Path(path)
-    st = p.stat()
+    return _export_path(p, p.stat(), cache_dir)
+
+
+def _export_path(src: Path, st: os.stat_result, cache_dir: Path | None) -> Path:
     root = Path(cache_dir) if cache_dir is not None else config.cache_dir() / "exports"
-    return root / f"{_safe_stem(p)}-{_cache_key(p.resolve(), st)}.sqlite"
+    return root / f"{_safe_stem(src)}-{_cache_key(src.resolve(), st)}.sqlite"
 
 
 def _meaningful_lines(text: str) -> list[str]:
@@ -241,7 +245,7 @@ def _nsys_version(nsys: str) -> str | None:
 def _run(cmd: list[str], *, cwd: Path, timeout_s: float) -> tuple[int, str]:
     """Run ``cmd`` (no shell) in its own process group; (returncode, stderr+stdout).
 
-    On timeout the whole group is killed and ``subprocess.TimeoutExpired`` re-raised.
+    On timeout (or an interrupt) the whole group is killed and the exception re-raised.
     """
     proc = subprocess.Popen(
         cmd,
@@ -253,7 +257,7 @@ def _run(cmd: list[str], *, cwd: Path, timeout_s: float) -> tuple[int, str]:
     )
     try:
         out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    except BaseException:  # the timeout, or Ctrl-C: nsys is in its own session, end it too
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -296,18 +300,21 @@ def export_report(
     if not stat.S_ISREG(st.st_mode):
         raise InputError("not a regular file", path=str(src))
 
-    root = Path(cache_dir) if cache_dir is not None else config.cache_dir() / "exports"
-    out = root / f"{_safe_stem(src)}-{_cache_key(src.resolve(), st)}.sqlite"
+    out = _export_path(src, st, cache_dir)
+    root = out.parent
     if out.is_file():
         return out
 
     exe, looked = _locate(nsys)
     if exe is None:
-        raise NsysNotFoundError(
-            f"no nsys (Nsight Systems CLI) found in {looked}; it is needed to export raw reports",
-            path=str(src),
-            hint=INSTALL_HINT,
-        )
+        if looked:  # an explicit --nsys or $NSYSDIAG_NSYS that does not work
+            message = f"{looked} names no runnable nsys (Nsight Systems CLI)"
+        else:
+            message = (
+                "no nsys (Nsight Systems CLI) on PATH or in the usual install directories; "
+                "it is needed to export raw reports"
+            )
+        raise NsysNotFoundError(message, path=str(src), hint=INSTALL_HINT)
 
     try:
         root.mkdir(parents=True, exist_ok=True)

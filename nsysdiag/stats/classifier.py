@@ -419,6 +419,11 @@ def classify_tail(
     return feats
 
 
+def _n_params(f: mixture.MixtureFit) -> int:
+    """Free parameters: 3 per normal component less 1, plus weight and end of a uniform."""
+    return 3 * f.means.size - 1 + (2 if f.uniform is not None else 0)
+
+
 def _end_logs(x, k):
     return np.log(x[:k]), np.log(x[::-1][:k])
 
@@ -467,11 +472,17 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     fits = {"lognormal": mixture.fit_normal(pts, wts, sigma_floor)}
     for k in (2, 3, 4):
         fits[f"gmm{k}"] = mixture.fit_gmm(pts, wts, k, gen, sigma_floor=sigma_floor)
-    fits["body_uniform"] = mixture.fit_body_uniform(pts, wts, sigma_floor=sigma_floor)
+    bu_best = None
+    for kb in (1, 2, 3):
+        f = mixture.fit_body_uniform(pts, wts, kb, gen, sigma_floor=sigma_floor)
+        bic = _n_params(f) * math.log(n_fit) - 2.0 * f.log_likelihood
+        if bu_best is None or bic < bu_best[0]:
+            bu_best = (bic, f)
+    fits["body_uniform"] = bu_best[1]
     shift = math.log(q50)
     cands = {}
     for name, f in fits.items():
-        k_par = 3 * f.means.size - 1 + (2 if f.uniform is not None else 0)
+        k_par = _n_params(f)
         params = {"weights": f.weights.tolist(), "mu": (f.means + shift).tolist(),
                   "sigma": f.sigmas.tolist()}
         if f.uniform is not None:
@@ -486,17 +497,22 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     best_gmm = min(gmm_names, key=lambda k: cands[k].bic)
     grid = np.linspace(y[0], y[-1], _N_GRID)
     min_mass = max(0.015, 4.0 / y.size)
-    modes, depth = _modes(fits[best_gmm], grid, min_sep=math.log(MIN_MODE_SEPARATION),
-                          max_depth=0.6, min_mass=min_mass)
+    mode_kw = dict(min_sep=math.log(MIN_MODE_SEPARATION), max_depth=0.6, min_mass=min_mass)
+    modes, depth = _modes(fits[best_gmm], grid, **mode_kw)
+    fb = fits["body_uniform"]
+    body = mixture.MixtureFit(fb.weights / fb.weights.sum(), fb.means, fb.sigmas, 0.0, 0, True)
+    bmodes, bdepth = _modes(body, grid, **mode_kw)
     st["best_gmm"] = best_gmm
     st["n_modes"] = len(modes)
     st["mode_locations"] = [math.exp(m[0]) * q50 for m in modes]
     st["mode_masses"] = [m[1] for m in modes]
     st["valley_depth"] = depth
+    st["n_modes_body"] = len(bmodes)
+    st["body_mode_locations"] = [math.exp(m[0]) * q50 for m in bmodes]
+    st["uniform_weight"] = fb.uniform[0]
 
     # --- tail flatness: Kolmogorov distance of the tail to a uniform, linear scale
-    fb = fits["body_uniform"]
-    t0 = float(fb.means[0] + 2.0 * fb.sigmas[0])
+    t0 = math.log(fb.uniform[1])
     tail = np.exp(y[y > t0])
     st["tail_fraction"] = tail.size / y.size
     if tail.size >= 5 and tail[-1] > tail[0]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import ndtr
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 
@@ -232,53 +233,75 @@ def fit_gmm(
     return MixtureFit(weights[order], means[order], sigmas[order], ll, it, conv)
 
 
+def mixture_quantile(weights, means, sigmas, q: float) -> float:
+    """Quantile ``q`` of a normal mixture (bisection on its CDF)."""
+    lo = float(np.min(means - 10 * sigmas))
+    hi = float(np.max(means + 10 * sigmas))
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        cdf = float(np.dot(weights, ndtr((mid - means) / sigmas)))
+        if cdf < q:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
 def fit_body_uniform(
     y: np.ndarray,
     w: np.ndarray,
+    k_body: int,
+    rng: np.random.Generator,
     *,
     sigma_floor: float,
     z: float = 2.0,
     max_iter: int = 300,
     tol: float = 1e-6,
 ) -> MixtureFit:
-    """Normal body (log scale) plus a uniform on ``[exp(mu + z sigma), exp(max y)]``.
+    """A ``k_body``-component normal body (log scale) plus a flat (uniform) tail.
 
-    EM with the uniform's lower bound re-derived from the body after every M-step (the
-    body's upper ``Phi(z)`` quantile, 97.7 % for ``z = 2``); its upper bound is the
-    sample maximum. The body starts on the lower half of the sample.
+    The tail component is uniform on the *linear* scale over ``[a, b]``: ``b`` is the
+    sample maximum and ``a`` the body's upper ``Phi(z)`` quantile (97.7 % for z = 2),
+    re-derived after every M-step. The body starts from a ``k_body`` mixture fitted
+    to the lower 85 % of the sample, the tail from the rest.
     """
     b = float(np.exp(np.max(y)))
-    med = float(_weighted_quantile(y, w, 0.5))
-    mu = med
-    mad = float(_weighted_quantile(np.abs(y - med), w, 0.5))
-    sd = max(1.4826 * mad, sigma_floor)
-    wu = 0.1
-    total = w.sum()
+    total = float(w.sum())
+    cut = float(_weighted_quantile(y, w, 0.85))
+    low = y <= cut
+    init = fit_gmm(y[low], w[low], k_body, rng, sigma_floor=sigma_floor, n_init=2,
+                   max_iter=50)
+    pis, means, sigmas = init.weights.copy(), init.means.copy(), init.sigmas.copy()
+    wu = 0.15
     prev = -np.inf
-    ll = -np.inf
     it = 0
     converged = False
     for it in range(1, max_iter + 1):
-        a = float(np.exp(mu + z * sd))
+        a = float(np.exp(mixture_quantile(pis, means, sigmas, ndtr(z))))
         if a >= b:
             wu = 0.0
-        lb = np.log(1.0 - wu) - np.log(sd) - _LOG_SQRT_2PI - 0.5 * ((y - mu) / sd) ** 2
+        lb = _component_logpdf(y, pis * (1.0 - wu), means, sigmas)
         lu = _uniform_logpdf(y, wu, a, b)
-        lse = np.logaddexp(lb, lu)
+        lp = np.concatenate([lb, lu[None, :]], axis=0)
+        lse = _logsumexp(lp)
         ll = float(np.dot(w, lse))
-        rb = np.exp(lb - lse) * w
-        nb = max(rb.sum(), 1e-12 * total)
-        mu = float(np.dot(rb, y) / nb)
-        sd = float(max(np.sqrt(np.dot(rb, (y - mu) ** 2) / nb), sigma_floor))
+        resp = np.exp(lb - lse) * w
+        nk = np.maximum(resp.sum(axis=1), 1e-12 * total)
+        nb = float(nk.sum())
+        pis = nk / nb
+        means = (resp @ y) / nk
+        var = np.einsum("kn,kn->k", resp, (y[None, :] - means[:, None]) ** 2) / nk
+        sigmas = np.sqrt(np.maximum(var, sigma_floor**2))
         wu = float(min(max(1.0 - nb / total, 0.0), 1.0 - 1e-9))
         if abs(ll - prev) <= tol * total:
             converged = True
             break
         prev = ll
-    a = float(np.exp(mu + z * sd))
+    a = float(np.exp(mixture_quantile(pis, means, sigmas, ndtr(z))))
     if a >= b:
         wu = 0.0
-    uni = (wu, a, b)
-    body = MixtureFit(np.array([1.0 - wu]), np.array([mu]), np.array([sd]), 0.0, it, converged, uni)
-    ll = float(np.dot(w, body.logpdf(y)))
-    return MixtureFit(body.weights, body.means, body.sigmas, ll, it, converged, uni)
+    order = np.argsort(means)
+    fit = MixtureFit(pis[order] * (1.0 - wu), means[order], sigmas[order], 0.0, it,
+                     converged, (wu, a, b))
+    ll = float(np.dot(w, fit.logpdf(y)))
+    return MixtureFit(fit.weights, fit.means, fit.sigmas, ll, it, converged, fit.uniform)

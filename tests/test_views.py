@@ -1,0 +1,133 @@
+"""Normalized views on hand-built exports of every layout, with hand-computed answers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import H200, need
+
+import nsysdiag
+from nsysdiag.errors import InputError, MissingDataError
+
+
+def rows(rep, query):
+    return rep.sql(query).fetchall()
+
+
+def test_kernels_view(standard_export):
+    with nsysdiag.open(standard_export) as rep:
+        got = rows(rep, "SELECT start_ns, end_ns, duration_ns, pid, stream_id, device_id, name, "
+                        "correlation_id FROM kernels ORDER BY start_ns")
+    assert got == [
+        (5000, 9000, 4000, 4242, 7, 0, "gemm", 1),
+        (9500, 12000, 2500, 4242, 7, 0, "gemm", 2),
+        (20000, 21000, 1000, 4242, 7, 0, "relu", 3),
+    ]
+
+
+def test_memcpy_kinds_and_bandwidth(standard_export):
+    with nsysdiag.open(standard_export) as rep:
+        (row,) = rows(rep, "SELECT copy_kind, src_kind, dst_kind, is_pageable, bytes, "
+                           "bytes / duration_ns FROM memcpys")
+    # 1 MiB in 100 us = 1048576 / 100000 bytes/ns = 10.48576 GB/s
+    assert row[:5] == ("HtoD", "pageable", "device", True, 1 << 20)
+    assert row[5] == pytest.approx(10.48576)
+
+
+def test_api_calls_names_and_categories(standard_export):
+    with nsysdiag.open(standard_export) as rep:
+        got = dict(rows(rep, "SELECT name, category FROM api_calls"))
+    assert got == {"cudaLaunchKernel": "launch", "cudaMemcpy": "memcpy", "cudaMemset": "memset",
+                   "cudaStreamSynchronize": "sync"}
+
+
+def test_nvtx_ranges_text_and_registered_marks_excluded(standard_export):
+    with nsysdiag.open(standard_export) as rep:
+        got = rows(rep, "SELECT name, start_ns, end_ns, style, pid, tid FROM nvtx_ranges ORDER BY start_ns")
+    assert got == [("request", 0, 200000, "push_pop", 4242, 4242),
+                   ("forward", 500, 160000, "push_pop", 4242, 4242)]
+
+
+def test_memsets_syncs_threads_devices(standard_export):
+    with nsysdiag.open(standard_export) as rep:
+        assert rows(rep, "SELECT bytes, mem_kind FROM memsets") == [(4096, "device")]
+        assert rows(rep, "SELECT sync_type, duration_ns FROM syncs") == [("stream_synchronize", 10000)]
+        assert rows(rep, "SELECT pid, tid, thread_name FROM threads") == [(4242, 4242, "main")]
+        (dev,) = rows(rep, "SELECT device_id, name, bus_location FROM devices")
+    assert dev == (0, "NVIDIA H200", "0000:01:00.0")
+
+
+def test_nvtx_domains_and_cross_thread_ranges(builder, tmp_path):
+    b = builder("current")
+    b.nvtx_domain(3, "serving")
+    b.nvtx(100, 900, "request", style="start_end", domain_id=3, tid=11, end_tid=12)
+    b.nvtx(200, 300, "inner", domain_id=0)
+    with nsysdiag.open(b.write(tmp_path / "d.sqlite")) as rep:
+        got = rows(rep, "SELECT name, domain, style, tid, end_tid FROM nvtx_ranges ORDER BY start_ns")
+    assert got == [("request", "serving", "start_end", 11, 12), ("inner", "", "push_pop", 4242, None)]
+
+
+def test_pid_tid_decoding_uses_nsys_bit_layout(builder, tmp_path):
+    b = builder("current", pid=16777215 - 1, tid=77)
+    b.launch(0, 10, 20, 30)
+    with nsysdiag.open(b.write(tmp_path / "p.sqlite")) as rep:
+        assert rows(rep, "SELECT pid, tid FROM api_calls") == [(16777214, 77)]
+        assert rows(rep, "SELECT pid FROM kernels") == [(16777214,)]
+
+
+def test_probe_reports_missing_data_with_hint(builder, tmp_path):
+    b = builder("current")
+    b.api(0, 10, "cudaMalloc_v3020")
+    with nsysdiag.open(b.write(tmp_path / "nok.sqlite")) as rep:
+        pr = rep.probe
+        assert pr["kernels"].status == "empty"
+        assert "no kernel ran" in pr["kernels"].reason
+        assert pr["nvtx_ranges"].status == "not_captured"
+        assert pr["gpu_metrics"].hint == "nsys profile --gpu-metrics-devices=all"
+        with pytest.raises(MissingDataError, match="needs kernels"):
+            pr.require("kernels")
+        # empty views still exist and can be queried
+        assert rows(rep, "SELECT count(*) FROM kernels") == [(0,)]
+
+
+def test_cache_is_reused_and_no_cache_leaves_nothing(standard_export, tmp_path):
+    with nsysdiag.open(standard_export, cache_dir=tmp_path / "c") as rep:
+        rep.ensure_views("kernels")
+        cached = rep.cache_path / "kernels.parquet"
+        assert cached.exists()
+        mtime = cached.stat().st_mtime_ns
+    with nsysdiag.open(standard_export, cache_dir=tmp_path / "c") as rep:
+        assert rows(rep, "SELECT count(*) FROM kernels") == [(3,)]
+    assert cached.stat().st_mtime_ns == mtime
+    with nsysdiag.open(standard_export, cache=False) as rep:
+        rep.ensure_views("kernels")
+        tmp = rep.cache_path
+        assert tmp.exists()
+    assert not tmp.exists()
+
+
+def test_input_never_modified(standard_export):
+    before = (standard_export.read_bytes(), os.stat(standard_export).st_mtime_ns)
+    with nsysdiag.open(standard_export) as rep:
+        rep.info()
+        rep.sql("SELECT * FROM kernels, memcpys").fetchall()
+    assert (standard_export.read_bytes(), os.stat(standard_export).st_mtime_ns) == before
+
+
+def test_not_an_export(tmp_path):
+    f = tmp_path / "x.txt"
+    f.write_text("hello")
+    with pytest.raises(InputError, match="not an SQLite file"):
+        nsysdiag.open(f)
+
+
+def test_sqlite_and_parquet_exports_give_identical_rows():
+    sq = need(H200 / "baseline.sqlite")
+    pq = need(H200 / "baseline_pq")
+    from nsysdiag.views.definitions import VIEWS
+
+    with nsysdiag.open(sq) as a, nsysdiag.open(pq) as b:
+        for view in VIEWS:
+            q = f"SELECT * FROM {view} ORDER BY ALL"
+            assert rows(a, q) == rows(b, q), view
