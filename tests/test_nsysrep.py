@@ -131,6 +131,7 @@ def test_second_call_hits_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     report = _small_convertible()
     cache = tmp_path / "cache"
     out = export_report(report, cache_dir=cache)
+    assert nsysrep.cached_export_path(report, cache_dir=cache) == out
     mtime = out.stat().st_mtime_ns
 
     def no_run(*args, **kwargs):

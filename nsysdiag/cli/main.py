@@ -13,8 +13,9 @@ from pathlib import Path
 
 import click
 
-from .. import __version__
-from ..errors import EXIT_INTERNAL, EXIT_USAGE, NsysdiagError
+from .. import __version__, analyses
+from ..analyses.base import NOT_CAPTURED, AnalysisResult
+from ..errors import EXIT_INTERNAL, EXIT_USAGE, MissingDataError, NsysdiagError
 from ..render.tables import FORMATS, dumps, format_rows
 from ..report import Report
 
@@ -90,6 +91,54 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) 
     if limit is not None:
         rows = rows[:limit]
     click.echo(format_rows(columns, rows, fmt))
+
+
+def emit_result(result: AnalysisResult, fmt: str, table: str | None) -> None:
+    """Print an analysis result as text, CSV (one detail table) or JSON."""
+    if result.status == NOT_CAPTURED:
+        raise MissingDataError(f"{result.analysis}: {result.message}")
+    if fmt == "json":
+        click.echo(result.to_json())
+    elif fmt == "csv":
+        if not result.tables:
+            click.echo(format_rows(list(result.summary), [list(result.summary.values())], "csv"))
+            return
+        t = result.to_arrow(table)
+        click.echo(format_rows(t.column_names, [tuple(r.values()) for r in t.to_pylist()], "csv"))
+    else:
+        click.echo(str(result) if table is None else
+                   format_rows(result.to_arrow(table).column_names,
+                               [tuple(r.values()) for r in result.to_arrow(table).to_pylist()]))
+
+
+def _analysis_command(name: str) -> click.Command:
+    mod = analyses.module(name)
+    doc = (mod.__doc__ or name).strip()
+
+    def callback(settings: Settings, path: str, fmt: str, table: str | None, **options) -> None:
+        with settings.open(path) as rep:
+            result = mod.run(rep, **options)
+        emit_result(result, fmt, table)
+
+    params = [
+        click.Argument(["path"], type=click.Path(dir_okay=True, path_type=str)),
+        click.Option(["--format", "fmt"], type=click.Choice(FORMATS), default="table",
+                     show_default=True),
+        click.Option(["--table"], default=None,
+                     help="Detail table to print (table/csv formats); default: the main one."),
+    ]
+    cmd = click.Command(name.replace("_", "-"), callback=pass_settings(callback), params=params,
+                        help=doc, short_help=doc.splitlines()[0])
+    for opt in getattr(mod, "CLI_OPTIONS", ()):
+        opt(cmd)
+    return cmd
+
+
+for _name in analyses.ANALYSES:
+    try:
+        cli.add_command(_analysis_command(_name))
+    except ModuleNotFoundError:  # an analysis still being written
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -511,19 +511,31 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     st["body_mode_locations"] = [math.exp(m[0]) * q50 for m in bmodes]
     st["uniform_weight"] = fb.uniform[0]
 
-    # --- tail flatness: Kolmogorov distance of the tail to a uniform, linear scale
-    t0 = math.log(fb.uniform[1])
+    # --- the tail: values past the main peak where the density fell below 5 %
+    g = np.exp(fits[best_gmm].logpdf(grid) - grid)
+    ip = int(np.argmax(g))
+    below = np.flatnonzero(g[ip:] < 0.05 * g[ip])
+    t0 = float(grid[ip + below[0]]) if below.size else float(grid[-1])
     tail = np.exp(y[y > t0])
+    st["tail_start"] = math.exp(t0) * q50
     st["tail_fraction"] = tail.size / y.size
-    if tail.size >= 5 and tail[-1] > tail[0]:
+    st["tail_count"] = int(tail.size)
+    if tail.size >= 8 and tail[-1] > tail[0]:
         a, b = math.exp(t0), float(tail[-1])
         u = (tail - a) / (b - a)
         ecdf_hi = np.arange(1, tail.size + 1) / tail.size
         ecdf_lo = np.arange(0, tail.size) / tail.size
-        ks = float(max(np.max(ecdf_hi - u), np.max(u - ecdf_lo)))
-        st["tail_flatness"] = 1.0 - ks
+        st["tail_ks_early"] = float(np.max(ecdf_hi - u))
+        st["tail_ks_late"] = float(np.max(u - ecdf_lo))
+        st["tail_flatness"] = 1.0 - max(st["tail_ks_early"], st["tail_ks_late"])
+        q25, q75, q95 = np.quantile(tail, [0.25, 0.75, 0.95])
+        iqr = max(q75 - q25, 1e-300)
+        st["tail_lower_gap"] = float((q25 - a) / iqr)
+        st["tail_upper_ratio"] = float((q95 - q75) / iqr)
     else:
+        st["tail_ks_early"] = st["tail_ks_late"] = float("nan")
         st["tail_flatness"] = 0.0
+        st["tail_lower_gap"] = st["tail_upper_ratio"] = float("nan")
     best_all = min(cands, key=lambda k: cands[k].bic)
     st["dbic_body_uniform"] = cands["body_uniform"].bic - cands[best_gmm].bic
     st["best_model"] = best_all

@@ -1,0 +1,149 @@
+"""The shape every analysis shares: SQL modules run over views, one frozen result object.
+
+An analysis is a module in this package with
+
+* a documented SQL file ``sql/<name>.sql`` whose header comment names its inputs, outputs
+  and units; the file holds one or more queries, each introduced by a line
+  ``-- @query <table name>``; user values are bound as ``$parameters``, never formatted in;
+* ``run(report, **options) -> AnalysisResult``;
+* ``CLI_OPTIONS``: click options for its command (``nsysdiag <name> PATH``), whose
+  parameter names match ``run``'s keyword arguments.
+
+Results are frozen: ``summary`` holds the key figures (JSON scalars, units in the names),
+``tables`` named Arrow tables (per device, per stream, the full distribution, ...).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ..render.tables import dumps, format_rows
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..report import Report
+
+OK, NOT_CAPTURED, EMPTY = "ok", "not_captured", "empty"
+
+_QUERY_MARK = re.compile(r"^--\s*@query\s+(\w+)\s*$", re.M)
+
+
+@functools.cache
+def load_sql(module: str) -> dict[str, str]:
+    """The queries of ``sql/<module>.sql`` by name (text after each ``-- @query NAME``)."""
+    text = resources.files(__package__).joinpath("sql", f"{module}.sql").read_text()
+    parts = _QUERY_MARK.split(text)
+    return {parts[i]: parts[i + 1].strip().rstrip(";") for i in range(1, len(parts), 2)}
+
+
+def run_query(report: Report, module: str, query: str, params: dict | None = None) -> pa.Table:
+    """Run one named query of an analysis' SQL file and return an Arrow table."""
+    sql = load_sql(module)[query]
+    used = set(re.findall(r"\$(\w+)", sql))
+    bound = {k: v for k, v in (params or {}).items() if k in used}
+    return report.sql(sql, bound or None).to_arrow_table()
+
+
+@dataclass(frozen=True)
+class AnalysisResult:
+    """The outcome of one analysis.
+
+    Attributes
+    ----------
+    analysis : str
+        Name of the analysis (``launch_gaps``, ``transfers``, ...).
+    status : str
+        ``ok``; ``not_captured`` when the trace lacks the data (``message`` says which
+        nsys option captures it); ``empty`` when it was captured but nothing happened.
+    message : str
+        One line for a human.
+    summary : dict
+        Key figures as JSON scalars; units are in the names (``_ns``, ``_bytes``, ``_gbps``).
+    tables : dict of str to pyarrow.Table
+        Detail tables; ``main`` names the one shown first.
+    """
+
+    analysis: str
+    status: str
+    message: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    main: str | None = None
+    findings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def table(self, name: str | None = None) -> pa.Table:
+        key = name or self.main or next(iter(self.tables), None)
+        if key is None or key not in self.tables:
+            raise KeyError(f"{self.analysis} has no table {name!r}; tables: {', '.join(self.tables)}")
+        return self.tables[key]
+
+    def to_arrow(self, table: str | None = None) -> pa.Table:
+        """A detail table as Arrow (the main one by default)."""
+        return self.table(table)
+
+    def to_pandas(self, table: str | None = None) -> pd.DataFrame:
+        """A detail table as a pandas DataFrame (the main one by default)."""
+        return self.table(table).to_pandas()
+
+    def to_dict(self, tables: bool = True, max_rows: int | None = None) -> dict[str, Any]:
+        """JSON-ready dict; ``tables=False`` keeps only the summary."""
+        out: dict[str, Any] = {"analysis": self.analysis, "status": self.status,
+                               "message": self.message, "summary": self.summary,
+                               "findings": list(self.findings)}
+        if tables:
+            out["tables"] = {
+                k: (t.slice(0, max_rows) if max_rows is not None else t).to_pylist()
+                for k, t in self.tables.items()
+            }
+        return out
+
+    def to_json(self, **kw: Any) -> str:
+        return dumps(self.to_dict(**kw))
+
+    def __str__(self) -> str:
+        head = f"{self.analysis}: {self.status}" + (f" - {self.message}" if self.message else "")
+        lines = [head]
+        for k, v in self.summary.items():
+            if not isinstance(v, (dict, list)):
+                lines.append(f"  {k:<32} {v if not isinstance(v, float) else f'{v:.6g}'}")
+        for f in self.findings:
+            lines.append(f"  ! {f}")
+        if self.tables:
+            t = self.table()
+            lines.append("")
+            lines.append(format_rows(t.column_names, [tuple(r.values()) for r in t.slice(0, 20).to_pylist()]))
+            if t.num_rows > 20:
+                lines.append(f"  ... {t.num_rows - 20} more rows")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from ..render.notebook import html_table
+
+        parts = [html_table(["figure", "value"], list(self.summary.items()),
+                            caption=f"{self.analysis}: {self.status} {self.message}")]
+        if self.tables:
+            t = self.table().slice(0, 50)
+            parts.append(html_table(t.column_names, [tuple(r.values()) for r in t.to_pylist()]))
+        return "".join(parts)
+
+
+def not_captured(analysis: str, report: Report, *views: str) -> AnalysisResult | None:
+    """A ``not_captured``/``empty`` result when any needed view has no rows, else None."""
+    for view in views:
+        st = report.probe[view]
+        if not st.present:
+            status = EMPTY if st.status == "empty" else NOT_CAPTURED
+            hint = f" (capture with: {st.hint})" if st.hint and status == NOT_CAPTURED else ""
+            return AnalysisResult(analysis, status, f"{view}: {st.reason}{hint}")
+    return None
