@@ -62,7 +62,9 @@ def _logu(rng, lo, hi):
 def _body_sampler(rng):
     """A realistic service-time body: 1-3 close sub-modes, mild right skew."""
     k = int(rng.choice([1, 2, 3], p=[0.5, 0.35, 0.15]))
-    locs = np.cumprod([1.0] + [rng.uniform(1.05, 1.3) for _ in range(k - 1)])
+    span = rng.uniform(1.05, 1.3)  # first to last sub-mode, as in the healthy trace
+    locs = span ** np.sort(np.concatenate(([0.0, 1.0], rng.random(k - 2))))[:k] if k > 1 \
+        else np.array([1.0])
     weights = rng.dirichlet(np.full(k, 2.0))
     sig = np.array([_logu(rng, 0.015, 0.08) for _ in range(k)])
     jitter = rng.uniform(0.0, 0.04)

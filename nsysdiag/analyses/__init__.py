@@ -9,7 +9,7 @@ import importlib
 from types import ModuleType
 
 ANALYSES = ("kernel_summary", "launch_gaps", "launch_latency", "transfers", "overlap", "graphs",
-            "ranges")
+            "jitter", "ranges")
 
 
 def module(name: str) -> ModuleType:

@@ -93,6 +93,52 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) 
     click.echo(format_rows(columns, rows, fmt))
 
 
+@cli.command()
+@PATH_ARG
+@click.option("--range", "range_name", default=None,
+              help="NVTX range that is the unit of latency (default: the most frequent repeated range).")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="nvbandwidth -j JSON measured on the capture machine (link bandwidth baseline).")
+@click.option("--json", "as_json", is_flag=True, help="Print the versioned JSON document.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report to this file.")
+@click.option("--tail-ratio", type=float, default=2.0, show_default=True,
+              help="P99/P50 above which the tail is abnormal.")
+@click.option("--elevated-ratio", type=float, default=1.3, show_default=True,
+              help="P99/P50 above which the tail is elevated (a cause is named only with corroboration).")
+@click.option("--tail-pct", type=float, default=1.0, show_default=True,
+              help="Slowest percent of units compared with the median band.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the classifier.")
+@pass_settings
+def diagnose(settings: Settings, path: str, range_name: str | None, baseline: str | None,
+             as_json: bool, html_out: str | None, tail_ratio: float, elevated_ratio: float,
+             tail_pct: float, seed: int) -> None:
+    """Diagnose the latency tail: its shape, the layer it comes from, and the evidence."""
+    from ..diagnosis.engine import Settings as DiagSettings
+    from ..diagnosis.engine import diagnose as run_diagnosis
+    from ..render.terminal import print_diagnosis
+
+    if not (tail_ratio > elevated_ratio >= 1.0):
+        raise click.BadParameter("need --tail-ratio > --elevated-ratio >= 1", param_hint="--tail-ratio")
+    if not 0 < tail_pct < 50:
+        raise click.BadParameter("must be in (0, 50)", param_hint="--tail-pct")
+    with settings.open(path) as rep:
+        if not (rep.probe.present("kernels") or rep.probe.present("api_calls")):
+            rep.probe.require("kernels", command="diagnose")
+        result = run_diagnosis(rep, range_name=range_name, baseline=baseline,
+                               settings=DiagSettings(tail_ratio=tail_ratio,
+                                                     elevated_ratio=elevated_ratio,
+                                                     tail_pct=tail_pct, seed=seed))
+        if html_out:
+            from ..render.html import write_html
+
+            write_html(result, html_out)
+    if as_json:
+        click.echo(result.to_json())
+    else:
+        print_diagnosis(result)
+
+
 def emit_result(result: AnalysisResult, fmt: str, table: str | None) -> None:
     """Print an analysis result as text, CSV (one detail table) or JSON."""
     if result.status == NOT_CAPTURED:

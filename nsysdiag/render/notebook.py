@@ -26,3 +26,14 @@ def report_html(report: Report) -> str:
     rows = [[k, v.status, v.source_rows, v.reason] for k, v in pr.views.items()]
     return html_table(["view", "status", "source rows", "note"], rows,
                       caption=f"nsysdiag report {report.path} ({report.source.kind})")
+
+
+def diagnosis_html(d) -> str:
+    """A compact HTML view of a diagnosis for notebooks."""
+    v, t = d.verdict, d.tail
+    head = (f"<p><b>Verdict: {html.escape(v.layer)}</b> (confidence {v.confidence:.2f}) - "
+            f"{html.escape(v.summary)}</p>")
+    tail = html_table(["unit", "n", "p50_ns", "p99_ns", "p99/p50", "shape"],
+                      [[t.unit, t.n, t.p50_ns, t.p99_ns, t.p99_over_p50, t.shape]])
+    rows = [[f.severity, f.layer, f.title, "; ".join(f.evidence)] for f in d.findings]
+    return head + tail + html_table(["severity", "layer", "finding", "evidence"], rows)

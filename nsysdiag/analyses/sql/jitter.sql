@@ -1,0 +1,51 @@
+-- Kernel duration jitter (check D1 of the method): does the same kernel sometimes run slower?
+--
+-- Inputs:  kernels (name, duration_ns, device_id, stream_id, global_pid).
+-- Params:  $top   how many kernel names, by total GPU time, to examine.
+--          $slow  a launch counts as slow when duration > $slow x the kernel's median.
+-- Outputs: per_kernel: name, instances, total_ns, p50_ns, p90_ns, p99_ns, max_ns,
+--          p99_over_p50 (ratio), slow_pct (% of launches slower than $slow x median),
+--          cv (stddev / mean, dimensionless).
+--          concurrency: share of kernel time during which kernels of another stream or
+--          process also ran on the same device (interference), in %.
+
+-- @query per_kernel
+WITH k AS (
+    SELECT name, duration_ns FROM kernels WHERE duration_ns > 0),
+top AS (
+    SELECT name FROM k GROUP BY name HAVING count(*) >= 20
+    ORDER BY sum(duration_ns) DESC LIMIT $top),
+stats AS (
+    SELECT k.name, count(*) AS instances, sum(duration_ns)::BIGINT AS total_ns,
+           quantile_cont(duration_ns, 0.5) AS p50_ns, quantile_cont(duration_ns, 0.9) AS p90_ns,
+           quantile_cont(duration_ns, 0.99) AS p99_ns, max(duration_ns) AS max_ns,
+           stddev_samp(duration_ns) / nullif(avg(duration_ns), 0) AS cv
+    FROM k JOIN top USING (name) GROUP BY k.name),
+slow AS (
+    SELECT s.name, count(*) AS n_slow
+    FROM stats s JOIN k ON k.name = s.name AND k.duration_ns > $slow * s.p50_ns
+    GROUP BY s.name)
+SELECT s.name, s.instances, s.total_ns, s.p50_ns, s.p90_ns, s.p99_ns, s.max_ns,
+       s.p99_ns / nullif(s.p50_ns, 0) AS p99_over_p50,
+       100.0 * coalesce(slow.n_slow, 0) / s.instances AS slow_pct, s.cv
+FROM stats s LEFT JOIN slow USING (name)
+ORDER BY s.total_ns DESC
+
+-- @query concurrency
+WITH ev AS (
+    SELECT device_id, global_pid, stream_id, start_ns AS t, 1 AS d FROM kernels
+    UNION ALL
+    SELECT device_id, global_pid, stream_id, end_ns AS t, -1 AS d FROM kernels),
+streams AS (
+    -- running count of busy (process, stream) pairs per device, as a step function
+    SELECT device_id, t,
+           sum(d) OVER (PARTITION BY device_id ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS running,
+           lead(t) OVER (PARTITION BY device_id ORDER BY t, d) AS t_next
+    FROM ev)
+SELECT device_id,
+       sum(t_next - t) FILTER (WHERE running >= 1)::BIGINT AS busy_ns,
+       sum(t_next - t) FILTER (WHERE running >= 2)::BIGINT AS concurrent_ns,
+       100.0 * sum(t_next - t) FILTER (WHERE running >= 2)
+             / nullif(sum(t_next - t) FILTER (WHERE running >= 1), 0) AS concurrent_pct
+FROM streams WHERE t_next IS NOT NULL
+GROUP BY device_id ORDER BY device_id

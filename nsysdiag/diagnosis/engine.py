@@ -1,0 +1,238 @@
+"""The diagnosis chain of ``docs/diagnosis.md``: from a latency distribution to a layer.
+
+Step A  is the tail abnormal?  p99/p50 of the unit's latency against two thresholds:
+        ``tail_ratio`` (default 2.0: abnormal) and ``elevated_ratio`` (default 1.3: elevated).
+Step B  its shape, from the tail-shape classifier (right-skewed -> cpu, multimodal -> gpu,
+        flat tail -> pcie).
+Steps C/D/E  the checks, each scoring the layer it examines from measured evidence:
+        C1 dispatch queue and launch gaps, C2 CPU threads; D1 kernel duration jitter and
+        interference from other GPU work, D2 GPU metrics; E1 transfer bandwidth, pageable
+        memory and same-direction contention, E2 topology. CUDA Graphs branch: launch
+        overhead ~0, the search moves to memory bandwidth.
+The verdict rests on the tail attribution (which components of the slowest units grew
+against the median band) and the checks; the shape is one vote among them. When they
+disagree the verdict says so and its confidence drops. An abnormal tail gets a layer when
+the evidence clears a minimum score; an elevated one only when the attribution and an
+independent check of the same layer agree; otherwise it is healthy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..analyses import module as analysis_module
+from ..analyses.base import AnalysisResult
+from ..report import Report
+from ..stats.classifier import classify_tail
+from . import checks
+from .model import Diagnosis, Finding, TailSummary, Verdict
+
+CAUSE_LAYERS = ("cpu", "gpu", "pcie")
+SHAPE_LAYER = {"right_skewed": "cpu", "multimodal": "gpu", "flat_tail": "pcie"}
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Thresholds of the chain (all documented in docs/diagnosis.md)."""
+
+    tail_ratio: float = 2.0
+    elevated_ratio: float = 1.3
+    tail_pct: float = 1.0
+    min_score: float = 0.35
+    gap_normal_ns: float = 5_000
+    gap_p99_ns: float = 20_000
+    seed: int = 0
+
+
+def _run(report: Report, name: str, **kw: Any) -> AnalysisResult | None:
+    """Run one analysis; a failure in one analysis must not sink the diagnosis."""
+    try:
+        return analysis_module(name).run(report, **kw)
+    except (ImportError, AttributeError):
+        return None
+
+
+def diagnose(target: str | Path | Report, *, range_name: str | None = None,
+             baseline: str | Path | None = None, settings: Settings | None = None,
+             **open_kwargs: Any) -> Diagnosis:
+    """Diagnose a trace: the tail's shape, the layer it comes from, and the evidence.
+
+    Parameters
+    ----------
+    target
+        A path (SQLite, Parquet directory, raw report) or an open :class:`~nsysdiag.Report`.
+    range_name
+        NVTX range to use as the unit of latency (default: chosen automatically).
+    baseline
+        nvbandwidth ``-j`` JSON output measured on the same machine (transfer check E1).
+    settings
+        Thresholds; see :class:`Settings`.
+
+    Returns
+    -------
+    Diagnosis
+        ``verdict`` (layer, confidence, summary), ordered ``findings``, ``tail`` figures.
+    """
+    settings = settings or Settings()
+    if isinstance(target, Report):
+        return _diagnose(target, range_name, baseline, settings)
+    with Report(target, **open_kwargs) as report:
+        return _diagnose(report, range_name, baseline, settings)
+
+
+def _diagnose(report: Report, range_name: str | None, baseline: str | Path | None,
+              settings: Settings) -> Diagnosis:
+    probe = report.probe
+    results: dict[str, AnalysisResult] = {}
+    for name, kw in (
+        ("launch_gaps", {"normal_threshold_us": settings.gap_normal_ns / 1e3,
+                         "p99_threshold_us": settings.gap_p99_ns / 1e3}),
+        ("launch_latency", {}),
+        ("transfers", {"baseline": str(baseline) if baseline else None}),
+        ("overlap", {}),
+        ("graphs", {}),
+        ("ranges", {"range_name": range_name, "tail_pct": settings.tail_pct}),
+    ):
+        res = _run(report, name, **kw)
+        if res is not None:
+            results[name] = res
+
+    ranges = results.get("ranges")
+    durations = _durations(ranges)
+    classifier = None
+    if durations is not None and durations.size:
+        classifier = classify_tail(durations, rng=settings.seed, tight_ratio=settings.tail_ratio)
+    tail = _tail_summary(ranges, durations, classifier, settings)
+
+    graphs = results.get("graphs")
+    in_use = bool(graphs.summary.get("in_use")) if graphs is not None else False
+    ev = checks.Evidence(report, results, settings, in_use)
+    findings = ev.run_all()
+    findings += checks.tail_findings(tail, ranges)
+    verdict = _verdict(tail, ev, settings, in_use)
+    findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), -f.weight))
+
+    gaps = results.get("launch_gaps")
+    gs = gaps.summary if gaps is not None and gaps.ok else {}
+    launch_gaps = {"status": gaps.status if gaps is not None else "not_captured",
+                   "count": int(gs.get("count", 0) or 0), "p50_ns": gs.get("p50_ns"),
+                   "p90_ns": gs.get("p90_ns"), "p99_ns": gs.get("p99_ns"),
+                   "max_ns": gs.get("max_ns"), "share_above_normal_pct": gs.get("share_above_normal_pct")}
+    cuda_graphs = {"in_use": in_use}
+    if graphs is not None:
+        cuda_graphs.update({k: v for k, v in graphs.summary.items() if not isinstance(v, (dict, list))})
+        cuda_graphs["in_use"] = in_use
+    return Diagnosis(
+        path=str(report.path),
+        tail=tail,
+        verdict=verdict,
+        findings=tuple(findings),
+        launch_gaps=launch_gaps,
+        cuda_graphs=cuda_graphs,
+        evidence={k: {"status": r.status, "message": r.message, "summary": r.summary}
+                  for k, r in results.items()},
+        captured={k: v.status for k, v in probe.views.items()},
+        settings={"tail_ratio": settings.tail_ratio, "elevated_ratio": settings.elevated_ratio,
+                  "tail_pct": settings.tail_pct, "range": range_name,
+                  "baseline": str(baseline) if baseline else None, "seed": settings.seed},
+        classifier=classifier,
+        durations_ns=durations,
+        analyses=results,
+    )
+
+
+def _durations(ranges: AnalysisResult | None) -> np.ndarray | None:
+    if ranges is None or not ranges.ok or "instances" not in ranges.tables:
+        return None
+    col = ranges.tables["instances"].column("duration_ns").to_numpy(zero_copy_only=False)
+    col = np.asarray(col, dtype=float)
+    return col[np.isfinite(col) & (col > 0)]
+
+
+def _tail_summary(ranges: AnalysisResult | None, d: np.ndarray | None, classifier,
+                  settings: Settings) -> TailSummary:
+    if ranges is None or d is None or d.size == 0:
+        return TailSummary(None, None, 0, None, None, None, None, "insufficient_data", 0.0, "unknown")
+    p50, p90, p99 = (float(v) for v in np.percentile(d, [50, 90, 99]))
+    ratio = p99 / p50 if p50 > 0 else None
+    shape = classifier.shape if classifier is not None else "insufficient_data"
+    if shape == "insufficient_data" or ratio is None:
+        level = "unknown"
+    elif ratio > settings.tail_ratio:
+        level = "abnormal"
+    elif ratio > settings.elevated_ratio:
+        level = "elevated"
+    else:
+        level = "normal"
+    return TailSummary(
+        unit=ranges.summary.get("unit"), unit_source=ranges.summary.get("unit_source"),
+        n=int(d.size), p50_ns=p50, p90_ns=p90, p99_ns=p99, p99_over_p50=ratio, shape=shape,
+        shape_confidence=float(classifier.confidence) if classifier is not None else 0.0,
+        level=level)
+
+
+def _verdict(tail: TailSummary, ev: checks.Evidence, settings: Settings, graphs_in_use: bool) -> Verdict:
+    if tail.unit is None:
+        return Verdict("undetermined", 0.0,
+                       "No repeated unit of work to measure latency on: " + ev.unit_reason())
+    if tail.shape == "insufficient_data" or tail.level == "unknown":
+        return Verdict("undetermined", 0.0,
+                       f"Insufficient data: {tail.n} instances of '{tail.unit}' are too few "
+                       "to judge a latency tail.")
+    shape_layer = SHAPE_LAYER.get(tail.shape)
+    attr = ev.attribution_shares()  # layer -> share of the tail's extra latency
+    scores = {}
+    for layer in CAUSE_LAYERS:
+        s = 0.5 * attr.get(layer, 0.0) + 0.3 * ev.check_score(layer)
+        if shape_layer == layer:
+            s += 0.2 * tail.shape_confidence
+        scores[layer] = round(min(1.0, s), 4)
+    best = max(scores, key=lambda k: scores[k])
+    top_attr = max(attr, key=lambda k: attr[k]) if attr else None
+    ratio = f"p99/p50 = {tail.p99_over_p50:.2f}"
+    if graphs_in_use:
+        ratio += ", CUDA Graphs in use"
+
+    if tail.level == "normal" or (tail.level == "elevated" and not (
+            attr.get(best, 0.0) >= 0.4 and ev.check_score(best) >= 0.5)):
+        conf = 0.9 if tail.level == "normal" else 0.7
+        if tail.shape == "tight":
+            conf = max(conf, min(0.97, tail.shape_confidence))
+        extra = ""
+        if tail.level == "elevated":
+            extra = (f"; the tail is somewhat elevated but no layer's evidence corroborates a "
+                     f"cause (best: {best}, score {scores[best]:.2f})")
+        return Verdict("healthy", conf,
+                       f"The latency tail of '{tail.unit}' is tight ({ratio}){extra}.", scores)
+    if scores[best] < settings.min_score:
+        return Verdict("undetermined", round(scores[best], 3),
+                       f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape}) "
+                       "but no layer's evidence is strong enough to name a cause.", scores)
+    others = sorted((v for k, v in scores.items() if k != best), reverse=True)
+    margin = scores[best] - (others[0] if others else 0.0)
+    conf = 0.45 + 0.5 * min(1.0, scores[best]) * min(1.0, 0.3 + 2 * margin)
+    notes = []
+    if shape_layer and shape_layer != best:
+        conf *= 0.8
+        notes.append(f"the shape ({tail.shape}) points at {shape_layer}, but the tail "
+                     f"attribution and checks point at {best}")
+    if top_attr and top_attr != best and attr.get(top_attr, 0) > 0.3:
+        conf *= 0.85
+        notes.append(f"the tail attribution leans to {top_attr}")
+    if tail.level == "elevated":
+        conf *= 0.85
+    what = {"cpu": "CPU-side queueing/scheduling", "gpu": "GPU execution jitter",
+            "pcie": "PCIe transfer contention"}[best]
+    summary = (f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) comes from "
+               f"{what}: {ev.reason(best)}")
+    if notes:
+        summary += " (note: " + "; ".join(notes) + ")"
+    return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores)
+
+
+__all__ = ["Diagnosis", "Finding", "Settings", "TailSummary", "Verdict", "diagnose"]
