@@ -90,8 +90,9 @@ LEFT JOIN (SELECT global_pid, device_id, count(*) AS gaps,
 ORDER BY k.device_id, k.pid
 
 -- @query device_counts
-SELECT device_id, count(*) FILTER (WHERE kind = 'kernel') AS gaps
-FROM sequence LEFT JOIN gaps USING (global_pid, device_id, correlation_id, start_ns, kind)
+SELECT device_id, count(gap_ns) AS gaps
+FROM (SELECT DISTINCT device_id FROM sequence)
+LEFT JOIN (SELECT device_id, gap_ns FROM gaps WHERE kind = 'kernel') USING (device_id)
 GROUP BY device_id
 ORDER BY device_id
 
@@ -111,11 +112,12 @@ SELECT device_id, any_value(pid) AS pid, context_id, stream_id,
        quantile_cont(gap_ns, 0.99) AS p99_ns, max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns,
        100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / nullif(count(gap_ns), 0)
            AS share_above_normal_pct
-FROM (SELECT device_id, pid, global_pid, context_id, stream_id, graph_node_id,
-             CASE WHEN graph_node_id IS NULL THEN nullif(greatest(start_ns - lag(end_ns) OVER (
-                 PARTITION BY global_pid, device_id, context_id, stream_id
-                 ORDER BY start_ns, end_ns), 0), 0) END AS gap_ns
-      FROM kernels)
+FROM (SELECT *, CASE WHEN graph_node_id IS NULL AND start_ns > previous_end_ns
+                    THEN start_ns - previous_end_ns END AS gap_ns
+      FROM (SELECT device_id, pid, global_pid, context_id, stream_id, graph_node_id, start_ns,
+                   lag(end_ns) OVER (PARTITION BY global_pid, device_id, context_id, stream_id
+                                     ORDER BY start_ns, end_ns) AS previous_end_ns
+            FROM kernels))
 GROUP BY device_id, global_pid, context_id, stream_id
 ORDER BY device_id, pid, context_id, stream_id
 
@@ -126,7 +128,7 @@ WHERE kind = 'kernel'
 ORDER BY device_id, pid, start_ns
 
 -- @query histogram
-SELECT b.bin, 10 ** (b.bin / 5) AS bin_lo_ns, 10 ** ((b.bin + 1) / 5) AS bin_hi_ns,
+SELECT b.bin, pow(10, b.bin / 5) AS bin_lo_ns, pow(10, (b.bin + 1) / 5) AS bin_hi_ns,
        coalesce(c.gaps, 0) AS gaps,
        100.0 * coalesce(c.gaps, 0) / sum(coalesce(c.gaps, 0)) OVER () AS share_pct
 FROM (SELECT unnest(range(min(bin), max(bin) + 1)) AS bin FROM gap_bins) b

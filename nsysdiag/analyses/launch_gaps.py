@@ -1,0 +1,151 @@
+"""Launch gaps: idle time between consecutive kernels on each GPU (launch overhead).
+
+The method's definition: per process and GPU, kernels sorted by start; keep the running
+maximum of the end times seen so far; each kernel that starts after it follows one gap
+(start - running max end). A normal gap is under 5 us; a P99 gap above 20 us is the
+quantitative signal of a CPU-side scheduling bottleneck. Kernels launched inside CUDA
+graphs are reported apart; gaps per stream are given too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import click
+import pyarrow as pa
+
+from ..errors import UsageError
+from ..report import Report
+from .base import OK, AnalysisResult, load_sql, not_captured
+
+NAME = "launch_gaps"
+
+#: intermediate queries of the SQL file, put in front of every output query as CTEs
+_STEPS = ("sequence", "gaps", "gap_bins")
+
+CLI_OPTIONS = [
+    click.option("--normal-threshold-us", type=click.FloatRange(min=0), default=5.0,
+                 show_default=True, help="Gaps above this are not normal (us)."),
+    click.option("--p99-threshold-us", type=click.FloatRange(min=0), default=20.0,
+                 show_default=True,
+                 help="A P99 gap above this signals a CPU-side bottleneck (us)."),
+]
+
+
+def _query(report: Report, name: str, params: dict[str, Any] | None = None) -> pa.Table:
+    """Run output query ``name`` of the SQL file, with the steps in front as CTEs."""
+    sql = load_sql(NAME)
+    steps = ",\n".join(f"{step} AS (\n{sql[step]}\n)" for step in _STEPS)
+    used = set(re.findall(r"\$(\w+)", sql[name]))
+    bound = {k: v for k, v in (params or {}).items() if k in used}
+    return report.sql(f"WITH {steps}\n{sql[name]}", bound or None).to_arrow_table()
+
+
+def _thresholds(normal_threshold_us: float, p99_threshold_us: float) -> dict[str, int]:
+    for name, value in (("normal_threshold_us", normal_threshold_us),
+                        ("p99_threshold_us", p99_threshold_us)):
+        if not value >= 0:
+            raise UsageError(f"{name} must be a number >= 0, got {value!r}")
+    return {"normal_ns": round(normal_threshold_us * 1000), "p99_ns": round(p99_threshold_us * 1000)}
+
+
+def gap_summary(report: Report, *, normal_threshold_us: float = 5.0,
+                p99_threshold_us: float = 20.0) -> dict[str, Any]:
+    """The main launch-gap distribution in figures (gaps before non-graph kernels).
+
+    Parameters
+    ----------
+    report : Report
+        An opened export. A report without kernels gives ``count`` 0 and None percentiles.
+    normal_threshold_us, p99_threshold_us : float
+        The method's thresholds, in microseconds.
+
+    Returns
+    -------
+    dict
+        ``count``, ``p50_ns``, ``p90_ns``, ``p99_ns``, ``p999_ns``, ``max_ns``, ``mean_ns``,
+        ``total_ns`` (idle time summed), ``share_above_normal_pct``,
+        ``share_above_p99_threshold_pct``, ``cpu_bound`` (P99 above the P99 threshold),
+        ``kernels`` (non-graph kernels), ``graph_kernels``, ``normal_threshold_ns``,
+        ``p99_threshold_ns``.
+    """
+    params = _thresholds(normal_threshold_us, p99_threshold_us)
+    summary = _query(report, "summary", params).to_pylist()[0]
+    summary["normal_threshold_ns"] = params["normal_ns"]
+    summary["p99_threshold_ns"] = params["p99_ns"]
+    return summary
+
+
+def run(report: Report, *, normal_threshold_us: float = 5.0,
+        p99_threshold_us: float = 20.0) -> AnalysisResult:
+    """Measure the gaps between kernels per GPU, per stream and inside CUDA graphs.
+
+    Parameters
+    ----------
+    report : Report
+        An opened export.
+    normal_threshold_us : float
+        Gaps above this are not normal (the method: 5 us).
+    p99_threshold_us : float
+        A P99 gap above this flags a CPU-side scheduling bottleneck (the method: 20 us).
+
+    Returns
+    -------
+    AnalysisResult
+        ``summary``: the keys of :func:`gap_summary`, plus ``graph_gaps`` (gaps before
+        graph-node kernels), ``intra_graph_gap_p50_ns``, ``intra_graph_gap_p99_ns`` and
+        ``gaps_per_device`` (device id as a string -> main gaps).
+        ``tables``: ``per_device`` (main; one row per device and process), ``per_stream``,
+        ``graph`` (one row per graph gap kind), ``distribution`` (every main gap:
+        ``device_id``, ``pid``, ``gap_ns``, ``start_ns`` of the kernel after the gap) and
+        ``histogram`` (5 log-spaced bins per decade of ns: ``bin_lo_ns``, ``bin_hi_ns``,
+        ``gaps``, ``share_pct``).
+
+    Notes
+    -----
+    Graph-node kernels stay in the device sequence (they keep the GPU busy), but the gap
+    before one is not in the main distribution: it is a ``graph_launch`` gap before the
+    first node of a launch, else a ``graph_node`` (intra-graph) gap.
+    """
+    missing = not_captured(NAME, report, "kernels")
+    if missing:
+        return missing
+    summary = gap_summary(report, normal_threshold_us=normal_threshold_us,
+                          p99_threshold_us=p99_threshold_us)
+    params = _thresholds(normal_threshold_us, p99_threshold_us)
+    tables = {name: _query(report, name, params)
+              for name in ("per_device", "per_stream", "graph", "distribution", "histogram")}
+    graph = {r["kind"]: r for r in tables["graph"].to_pylist()}
+    intra = graph.get("graph_node", {})
+    summary.update({
+        "graph_gaps": sum(r["count"] for r in graph.values()),
+        "intra_graph_gap_p50_ns": intra.get("p50_ns"),
+        "intra_graph_gap_p99_ns": intra.get("p99_ns"),
+        "gaps_per_device": {str(r["device_id"]): r["gaps"]
+                            for r in _query(report, "device_counts").to_pylist()},
+    })
+    return AnalysisResult(NAME, OK, _message(summary), summary, tables, main="per_device",
+                          findings=_findings(summary))
+
+
+def _message(s: dict[str, Any]) -> str:
+    if not s["count"]:
+        return f"no gap between kernels ({s['kernels']} kernels outside CUDA graphs)"
+    verdict = "CPU-bound" if s["cpu_bound"] else "within the P99 threshold"
+    return (f"{s['count']} gaps over {s['kernels']} kernels: P50 {s['p50_ns'] / 1e3:.2f} us, "
+            f"P99 {s['p99_ns'] / 1e3:.2f} us ({verdict})")
+
+
+def _findings(s: dict[str, Any]) -> tuple[str, ...]:
+    out = []
+    if s["cpu_bound"]:
+        out.append(f"P99 launch gap {s['p99_ns'] / 1e3:.1f} us > {s['p99_threshold_ns'] / 1e3:g} us:"
+                   " CPU-side scheduling bottleneck")
+    if s["count"] and s["share_above_normal_pct"]:
+        out.append(f"{s['share_above_normal_pct']:.1f}% of gaps exceed the normal "
+                   f"{s['normal_threshold_ns'] / 1e3:g} us")
+    if s["graph_kernels"]:
+        out.append(f"{s['graph_kernels']} kernels ran inside CUDA graphs; their gaps are "
+                   "reported apart (table graph)")
+    return tuple(out)

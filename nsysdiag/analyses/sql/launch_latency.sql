@@ -1,0 +1,174 @@
+-- Launch latency and the dispatch queue (check C1 of the method).
+--
+-- Inputs:  kernels (non-graph: graph_node_id IS NULL), api_calls (category 'launch'),
+--          cuda_graphs (graph launches).
+-- Params:  $top  per_name keeps the $top kernel names with the most kernels; NULL keeps all.
+--
+-- Each kernel is joined to its launch call on (global_pid, correlation_id): correlation ids
+-- are unique only within a process. Should several launch calls share one id (a runtime
+-- call and the driver call inside it), they count as one call from the first entry to the
+-- last return. A kernel with no launch call is "unmatched" (its API columns are NULL).
+--
+-- Dispatch queue: a kernel is launched-but-not-started from its launch call's return
+-- (api_end_ns) to its start (start_ns): +1 at api_end_ns, -1 at start_ns. A kernel that
+-- starts before (or when) its call returns never queued and adds nothing. Depth is counted
+-- per GPU (all processes) and per stream (global_pid, device_id, context_id, stream_id).
+-- At equal times the -1s and +1s are netted, so a start and a launch at the same ns do
+-- not make a transient depth. Graph launches are not in the queue.
+--
+-- Steps (every query below runs with them in front as CTEs):
+--   launches       one row per non-graph kernel with its launch call (ns):
+--                    api_duration_ns              the launch call's own CPU time
+--                    api_start_to_kernel_start_ns call entry -> kernel start
+--                    api_end_to_kernel_start_ns   call return -> kernel start (queue time;
+--                                                 negative when the kernel started first)
+--                    queue_ns                     max(api_end_to_kernel_start_ns, 0)
+--   queue_events   +1/-1 per queued kernel, at t_ns
+--   depth_series   the depth after each change: level ('device' or 'stream'), device_id,
+--                  global_pid/pid/context_id/stream_id (NULL at device level), t_ns, depth
+--   depth_spans    depth_series with span_ns, the time until the next change of the series
+--   depth_at_launch device depth right after each matched launch call returned (counting
+--                  its own kernel when that had not started yet)
+-- Outputs:
+--   counts           kernels, matched, unmatched, queued (start after the call returned),
+--                    negative_queue (start before the call returned), graph_launches
+--   latency          one row per metric (api_duration, api_start_to_kernel_start,
+--                    api_end_to_kernel_start, queue, graph_api_duration,
+--                    graph_launch_to_start): count, p50/p90/p99/max/mean (ns), NULLs skipped
+--   depth_summary    depth_at_launch p50/p90/p99/max, mean_depth (time-weighted over the
+--                    span from the first to the last queue change of each GPU),
+--                    queue_nonempty_pct (share of that span with depth > 0)
+--   per_kernel       one lean row per non-graph kernel
+--   per_name         per kernel name: kernels, unmatched and latency percentiles (ns)
+--   queue_depth      the depth series (every change)
+--   queue_depth_hist time spent at each depth, per GPU and per stream: time_ns, time_pct
+--   graph_launches   one row per CUDA graph launch call: api_duration_ns and
+--                    launch_to_start_ns (api start -> first GPU work), gpu_duration_ns
+
+-- @query launches
+SELECT k.pid, k.global_pid, k.device_id, k.context_id, k.stream_id, k.correlation_id,
+       k.name, k.short_name, k.start_ns, l.api_start_ns, l.api_end_ns,
+       l.api_end_ns - l.api_start_ns AS api_duration_ns,
+       k.start_ns - l.api_start_ns AS api_start_to_kernel_start_ns,
+       k.start_ns - l.api_end_ns AS api_end_to_kernel_start_ns,
+       greatest(k.start_ns - l.api_end_ns, 0) AS queue_ns
+FROM kernels k
+LEFT JOIN (SELECT global_pid, correlation_id, min(start_ns) AS api_start_ns,
+                  max(end_ns) AS api_end_ns
+           FROM api_calls WHERE category = 'launch'
+           GROUP BY global_pid, correlation_id) l
+  ON l.global_pid = k.global_pid AND l.correlation_id = k.correlation_id
+WHERE k.graph_node_id IS NULL
+
+-- @query queue_events
+SELECT device_id, global_pid, pid, context_id, stream_id, api_end_ns AS t_ns, 1 AS delta
+FROM launches WHERE start_ns > api_end_ns
+UNION ALL
+SELECT device_id, global_pid, pid, context_id, stream_id, start_ns AS t_ns, -1 AS delta
+FROM launches WHERE start_ns > api_end_ns
+
+-- @query depth_series
+SELECT level, device_id, global_pid, pid, context_id, stream_id, t_ns,
+       sum(change) OVER (PARTITION BY level, device_id, global_pid, context_id, stream_id
+                         ORDER BY t_ns) AS depth
+FROM (SELECT 'device' AS level, device_id, NULL::BIGINT AS global_pid, NULL::BIGINT AS pid,
+             NULL::BIGINT AS context_id, NULL::BIGINT AS stream_id, t_ns, sum(delta) AS change
+      FROM queue_events GROUP BY device_id, t_ns
+      UNION ALL
+      SELECT 'stream', device_id, global_pid, any_value(pid), context_id, stream_id, t_ns,
+             sum(delta)
+      FROM queue_events GROUP BY device_id, global_pid, context_id, stream_id, t_ns)
+WHERE change <> 0
+
+-- @query depth_spans
+SELECT *, lead(t_ns) OVER (PARTITION BY level, device_id, global_pid, context_id, stream_id
+                           ORDER BY t_ns) - t_ns AS span_ns
+FROM depth_series
+
+-- @query depth_at_launch
+SELECT l.device_id, coalesce(q.depth, 0) AS depth
+FROM launches l
+ASOF LEFT JOIN (SELECT device_id, t_ns, depth FROM depth_series WHERE level = 'device') q
+  ON q.device_id = l.device_id AND l.api_end_ns >= q.t_ns
+WHERE l.api_end_ns IS NOT NULL
+
+-- @query counts
+SELECT count(*) AS kernels, count(api_end_ns) AS matched,
+       count(*) - count(api_end_ns) AS unmatched,
+       count(*) FILTER (WHERE start_ns > api_end_ns) AS queued,
+       count(*) FILTER (WHERE start_ns < api_end_ns) AS negative_queue,
+       (SELECT count(*) FROM cuda_graphs WHERE api_start_ns IS NOT NULL) AS graph_launches
+FROM launches
+
+-- @query latency
+SELECT metric, count(value) AS count,
+       quantile_cont(value, 0.5) AS p50_ns, quantile_cont(value, 0.9) AS p90_ns,
+       quantile_cont(value, 0.99) AS p99_ns, max(value) AS max_ns, avg(value) AS mean_ns
+FROM (UNPIVOT (SELECT api_duration_ns AS api_duration,
+                      api_start_to_kernel_start_ns AS api_start_to_kernel_start,
+                      api_end_to_kernel_start_ns AS api_end_to_kernel_start,
+                      queue_ns AS queue
+               FROM launches)
+      ON COLUMNS(*) INTO NAME metric VALUE value
+      UNION ALL
+      UNPIVOT (SELECT api_end_ns - api_start_ns AS graph_api_duration,
+                      launch_to_start_ns AS graph_launch_to_start
+               FROM cuda_graphs WHERE api_start_ns IS NOT NULL)
+      ON COLUMNS(*) INTO NAME metric VALUE value)
+GROUP BY metric
+ORDER BY list_position(['api_duration', 'api_start_to_kernel_start', 'api_end_to_kernel_start',
+                        'queue', 'graph_api_duration', 'graph_launch_to_start'], metric)
+
+-- @query depth_summary
+SELECT *
+FROM (SELECT quantile_cont(depth, 0.5) AS depth_at_launch_p50,
+             quantile_cont(depth, 0.9) AS depth_at_launch_p90,
+             quantile_cont(depth, 0.99) AS depth_at_launch_p99,
+             max(depth) AS depth_at_launch_max
+      FROM depth_at_launch),
+     (SELECT sum(depth * span_ns) / nullif(sum(span_ns), 0) AS mean_depth,
+             100.0 * coalesce(sum(span_ns) FILTER (WHERE depth > 0), 0) / nullif(sum(span_ns), 0)
+                 AS queue_nonempty_pct
+      FROM depth_spans WHERE level = 'device')
+
+-- @query per_kernel
+SELECT pid, device_id, stream_id, correlation_id, short_name, start_ns, api_duration_ns,
+       api_start_to_kernel_start_ns, api_end_to_kernel_start_ns
+FROM launches
+ORDER BY device_id, start_ns
+
+-- @query per_name
+SELECT name, any_value(short_name) AS short_name, count(*) AS kernels,
+       count(*) - count(api_end_ns) AS unmatched,
+       quantile_cont(api_duration_ns, 0.5) AS api_duration_p50_ns,
+       quantile_cont(api_duration_ns, 0.99) AS api_duration_p99_ns,
+       quantile_cont(api_start_to_kernel_start_ns, 0.5) AS api_start_to_kernel_start_p50_ns,
+       quantile_cont(api_start_to_kernel_start_ns, 0.99) AS api_start_to_kernel_start_p99_ns,
+       quantile_cont(queue_ns, 0.5) AS queue_p50_ns, quantile_cont(queue_ns, 0.99) AS queue_p99_ns
+FROM launches
+GROUP BY name
+QUALIFY $top IS NULL OR row_number() OVER (ORDER BY count(*) DESC, name) <= $top
+ORDER BY kernels DESC, name
+
+-- @query queue_depth
+SELECT level, device_id, pid, context_id, stream_id, t_ns, depth
+FROM depth_series
+ORDER BY level, device_id, pid, context_id, stream_id, t_ns
+
+-- @query queue_depth_hist
+SELECT level, device_id, any_value(pid) AS pid, context_id, stream_id, depth,
+       sum(span_ns)::BIGINT AS time_ns,
+       100.0 * sum(span_ns) / sum(sum(span_ns)) OVER (
+           PARTITION BY level, device_id, global_pid, context_id, stream_id) AS time_pct
+FROM depth_spans
+WHERE span_ns IS NOT NULL
+GROUP BY level, device_id, global_pid, context_id, stream_id, depth
+ORDER BY level, device_id, pid, context_id, stream_id, depth
+
+-- @query graph_launches
+SELECT pid, correlation_id, device_id, stream_id, api_start_ns,
+       api_end_ns - api_start_ns AS api_duration_ns, launch_to_start_ns, gpu_duration_ns,
+       n_kernels
+FROM cuda_graphs
+WHERE api_start_ns IS NOT NULL
+ORDER BY api_start_ns
