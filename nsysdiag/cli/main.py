@@ -139,6 +139,73 @@ def diagnose(settings: Settings, path: str, range_name: str | None, baseline: st
         print_diagnosis(result)
 
 
+@cli.command()
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Per-report results (.parquet); findings and kernels tables go beside it.")
+@click.option("--dask", "dask_address", default=None, metavar="SCHEDULER_ADDRESS",
+              help="Run on a Dask distributed cluster instead of local processes.")
+@click.option("-j", "--workers", type=int, default=None, help="Local worker processes [default: CPUs].")
+@click.option("--force", is_flag=True, help="Re-diagnose reports a previous run finished.")
+@click.option("--range", "range_name", default=None, help="NVTX range used as the unit.")
+@pass_settings
+def batch(settings: Settings, inputs: tuple[str, ...], output: str, dask_address: str | None,
+          workers: int | None, force: bool, range_name: str | None) -> None:
+    """Diagnose many reports (files, directories, globs): one row per report, resumable."""
+    from ..batch.run import run_batch
+
+    progress = None
+    bar = None
+    if not settings.quiet and sys.stderr.isatty():
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+        task = bar.add_task("diagnosing", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+    try:
+        summary = run_batch(inputs, output, force=force, workers=workers, dask=dask_address,
+                            range_name=range_name, cache=settings.cache,
+                            cache_dir=settings.cache_dir, nsys=settings.nsys, progress=progress)
+    finally:
+        if bar is not None:
+            bar.stop()
+    click.echo(str(summary))
+
+
+@cli.group()
+def cache() -> None:
+    """Inspect or clear the cache of normalized views and raw-report exports."""
+
+
+@cache.command("clear")
+@pass_settings
+def cache_clear(settings: Settings) -> None:
+    """Remove every cached view and export."""
+    from pathlib import Path as _Path
+
+    from ..batch.cache import clear_cache
+
+    n, size = clear_cache(_Path(settings.cache_dir) if settings.cache_dir else None)
+    click.echo(f"removed {n} files ({size / 1e6:.1f} MB)")
+
+
+@cache.command("info")
+@pass_settings
+def cache_info(settings: Settings) -> None:
+    """Where the cache is and how big."""
+    from pathlib import Path as _Path
+
+    from ..batch.cache import cache_size
+    from ..config import cache_dir
+
+    root = _Path(settings.cache_dir) if settings.cache_dir else cache_dir()
+    n, size = cache_size(root)
+    click.echo(f"{root}: {n} files, {size / 1e6:.1f} MB")
+
+
 def emit_result(result: AnalysisResult, fmt: str, table: str | None) -> None:
     """Print an analysis result as text, CSV (one detail table) or JSON."""
     if result.status == NOT_CAPTURED:

@@ -473,8 +473,57 @@ def classify_tail(
     if x[0] == x[-1]:
         notes.append(f"all {n_valid} values are equal ({x[0]:g}): no distribution to classify")
         return _insufficient(n_valid, "; ".join(notes))
-    feats = _features(x, gen, max_samples=max_samples)
-    return feats
+    xt, y, st, fits, cands = _features(x, gen, max_samples=max_samples)
+    shape, reason = _decide(st, tight_ratio)
+    conf, probs = _confidence(st, shape, tight_ratio)
+    st["reason"] = reason
+    st["p_tight"] = probs
+    n_out = st["n_outliers_low"] + st["n_outliers_high"]
+    if n_out:
+        notes.append(
+            f"set aside {n_out} isolated extreme value(s) ({st['n_outliers_low']} low, "
+            f"{st['n_outliers_high']} high) before the fits"
+        )
+    if xt.size > max_samples:
+        notes.append(f"fitted {max_samples} evenly spaced order statistics of {xt.size} values")
+    notes.insert(0, reason)
+    best = min(cands, key=lambda k: cands[k].bic)
+    return TailShapeResult(
+        shape=shape, confidence=conf, n=int(xt.size), candidates=cands, best_model=best,
+        statistics=st, success=True, message="; ".join(notes),
+    )
+
+
+def _decide(st: dict, tight_ratio: float) -> tuple[str, str]:
+    """The shape, from the evidence in ``st``, and a one-line reason."""
+    r = st["p99_over_p50_robust"]
+    if r <= tight_ratio:
+        return "tight", f"p99/p50 = {r:.3g} <= tight_ratio {tight_ratio:g}"
+    head = f"p99/p50 = {r:.3g} > {tight_ratio:g}"
+    body_modes = [m for m in st["mode_locations"] if m < st["tail_start"]]
+    if _is_flat(st):
+        if len(body_modes) >= 2:
+            return "multimodal", f"{head}; separated modes below a flat tail"
+        return "flat_tail", f"{head}; flat tail (flatness {st['tail_flatness']:.2f})"
+    if st["n_modes"] >= 2:
+        return "multimodal", f"{head}; {st['n_modes']} separated modes"
+    return "right_skewed", f"{head}; one mode, decaying tail"
+
+
+def _is_flat(st: dict) -> bool:
+    cv, ur, hr = st["tail_cv"], st["tail_upper_ratio"], st["tail_half_ratio"]
+    if not (math.isfinite(cv) and math.isfinite(ur) and math.isfinite(hr)):
+        return False
+    return cv <= 0.45 and ur <= 0.8 and hr >= 0.3
+
+
+def _confidence(st: dict, shape: str, tight_ratio: float):
+    se = max(st["se_log_ratio"], 1e-9)
+    z = (math.log(tight_ratio) - math.log(st["p99_over_p50_robust"])) / se
+    p_tight = float(special.ndtr(z))
+    if shape == "tight":
+        return p_tight, p_tight
+    return (1.0 - p_tight) * 0.9, p_tight
 
 
 def _n_params(f: mixture.MixtureFit) -> int:

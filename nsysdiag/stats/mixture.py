@@ -135,13 +135,16 @@ def _em(y, w, weights, means, sigmas, sigma_floor, max_iter, tol):
     it = 0
     for it in range(1, max_iter + 1):
         lp = _component_logpdf(y, weights, means, sigmas)
-        lse = _logsumexp(lp)
-        ll = float(np.dot(w, lse))
-        resp = np.exp(lp - lse) * w
+        m = lp.max(axis=0)
+        e = np.exp(lp - m)
+        tot = e.sum(axis=0)
+        ll = float(np.dot(w, m + np.log(tot)))
+        resp = e * (w / tot)
         nk = np.maximum(resp.sum(axis=1), 1e-12 * total)
         weights = nk / nk.sum()
         means = (resp @ y) / nk
-        var = np.einsum("kn,kn->k", resp, (y[None, :] - means[:, None]) ** 2) / nk
+        d = y[None, :] - means[:, None]
+        var = np.einsum("kn,kn->k", resp, d * d) / nk
         sigmas = np.sqrt(np.maximum(var, sigma_floor**2))
         if ll - prev <= tol * total:
             converged = True

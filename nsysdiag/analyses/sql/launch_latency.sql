@@ -23,6 +23,7 @@
 --                    api_end_to_kernel_start_ns   call return -> kernel start (queue time;
 --                                                 negative when the kernel started first)
 --                    queue_ns                     max(api_end_to_kernel_start_ns, 0)
+--                  (the four are NULL for an unmatched kernel)
 --   queue_events   +1/-1 per queued kernel, at t_ns
 --   depth_series   the depth after each change: level ('device' or 'stream'), device_id,
 --                  global_pid/pid/context_id/stream_id (NULL at device level), t_ns, depth
@@ -30,8 +31,9 @@
 --   depth_at_launch device depth right after each matched launch call returned (counting
 --                  its own kernel when that had not started yet)
 -- Outputs:
---   counts           kernels, matched, unmatched, queued (start after the call returned),
---                    negative_queue (start before the call returned), graph_launches
+--   counts           kernels, matched, unmatched (+ unmatched_pct of kernels), queued (start
+--                    after the call returned), negative_queue (start before it returned;
+--                    + negative_queue_pct of matched kernels), graph_launches
 --   latency          one row per metric (api_duration, api_start_to_kernel_start,
 --                    api_end_to_kernel_start, queue, graph_api_duration,
 --                    graph_launch_to_start): count, p50/p90/p99/max/mean (ns), NULLs skipped
@@ -51,7 +53,8 @@ SELECT k.pid, k.global_pid, k.device_id, k.context_id, k.stream_id, k.correlatio
        l.api_end_ns - l.api_start_ns AS api_duration_ns,
        k.start_ns - l.api_start_ns AS api_start_to_kernel_start_ns,
        k.start_ns - l.api_end_ns AS api_end_to_kernel_start_ns,
-       greatest(k.start_ns - l.api_end_ns, 0) AS queue_ns
+       CASE WHEN l.api_end_ns IS NOT NULL THEN greatest(k.start_ns - l.api_end_ns, 0) END
+           AS queue_ns
 FROM kernels k
 LEFT JOIN (SELECT global_pid, correlation_id, min(start_ns) AS api_start_ns,
                   max(end_ns) AS api_end_ns
@@ -95,8 +98,11 @@ WHERE l.api_end_ns IS NOT NULL
 -- @query counts
 SELECT count(*) AS kernels, count(api_end_ns) AS matched,
        count(*) - count(api_end_ns) AS unmatched,
+       100.0 * (count(*) - count(api_end_ns)) / nullif(count(*), 0) AS unmatched_pct,
        count(*) FILTER (WHERE start_ns > api_end_ns) AS queued,
        count(*) FILTER (WHERE start_ns < api_end_ns) AS negative_queue,
+       100.0 * count(*) FILTER (WHERE start_ns < api_end_ns) / nullif(count(api_end_ns), 0)
+           AS negative_queue_pct,
        (SELECT count(*) FROM cuda_graphs WHERE api_start_ns IS NOT NULL) AS graph_launches
 FROM launches
 

@@ -1,0 +1,127 @@
+"""Launch latency and the dispatch queue: launch call cost, launch-to-start time, queue depth.
+
+Each kernel launched on its own (not inside a CUDA graph) is joined to its launch API call:
+the call's own CPU time, the time from the call's entry and from its return to the kernel's
+start (queue time), per kernel and per kernel name. The dispatch queue counts kernels
+launched but not started, per GPU and per stream, over time (check C1 of the method): a
+queue that stays deep means the GPU is the bottleneck; a near-empty queue with large
+launch gaps means the CPU cannot feed the GPU. Graph launches are timed per launch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import click
+import pyarrow as pa
+
+from ..errors import UsageError
+from ..report import Report
+from .base import OK, AnalysisResult, load_sql, not_captured
+
+NAME = "launch_latency"
+
+#: intermediate queries of the SQL file, put in front of every output query as CTEs
+_STEPS = ("launches", "queue_events", "depth_series", "depth_spans", "depth_at_launch")
+
+#: rows of the ``latency`` table, flattened into the summary as ``<metric>_<stat>_ns``
+_METRICS = ("api_duration", "api_start_to_kernel_start", "api_end_to_kernel_start", "queue",
+            "graph_api_duration", "graph_launch_to_start")
+
+#: depth at launch: P90 at or below _SHALLOW_DEPTH is a near-empty queue; P50 (or only P99)
+#: at or above _DEEP_DEPTH a queue that stays deep (or backs up at times)
+_SHALLOW_DEPTH, _DEEP_DEPTH = 1, 4
+
+CLI_OPTIONS = [
+    click.option("--top", type=click.IntRange(min=1), default=None,
+                 help="per_name: only the N kernel names launched most often [default: all]."),
+]
+
+
+def _query(report: Report, name: str, params: dict[str, Any] | None = None) -> pa.Table:
+    """Run output query ``name`` of the SQL file, with the steps in front as CTEs."""
+    sql = load_sql(NAME)
+    steps = ",\n".join(f"{step} AS (\n{sql[step]}\n)" for step in _STEPS)
+    used = set(re.findall(r"\$(\w+)", sql[name]))
+    bound = {k: v for k, v in (params or {}).items() if k in used}
+    return report.sql(f"WITH {steps}\n{sql[name]}", bound or None).to_arrow_table()
+
+
+def run(report: Report, *, top: int | None = None) -> AnalysisResult:
+    """Time every kernel launch and follow the dispatch queue.
+
+    Parameters
+    ----------
+    report : Report
+        An opened export with kernels and CUDA API calls.
+    top : int, optional
+        ``per_name`` keeps the ``top`` names launched most often. Default: every name.
+
+    Returns
+    -------
+    AnalysisResult
+        ``summary``: ``kernels`` (non-graph), ``matched``, ``unmatched``, ``unmatched_pct``,
+        ``queued``, ``negative_queue``, ``negative_queue_pct``, ``graph_launches``;
+        ``<metric>_p50_ns``, ``_p90_ns``, ``_p99_ns``, ``_max_ns`` for each metric of
+        ``latency``; ``depth_at_launch_p50``, ``_p90``, ``_p99``, ``_max``, ``mean_depth``
+        (time-weighted) and ``queue_nonempty_pct`` (per GPU, all GPUs pooled).
+        ``tables``: ``latency`` (main; one row per metric), ``per_kernel``, ``per_name``,
+        ``queue_depth`` (every change of depth), ``queue_depth_hist`` (time at each depth)
+        and ``graph_launches``.
+
+    Notes
+    -----
+    Metrics, all in ns: ``api_duration`` (the launch call's CPU time),
+    ``api_start_to_kernel_start``, ``api_end_to_kernel_start`` (negative when the kernel
+    started before the call returned), ``queue`` (its positive part: 0 for those),
+    ``graph_api_duration`` and ``graph_launch_to_start`` (per graph launch). Kernels are
+    joined to launch calls on (global_pid, correlation_id).
+    """
+    if top is not None and top < 1:
+        raise UsageError(f"top must be a positive integer, got {top!r}")
+    missing = not_captured(NAME, report, "kernels", "api_calls")
+    if missing:
+        return missing
+    tables = {name: _query(report, name, {"top": top})
+              for name in ("latency", "per_kernel", "per_name", "queue_depth", "queue_depth_hist",
+                           "graph_launches")}
+    summary = _query(report, "counts").to_pylist()[0]
+    latency = {r["metric"]: r for r in tables["latency"].to_pylist()}
+    for metric in _METRICS:
+        for stat in ("p50", "p90", "p99", "max"):
+            summary[f"{metric}_{stat}_ns"] = latency.get(metric, {}).get(f"{stat}_ns")
+    summary.update(_query(report, "depth_summary").to_pylist()[0])
+    return AnalysisResult(NAME, OK, _message(summary), summary, tables, main="latency",
+                          findings=_findings(summary))
+
+
+def _us(ns: float | None) -> str:
+    return "n/a" if ns is None else f"{ns / 1e3:.2f} us"
+
+
+def _message(s: dict[str, Any]) -> str:
+    depth = "n/a" if s["mean_depth"] is None else f"{s['mean_depth']:.2f}"
+    return (f"{s['kernels']} kernels: launch call P50 {_us(s['api_duration_p50_ns'])}, "
+            f"call to start P50 {_us(s['api_start_to_kernel_start_p50_ns'])}, "
+            f"queue P50 {_us(s['queue_p50_ns'])}; mean queue depth {depth}")
+
+
+def _findings(s: dict[str, Any]) -> tuple[str, ...]:
+    out = []
+    if s["unmatched"]:
+        out.append(f"{s['unmatched']} kernels ({s['unmatched_pct']:.1f}%) have no traced launch call")
+    if s["negative_queue"]:
+        out.append(f"{s['negative_queue']} kernels ({s['negative_queue_pct']:.1f}%) started "
+                   "before their launch call returned")
+    p50, p90, p99 = (s[f"depth_at_launch_{q}"] for q in ("p50", "p90", "p99"))
+    if p90 is not None and p90 <= _SHALLOW_DEPTH:
+        out.append(f"dispatch queue near-empty (depth at launch P90 {p90:g}): the GPU waits on "
+                   "the CPU whenever launch gaps are large")
+    elif p50 is not None and p50 >= _DEEP_DEPTH:
+        out.append(f"dispatch queue stays deep (depth at launch P50 {p50:g}): the GPU is the "
+                   "bottleneck")
+    elif p99 is not None and p99 >= _DEEP_DEPTH:
+        out.append(f"dispatch queue backs up at times (depth at launch P90 {p90:g}, P99 {p99:g}):"
+                   " the GPU falls behind in bursts")
+    return tuple(out)

@@ -1,0 +1,181 @@
+-- Transfers: memcpy/memset bandwidth, pageable vs pinned, the host link, same-direction
+-- contention (checks E1 of the method: is the PCIe transfer layer the bottleneck?).
+--
+-- Inputs:  memcpys, memsets, devices.
+-- Params:  $large_bytes  copies of at least this size count as "large" (the achieved
+--                        bandwidth against the link is the p90 of large copies when any).
+--          $link_*       per (device, direction) link figures resolved in link.py:
+--                        device ids, directions, GB/s, sources, notes (parallel lists).
+-- Units:   bytes; ns; bandwidth in GB/s = bytes / ns (1e9 bytes/s); *_pct in percent.
+--
+-- _ops (temporary table _transfers_ops, one row per memcpy or memset):
+--   op (memcpy|memset), start_ns, end_ns, duration_ns, device_id, pid, global_pid,
+--   context_id, stream_id, correlation_id, bytes, copy_kind (memset for memsets),
+--   copy_kind_label, src_kind, dst_kind, is_pageable, is_uvm (UVM_* migration),
+--   copy_count, operation (nsys label, e.g. "[CUDA memcpy Host-to-Device]"),
+--   bandwidth_gbps (NULL for zero duration), direction (HtoD|DtoH for explicit host
+--   copies, else NULL), host_memory (pinned|pageable|other, host copies only),
+--   overlapped_ns (time during which another copy of the same direction ran, on any
+--   stream, process or device: a shared host link), overlap_fraction (overlapped_ns /
+--   duration_ns, 0..1).
+--   Overlap uses a sweep: +1 at each start, -1 at each end, the running sum is the number
+--   of copies in flight; the cumulative length of stretches with >= 2 in flight, read at a
+--   copy's end minus at its start, is its overlapped time. O(n log n).
+-- by_kind: per (op, copy_kind, src_kind, dst_kind): copies, total_bytes, total_time_ns,
+--   zero_duration, mean/median/p10/p90 per-copy GB/s, aggregate_gbps (sum bytes / sum ns).
+-- mem_time: nsys stats cuda_gpu_mem_time_sum: per operation label, time_pct,
+--   total_time_ns, copies, avg_ns, med_ns, min_ns, max_ns, stddev_ns (sample).
+-- host: per (device, direction) of explicit host copies: size and bandwidth figures,
+--   pinned vs pageable, link_gbps/link_source/link_note, achieved_pct_of_link (p90 of
+--   large copies, else of all copies, over the link), aggregate_pct_of_link.
+-- contention: per direction and 'all': copy_time_ns, overlapped_ns, contention_share_pct,
+--   median GB/s of copies overlapped for more than half their duration vs of copies
+--   never overlapped, processes and devices involved.
+
+-- @query _ops
+CREATE OR REPLACE TEMP TABLE _transfers_ops AS
+WITH ops AS (
+    SELECT 'memcpy' AS op, start_ns, end_ns, duration_ns, device_id, pid, global_pid,
+           context_id, stream_id, correlation_id, bytes, copy_kind, copy_kind_label,
+           src_kind, dst_kind, is_pageable, starts_with(copy_kind, 'UVM_') AS is_uvm,
+           copy_count, '[CUDA memcpy ' || copy_kind_label || ']' AS operation
+    FROM memcpys
+    UNION ALL
+    SELECT 'memset', start_ns, end_ns, duration_ns, device_id, pid, global_pid, context_id,
+           stream_id, correlation_id, bytes, 'memset', 'Memset', NULL, mem_kind, false, false,
+           1, '[CUDA memset]'
+    FROM memsets),
+x AS (
+    SELECT *,
+           CASE WHEN duration_ns > 0 THEN bytes / duration_ns END AS bandwidth_gbps,
+           CASE WHEN op = 'memcpy' AND copy_kind IN ('HtoD', 'HtoA') THEN 'HtoD'
+                WHEN op = 'memcpy' AND copy_kind IN ('DtoH', 'AtoH') THEN 'DtoH' END AS direction
+    FROM ops),
+ev AS (
+    SELECT direction, start_ns AS t, 1 AS d FROM x
+    WHERE direction IS NOT NULL AND end_ns >= start_ns
+    UNION ALL
+    SELECT direction, end_ns, -1 FROM x WHERE direction IS NOT NULL AND end_ns >= start_ns),
+pts AS (SELECT direction, t, sum(d) AS d FROM ev GROUP BY direction, t),
+seg AS (
+    SELECT direction, t,
+           sum(d) OVER (PARTITION BY direction ORDER BY t ROWS UNBOUNDED PRECEDING) AS in_flight,
+           lead(t) OVER (PARTITION BY direction ORDER BY t) - t AS len
+    FROM pts),
+cum AS (
+    SELECT direction, t, in_flight,
+           coalesce(sum(CASE WHEN in_flight >= 2 THEN len ELSE 0 END)
+                    OVER (PARTITION BY direction ORDER BY t
+                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::BIGINT AS before_ns
+    FROM seg)
+SELECT x.*,
+       CASE WHEN x.direction IS NULL THEN NULL
+            WHEN x.is_pageable THEN 'pageable'
+            WHEN 'pinned' IN (x.src_kind, x.dst_kind) THEN 'pinned' ELSE 'other' END AS host_memory,
+       ce.before_ns - cs.before_ns AS overlapped_ns,
+       (ce.before_ns - cs.before_ns) / nullif(x.duration_ns, 0) AS overlap_fraction
+FROM x
+LEFT JOIN cum cs ON cs.direction = x.direction AND cs.t = x.start_ns AND x.end_ns >= x.start_ns
+LEFT JOIN cum ce ON ce.direction = x.direction AND ce.t = x.end_ns AND x.end_ns >= x.start_ns
+
+-- @query totals
+SELECT count(*) FILTER (WHERE op = 'memcpy') AS copies,
+       count(*) FILTER (WHERE op = 'memset') AS memsets,
+       coalesce(sum(bytes), 0)::BIGINT AS total_bytes,
+       coalesce(sum(duration_ns), 0)::BIGINT AS total_time_ns,
+       count(*) FILTER (WHERE bandwidth_gbps IS NULL) AS zero_duration_copies,
+       count(*) FILTER (WHERE direction IS NOT NULL) AS host_copies,
+       count(*) FILTER (WHERE is_uvm) AS uvm_copies,
+       coalesce(sum(bytes) FILTER (WHERE is_uvm), 0)::BIGINT AS uvm_bytes,
+       count(*) FILTER (WHERE is_pageable) AS pageable_copies,
+       coalesce(sum(bytes) FILTER (WHERE is_pageable), 0)::BIGINT AS pageable_bytes,
+       100.0 * sum(duration_ns) FILTER (WHERE host_memory = 'pageable')
+             / nullif(sum(duration_ns) FILTER (WHERE direction IS NOT NULL), 0) AS pageable_time_pct
+FROM _transfers_ops
+
+-- @query by_kind
+SELECT op, copy_kind, src_kind, dst_kind, is_pageable, is_uvm,
+       count(*) AS copies, sum(bytes)::BIGINT AS total_bytes,
+       sum(duration_ns)::BIGINT AS total_time_ns,
+       count(*) FILTER (WHERE bandwidth_gbps IS NULL) AS zero_duration,
+       avg(bandwidth_gbps) AS mean_gbps,
+       quantile_cont(bandwidth_gbps, 0.5) AS median_gbps,
+       quantile_cont(bandwidth_gbps, 0.1) AS p10_gbps,
+       quantile_cont(bandwidth_gbps, 0.9) AS p90_gbps,
+       sum(bytes) FILTER (WHERE duration_ns > 0)
+           / nullif(sum(duration_ns) FILTER (WHERE duration_ns > 0), 0) AS aggregate_gbps
+FROM _transfers_ops
+GROUP BY op, copy_kind, src_kind, dst_kind, is_pageable, is_uvm
+ORDER BY is_uvm, total_time_ns DESC, copy_kind, src_kind, dst_kind
+
+-- @query mem_time
+WITH t AS (
+    SELECT operation, sum(duration_ns)::BIGINT AS total_time_ns, count(*) AS copies,
+           avg(duration_ns) AS avg_ns, quantile_cont(duration_ns, 0.5) AS med_ns,
+           min(duration_ns) AS min_ns, max(duration_ns) AS max_ns,
+           stddev_samp(duration_ns) AS stddev_ns
+    FROM _transfers_ops GROUP BY operation)
+SELECT operation, 100.0 * total_time_ns / nullif(sum(total_time_ns) OVER (), 0) AS time_pct,
+       total_time_ns, copies, avg_ns, med_ns, min_ns, max_ns, stddev_ns
+FROM t ORDER BY total_time_ns DESC, operation
+
+-- @query devices
+WITH ids AS (
+    SELECT device_id FROM devices
+    UNION SELECT device_id FROM _transfers_ops WHERE device_id IS NOT NULL)
+SELECT i.device_id, d.name, d.pcie_generation, d.pcie_width
+FROM ids i LEFT JOIN devices d USING (device_id)
+ORDER BY i.device_id
+
+-- @query host
+WITH links AS (
+    SELECT unnest($link_device_ids::BIGINT[]) AS device_id,
+           unnest($link_directions::VARCHAR[]) AS direction,
+           unnest($link_gbps::DOUBLE[]) AS link_gbps,
+           unnest($link_sources::VARCHAR[]) AS link_source,
+           unnest($link_notes::VARCHAR[]) AS link_note),
+s AS (
+    SELECT device_id, direction, count(*) AS copies, sum(bytes)::BIGINT AS total_bytes,
+           sum(duration_ns)::BIGINT AS total_time_ns,
+           quantile_cont(bytes, 0.5) AS median_bytes,
+           quantile_cont(bandwidth_gbps, 0.5) AS median_gbps,
+           quantile_cont(bandwidth_gbps, 0.9) AS p90_gbps,
+           count(*) FILTER (WHERE bytes >= $large_bytes) AS large_copies,
+           quantile_cont(bandwidth_gbps, 0.9) FILTER (WHERE bytes >= $large_bytes) AS p90_large_gbps,
+           sum(bytes) FILTER (WHERE duration_ns > 0)
+               / nullif(sum(duration_ns) FILTER (WHERE duration_ns > 0), 0) AS aggregate_gbps,
+           count(*) FILTER (WHERE host_memory = 'pinned') AS pinned_copies,
+           count(*) FILTER (WHERE host_memory = 'pageable') AS pageable_copies,
+           quantile_cont(bandwidth_gbps, 0.5) FILTER (WHERE host_memory = 'pinned') AS pinned_median_gbps,
+           quantile_cont(bandwidth_gbps, 0.5) FILTER (WHERE host_memory = 'pageable') AS pageable_median_gbps
+    FROM _transfers_ops WHERE direction IS NOT NULL
+    GROUP BY device_id, direction)
+SELECT s.*, 100.0 * pageable_median_gbps / nullif(pinned_median_gbps, 0) AS pageable_vs_pinned_pct,
+       l.link_gbps, l.link_source, l.link_note,
+       CASE WHEN large_copies > 0 THEN 'p90_large' ELSE 'p90_all' END AS achieved_basis,
+       100.0 * coalesce(p90_large_gbps, p90_gbps) / nullif(l.link_gbps, 0) AS achieved_pct_of_link,
+       100.0 * aggregate_gbps / nullif(l.link_gbps, 0) AS aggregate_pct_of_link
+FROM s LEFT JOIN links l USING (device_id, direction)
+ORDER BY s.device_id, s.direction DESC
+
+-- @query contention
+SELECT coalesce(direction, 'all') AS direction, count(*) AS copies,
+       count(*) FILTER (WHERE overlapped_ns > 0) AS overlapped_copies,
+       sum(duration_ns)::BIGINT AS copy_time_ns, sum(overlapped_ns)::BIGINT AS overlapped_ns,
+       100.0 * sum(overlapped_ns) / nullif(sum(duration_ns), 0) AS contention_share_pct,
+       quantile_cont(bandwidth_gbps, 0.5) FILTER (WHERE overlap_fraction > 0.5) AS overlapped_median_gbps,
+       quantile_cont(bandwidth_gbps, 0.5) FILTER (WHERE overlapped_ns = 0) AS alone_median_gbps,
+       count(DISTINCT global_pid) AS processes, count(DISTINCT device_id) AS devices
+FROM _transfers_ops WHERE direction IS NOT NULL
+GROUP BY GROUPING SETS ((direction), ())
+ORDER BY grouping(direction), direction DESC
+
+-- @query copies
+SELECT op, operation, start_ns, end_ns, duration_ns, device_id, pid, global_pid, context_id,
+       stream_id, correlation_id, bytes, copy_kind, src_kind, dst_kind, is_pageable, is_uvm,
+       copy_count, bandwidth_gbps, direction, host_memory, overlapped_ns, overlap_fraction
+FROM _transfers_ops
+ORDER BY start_ns, device_id, stream_id
+
+-- @query _drop
+DROP TABLE IF EXISTS _transfers_ops

@@ -1,0 +1,213 @@
+"""Diagnose many reports: local processes or a Dask cluster, resumable, failures recorded.
+
+Every finished report is saved at once as ``<output>.parts/<key>.json`` (written to a
+temporary file and renamed), so a batch that is killed loses nothing it finished and a
+rerun skips those reports unless ``force``. At the end the parts are combined into three
+Parquet files, each written atomically:
+
+``<output>``                one row per report: key figures and the verdict, or the error
+``<stem>.findings.parquet`` one row per finding, keyed by ``report``
+``<stem>.kernels.parquet``  one row per (report, kernel name): per-kernel summary
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import UsageError
+
+EXPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
+
+
+def expand_inputs(inputs: Iterable[str]) -> list[Path]:
+    """Files, directories (searched recursively for exports) and glob patterns -> paths.
+
+    A directory holding ``*.parquet`` tables is itself one (Parquet) export.
+    """
+    out: list[Path] = []
+    for item in inputs:
+        matches = [Path(m) for m in sorted(glob.glob(item, recursive=True))] or [Path(item)]
+        for p in matches:
+            if p.is_dir() and not any(p.glob("*.parquet")):
+                for f in sorted(p.rglob("*")):
+                    if f.suffix.lower() in EXPORT_SUFFIXES and f.is_file():
+                        out.append(f)
+                    elif f.is_dir() and any(f.glob("*.parquet")):
+                        out.append(f)
+            else:
+                out.append(p)
+    seen: set[Path] = set()
+    unique = []
+    for p in out:
+        r = p.resolve()
+        if r not in seen:
+            seen.add(r)
+            unique.append(p)
+    return unique
+
+
+def report_key(path: Path) -> str:
+    """Identity of an input for resuming: resolved path, size and mtime."""
+    try:
+        st = path.stat()
+        ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    except OSError:
+        ident = f"{path.resolve()}|missing"
+    return hashlib.sha256(ident.encode()).hexdigest()[:20]
+
+
+def diagnose_one(path: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Diagnose one report; never raises: errors become an ``error`` record."""
+    from .. import diagnose
+    from ..analyses import module
+    from ..errors import NsysdiagError
+    from ..report import Report
+
+    record: dict[str, Any] = {"report": path, "status": "ok", "error": None}
+    try:
+        with Report(path, cache=options.get("cache", True), cache_dir=options.get("cache_dir"),
+                    nsys=options.get("nsys")) as rep:
+            d = diagnose(rep, range_name=options.get("range_name"))
+            ks = module("kernel_summary").run(rep)
+            kernels = ks.to_arrow().to_pylist() if ks.ok else []
+        t, v, g = d.tail, d.verdict, d.launch_gaps
+        record.update({
+            "verdict": v.layer, "confidence": v.confidence, "summary": v.summary,
+            "unit": t.unit, "n": t.n, "p50_ns": t.p50_ns, "p90_ns": t.p90_ns, "p99_ns": t.p99_ns,
+            "p99_over_p50": t.p99_over_p50, "shape": t.shape, "shape_confidence": t.shape_confidence,
+            "launch_gap_count": g.get("count"), "launch_gap_p50_ns": g.get("p50_ns"),
+            "launch_gap_p99_ns": g.get("p99_ns"), "cuda_graphs": bool(d.cuda_graphs.get("in_use")),
+            "findings": [f.to_dict() for f in d.findings],
+            "kernels": [{k: r.get(k) for k in ("name", "instances", "total_ns", "avg_ns", "med_ns",
+                                                 "min_ns", "max_ns")} for r in kernels],
+        })
+    except NsysdiagError as exc:
+        record.update(status="error", error=exc.one_line(), exit_code=exc.exit_code)
+    except Exception as exc:  # one bad report must not stop the batch
+        record.update(status="error", error=f"internal error: {type(exc).__name__}: {exc}",
+                      exit_code=70)
+    return record
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    """What a batch did."""
+
+    output: Path
+    total: int
+    done: int
+    skipped: int
+    failed: int
+
+    def __str__(self) -> str:
+        return (f"{self.total} reports: {self.done} diagnosed, {self.skipped} already done, "
+                f"{self.failed} failed -> {self.output}")
+
+
+def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _save_part(parts: Path, key: str, record: dict[str, Any]) -> None:
+    from ..render.tables import dumps
+
+    text = dumps(record)
+    _write_atomic(parts / f"{key}.json", lambda tmp: Path(tmp).write_text(text))
+
+
+def _results(paths: list[Path], todo: list[tuple[str, Path]], options: dict[str, Any],
+             workers: int | None, dask: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    if not todo:
+        return
+    if dask:
+        from distributed import Client, as_completed as dask_completed
+
+        with Client(dask) as client:
+            futures = {client.submit(diagnose_one, str(p), options, pure=False): k for k, p in todo}
+            for fut in dask_completed(futures):
+                yield futures[fut], fut.result()
+        return
+    if workers == 1:
+        for k, p in todo:
+            yield k, diagnose_one(str(p), options)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(diagnose_one, str(p), options): k for k, p in todo}
+        for fut in as_completed(futures):
+            yield futures[fut], fut.result()
+
+
+def run_batch(inputs: Iterable[str], output: str | Path, *, force: bool = False,
+              workers: int | None = None, dask: str | None = None, range_name: str | None = None,
+              cache: bool = True, cache_dir: str | None = None, nsys: str | None = None,
+              progress: Callable[[int, int], None] | None = None) -> BatchSummary:
+    """Diagnose every report in ``inputs`` and write the combined results.
+
+    Parameters
+    ----------
+    inputs
+        Files, directories and glob patterns.
+    output
+        The per-report Parquet file; long tables go beside it.
+    force
+        Re-diagnose reports that a previous run finished.
+    workers
+        Local worker processes (default: the CPU count; 1 runs in this process).
+    dask
+        Address of a Dask distributed scheduler to run on instead of local processes.
+    """
+    out = Path(output)
+    if out.suffix != ".parquet":
+        raise UsageError(f"output must end in .parquet, not {out.name!r}")
+    paths = expand_inputs(inputs)
+    if not paths:
+        raise UsageError("no reports found in the inputs")
+    parts = out.with_name(out.name + ".parts")
+    parts.mkdir(parents=True, exist_ok=True)
+    keyed = [(report_key(p), p) for p in paths]
+    todo = [(k, p) for k, p in keyed if force or not (parts / f"{k}.json").exists()]
+    options = {"range_name": range_name, "cache": cache, "cache_dir": cache_dir, "nsys": nsys}
+    done = 0
+    for key, record in _results(paths, todo, options, workers, dask):
+        _save_part(parts, key, record)
+        done += 1
+        if progress:
+            progress(done, len(todo))
+    records = [json.loads((parts / f"{k}.json").read_text()) for k, _ in keyed
+               if (parts / f"{k}.json").exists()]
+    _combine(records, out)
+    failed = sum(1 for r in records if r["status"] != "ok")
+    return BatchSummary(out, len(paths), done, len(paths) - len(todo), failed)
+
+
+def _combine(records: list[dict[str, Any]], out: Path) -> None:
+    main = [{k: v for k, v in r.items() if k not in ("findings", "kernels")} for r in records]
+    findings = [{"report": r["report"], **f} for r in records for f in r.get("findings") or []]
+    for f in findings:
+        f["evidence"] = "\n".join(f.get("evidence") or [])
+    kernels = [{"report": r["report"], **k} for r in records for k in r.get("kernels") or []]
+    stem = out.name[: -len(".parquet")]
+    for path, rows in ((out, main), (out.with_name(f"{stem}.findings.parquet"), findings),
+                       (out.with_name(f"{stem}.kernels.parquet"), kernels)):
+        table = pa.Table.from_pylist(rows) if rows else pa.table({"report": pa.array([], pa.string())})
+        _write_atomic(path, lambda tmp, t=table: pq.write_table(t, tmp))
