@@ -43,6 +43,7 @@ Examples
 
     python bench/make_large.py --kernels 10000000 --out bench/out/large_10m.sqlite
     python bench/make_large.py --copies 3 --out /tmp/x.sqlite --verify
+    python bench/make_large.py --kernels 10000000 --out bench/out/large_10m.sqlite --verify-only
 
 ``--verify`` re-opens the result and checks that row counts, duplicate
 correlationIds per process, kernels without a runtime call and the number of
@@ -192,8 +193,7 @@ def select_for_copy(t: Table, plan: Plan) -> str:
             exprs.append(f"{q(c)} + :toff")
         elif c in t.id_cols and c in plan.strides:
             exprs.append(
-                f"CASE WHEN {q(c)} > 0 AND {q(c)} < {NONE_ID} "
-                f"THEN {q(c)} + :{c} ELSE {q(c)} END"
+                f"CASE WHEN {q(c)} > 0 AND {q(c)} < {NONE_ID} THEN {q(c)} + :{c} ELSE {q(c)} END"
             )
         else:
             exprs.append(q(c))
@@ -201,7 +201,7 @@ def select_for_copy(t: Table, plan: Plan) -> str:
     return f"INSERT INTO main.{q(t.name)} ({cols}) SELECT {', '.join(exprs)} FROM src.{q(t.name)}"
 
 
-def build(src: str, out: str, plan: Plan, con: sqlite3.Connection) -> None:
+def build(plan: Plan, con: sqlite3.Connection) -> None:
     con.executescript(
         f"""
         PRAGMA main.page_size = {plan.page_size};
@@ -242,7 +242,8 @@ def build(src: str, out: str, plan: Plan, con: sqlite3.Connection) -> None:
     if "META_DATA_CAPTURE" in names:
         extra_ms = (plan.copies - 1) * plan.period / 1e6
         con.execute(
-            "UPDATE main.META_DATA_CAPTURE SET value = CAST(round(CAST(value AS REAL) + ?) AS INTEGER) "
+            "UPDATE main.META_DATA_CAPTURE "
+            "SET value = CAST(round(CAST(value AS REAL) + ?) AS INTEGER) "
             "WHERE name = 'RUN_DURATION_MS' AND value GLOB '[0-9]*'",
             (extra_ms,),
         )
@@ -273,8 +274,9 @@ def _invariants(con: sqlite3.Connection, schema: str, tables: list[Table]) -> di
                 else ("(globalTid >> 24) & 16777215" if "globalTid" in t.columns else "0")
             )
             out[f"{t.name}: extra rows sharing (process, correlationId)"] = con.execute(
-                f"SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM {schema}.{q(t.name)} "
-                f"WHERE correlationId IS NOT NULL GROUP BY {pid}, correlationId)"
+                f"SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n "
+                f"FROM {schema}.{q(t.name)} WHERE correlationId IS NOT NULL "
+                f"GROUP BY {pid}, correlationId)"
             ).fetchone()[0]
     if KERNEL_TABLE in names and RUNTIME_TABLE in names:
         out["kernels without a runtime call"] = con.execute(
@@ -326,7 +328,7 @@ def verify(src: str, out: str, plan: Plan) -> bool:
         ).fetchall()
         # Time: the latest time of copy k must precede the earliest of copy k+1.
         bad = 0
-        for a, b in zip(rows, rows[1:]):
+        for a, b in zip(rows, rows[1:], strict=False):
             nt = len(t.time_cols)
             lo_next = min(v for v in b[1 : 1 + 2 * nt : 2] if v is not None) if nt else None
             hi_prev = max(v for v in a[2 : 2 + 2 * nt : 2] if v is not None) if nt else None
@@ -350,23 +352,53 @@ def verify(src: str, out: str, plan: Plan) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--src", default=DEFAULT_SRC, help="source nsys SQLite export (default: %(default)s)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="See the module docstring for what is shifted and how.",
+    )
+    p.add_argument(
+        "--src", default=DEFAULT_SRC, help="source nsys SQLite export (default: %(default)s)"
+    )
     size = p.add_mutually_exclusive_group(required=True)
-    size.add_argument("--kernels", type=lambda s: int(s.replace("_", "")),
-                      help="target kernel count; K = ceil(N / source kernels)")
+    size.add_argument(
+        "--kernels",
+        type=lambda s: int(s.replace("_", "")),
+        help="target kernel count (underscores allowed); K = ceil(N / source kernels)",
+    )
     size.add_argument("--copies", type=int, help="number of copies K, instead of --kernels")
     p.add_argument("--out", required=True, help="output .sqlite path (overwritten)")
-    p.add_argument("--verify", action="store_true", help="check the result afterwards (slow: full scans)")
+    p.add_argument(
+        "--verify", action="store_true", help="check the result afterwards (slow: full scans)"
+    )
+    p.add_argument(
+        "--verify-only",
+        action="store_true",
+        help="do not write anything; check an --out made earlier with the same --src/size",
+    )
     args = p.parse_args(argv)
-    if (args.kernels is not None and args.kernels <= 0) or (args.copies is not None and args.copies <= 0):
-        p.error("--kernels / --copies must be positive")
+    for flag, value in (("--kernels", args.kernels), ("--copies", args.copies)):
+        if value is not None and value <= 0:
+            p.error(f"{flag} must be positive, got {value}")
     src = os.path.abspath(args.src)
     out = os.path.abspath(args.out)
     if not os.path.isfile(src):
         p.error(f"--src {src!r}: no such file")
     if src == out:
         p.error("--out must differ from --src")
+    src_uri = "file:" + urllib.parse.quote(src) + "?mode=ro"
+
+    if args.verify_only:
+        if not os.path.isfile(out):
+            p.error(f"--out {out!r}: no such file")
+        con = sqlite3.connect(":memory:")
+        con.execute("ATTACH ? AS src", (src_uri,))
+        plan = make_plan(con, args.kernels, args.copies)
+        con.close()
+        print(f"verify {out} against {src}, K = {plan.copies}")
+        t1 = time.perf_counter()
+        ok = verify(src, out, plan)
+        print(f"verify: {'passed' if ok else 'FAILED'} in {time.perf_counter() - t1:.1f} s")
+        return 0 if ok else 1
 
     t0 = time.perf_counter()
     tmp = out + ".tmp"
@@ -375,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(out), exist_ok=True)
     # URI names so that the source can be attached read-only.
     con = sqlite3.connect("file:" + urllib.parse.quote(tmp), uri=True, isolation_level=None)
-    con.execute("ATTACH ? AS src", ("file:" + urllib.parse.quote(src) + "?mode=ro",))
+    con.execute("ATTACH ? AS src", (src_uri,))
     plan = make_plan(con, args.kernels, args.copies)
 
     need = os.path.getsize(src) * plan.copies
@@ -390,17 +422,16 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(f"{c} {s:,}" for c, s in plan.strides.items()),
         flush=True,
     )
-    build(src, out, plan, con)
+    build(plan, con)
     con.close()
     os.replace(tmp, out)
     secs = time.perf_counter() - t0
 
-    rows = {t.name: t.rows * (plan.copies if t.tiled else 1) for t in plan.tables}
     tiled = sorted((t for t in plan.tables if t.tiled), key=lambda t: -t.rows)
     print(f"wrote {out}: {os.path.getsize(out) / 2**20:,.1f} MiB in {secs:.1f} s")
     print(f"  span {plan.copies * plan.period / 1e9:,.1f} s; tiled tables (rows):")
     for t in tiled:
-        print(f"    {t.name}: {rows[t.name]:,}")
+        print(f"    {t.name}: {t.rows * plan.copies:,}")
     print(f"  {sum(not t.tiled for t in plan.tables)} other tables copied once")
     if args.verify:
         t1 = time.perf_counter()

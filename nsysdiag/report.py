@@ -30,7 +30,9 @@ def duckdb_connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     }
     if threads:
         config["threads"] = threads
-    return duckdb.connect(config=config)
+    con = duckdb.connect(config=config)
+    con.execute("SET enable_progress_bar = false")
+    return con
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,10 @@ from .base import OK, AnalysisResult, load_sql, not_captured
 NAME = "launch_gaps"
 
 #: intermediate queries of the SQL file, put in front of every output query as CTEs
-_STEPS = ("sequence", "gaps", "gap_bins")
+_STEPS = ("sequence", "gaps", "main_gaps", "gap_bins")
+
+#: share of idle time in prelaunched gaps (%) from which a finding says so
+_PRELAUNCHED_PCT = 10.0
 
 CLI_OPTIONS = [
     click.option("--normal-threshold-us", type=click.FloatRange(min=0), default=5.0,
@@ -47,7 +50,8 @@ def _thresholds(normal_threshold_us: float, p99_threshold_us: float) -> dict[str
                         ("p99_threshold_us", p99_threshold_us)):
         if not value >= 0:
             raise UsageError(f"{name} must be a number >= 0, got {value!r}")
-    return {"normal_ns": round(normal_threshold_us * 1000), "p99_ns": round(p99_threshold_us * 1000)}
+    return {"normal_ns": round(normal_threshold_us * 1000),
+            "p99_ns": round(p99_threshold_us * 1000)}
 
 
 def gap_summary(report: Report, *, normal_threshold_us: float = 5.0,
@@ -68,7 +72,11 @@ def gap_summary(report: Report, *, normal_threshold_us: float = 5.0,
         ``total_ns`` (idle time summed), ``share_above_normal_pct``,
         ``share_above_p99_threshold_pct``, ``cpu_bound`` (P99 above the P99 threshold),
         ``kernels`` (non-graph kernels), ``graph_kernels``, ``normal_threshold_ns``,
-        ``p99_threshold_ns``.
+        ``p99_threshold_ns``; and the gaps' attribution (None or 0 without a CUDA API
+        trace): ``prelaunched_gaps`` (the kernel after the gap had been launched before
+        the GPU went idle: not launch overhead), ``prelaunched_idle_pct`` (their share of
+        the idle time), ``starved_gaps``, ``starved_p50_ns``, ``starved_p99_ns`` (the
+        others: the GPU ran out of work before the next launch call returned).
     """
     params = _thresholds(normal_threshold_us, p99_threshold_us)
     summary = _query(report, "summary", params).to_pylist()[0]
@@ -98,15 +106,18 @@ def run(report: Report, *, normal_threshold_us: float = 5.0,
         ``gaps_per_device`` (device id as a string -> main gaps).
         ``tables``: ``per_device`` (main; one row per device and process), ``per_stream``,
         ``graph`` (one row per graph gap kind), ``distribution`` (every main gap:
-        ``device_id``, ``pid``, ``gap_ns``, ``start_ns`` of the kernel after the gap) and
+        ``device_id``, ``pid``, ``gap_ns``, ``start_ns`` of the kernel after the gap,
+        ``launched_before_idle``: prelaunched or not, None when unknown) and
         ``histogram`` (5 log-spaced bins per decade of ns: ``bin_lo_ns``, ``bin_hi_ns``,
         ``gaps``, ``share_pct``).
 
     Notes
     -----
-    Graph-node kernels stay in the device sequence (they keep the GPU busy), but the gap
-    before one is not in the main distribution: it is a ``graph_launch`` gap before the
-    first node of a launch, else a ``graph_node`` (intra-graph) gap.
+    Graph-node kernels and graph-level executions (``cuda_graphs`` rows traced per
+    launch) stay in the device sequence (they keep the GPU busy), but the gap before
+    graph work is not in the main distribution: it is a ``graph_launch`` gap before a
+    graph-level execution or the first node of a launch, else a ``graph_node``
+    (intra-graph) gap. See ``docs/analyses/launch_gaps.md``.
     """
     missing = not_captured(NAME, report, "kernels")
     if missing:
@@ -140,11 +151,14 @@ def _message(s: dict[str, Any]) -> str:
 def _findings(s: dict[str, Any]) -> tuple[str, ...]:
     out = []
     if s["cpu_bound"]:
-        out.append(f"P99 launch gap {s['p99_ns'] / 1e3:.1f} us > {s['p99_threshold_ns'] / 1e3:g} us:"
-                   " CPU-side scheduling bottleneck")
+        out.append(f"P99 launch gap {s['p99_ns'] / 1e3:.1f} us > "
+                   f"{s['p99_threshold_ns'] / 1e3:g} us: CPU-side scheduling bottleneck")
     if s["count"] and s["share_above_normal_pct"]:
         out.append(f"{s['share_above_normal_pct']:.1f}% of gaps exceed the normal "
                    f"{s['normal_threshold_ns'] / 1e3:g} us")
+    if s["prelaunched_gaps"] and s["prelaunched_idle_pct"] >= _PRELAUNCHED_PCT:
+        out.append(f"{s['prelaunched_idle_pct']:.1f}% of the idle time is in gaps before kernels "
+                   "already launched: not launch overhead (GPU shared, stream waits or copies)")
     if s["graph_kernels"]:
         out.append(f"{s['graph_kernels']} kernels ran inside CUDA graphs; their gaps are "
                    "reported apart (table graph)")

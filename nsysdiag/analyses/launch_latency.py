@@ -23,7 +23,7 @@ from .base import OK, AnalysisResult, load_sql, not_captured
 NAME = "launch_latency"
 
 #: intermediate queries of the SQL file, put in front of every output query as CTEs
-_STEPS = ("launches", "queue_events", "depth_series", "depth_spans", "depth_at_launch")
+_STEPS = ("launches", "queue_events", "depth_series", "depth_at_launch")
 
 #: rows of the ``latency`` table, flattened into the summary as ``<metric>_<stat>_ns``
 _METRICS = ("api_duration", "api_start_to_kernel_start", "api_end_to_kernel_start", "queue",
@@ -86,12 +86,11 @@ def run(report: Report, *, top: int | None = None) -> AnalysisResult:
     tables = {name: _query(report, name, {"top": top})
               for name in ("latency", "per_kernel", "per_name", "queue_depth", "queue_depth_hist",
                            "graph_launches")}
-    summary = _query(report, "counts").to_pylist()[0]
+    summary = _query(report, "summary").to_pylist()[0]
     latency = {r["metric"]: r for r in tables["latency"].to_pylist()}
     for metric in _METRICS:
         for stat in ("p50", "p90", "p99", "max"):
             summary[f"{metric}_{stat}_ns"] = latency.get(metric, {}).get(f"{stat}_ns")
-    summary.update(_query(report, "depth_summary").to_pylist()[0])
     return AnalysisResult(NAME, OK, _message(summary), summary, tables, main="latency",
                           findings=_findings(summary))
 
@@ -110,7 +109,8 @@ def _message(s: dict[str, Any]) -> str:
 def _findings(s: dict[str, Any]) -> tuple[str, ...]:
     out = []
     if s["unmatched"]:
-        out.append(f"{s['unmatched']} kernels ({s['unmatched_pct']:.1f}%) have no traced launch call")
+        out.append(f"{s['unmatched']} kernels ({s['unmatched_pct']:.1f}%) have no traced "
+                   "launch call")
     if s["negative_queue"]:
         out.append(f"{s['negative_queue']} kernels ({s['negative_queue_pct']:.1f}%) started "
                    "before their launch call returned")

@@ -237,8 +237,8 @@ def parse_nvbandwidth(path: str | Path) -> Baseline:
         doc, _ = json.JSONDecoder().raw_decode(text, start)
         testcases, version = _root(doc)
     except ValueError as exc:
-        msg = str(exc).splitlines()[0]
-        raise UsageError(f"not nvbandwidth JSON output ({msg})", path=str(path), hint=hint) from None
+        msg = f"not nvbandwidth JSON output ({str(exc).splitlines()[0]})"
+        raise UsageError(msg, path=str(path), hint=hint) from None
     by_name = {str(t.get("name")): t for t in testcases if isinstance(t, dict)}
     gbps: dict[str, dict[int, float]] = {}
     used: dict[str, str] = {}

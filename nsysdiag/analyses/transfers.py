@@ -22,9 +22,10 @@ NAME = "transfers"
 #: copies of at least this many bytes are "large": their p90 bandwidth is compared with the link
 LARGE_BYTES = 1 << 20
 
-#: findings thresholds, percent
+#: findings thresholds: percent, and the copies a device and direction needs to be judged
 LOW_LINK_PCT = 50.0
 CONTENTION_PCT = 10.0
+MIN_FINDING_COPIES = 3
 
 CLI_OPTIONS = [
     click.option("--baseline", type=click.Path(dir_okay=False), default=None,
@@ -156,6 +157,8 @@ def _message(s: dict[str, Any]) -> str:
 def _findings(s: dict[str, Any], host: list[dict], contention: list[dict]) -> list[str]:
     out = []
     for r in host:
+        if r["copies"] < MIN_FINDING_COPIES:
+            continue
         where = f"device {r['device_id']} {r['direction']}"
         if r["pageable_copies"]:
             ratio = (f"{r['pageable_vs_pinned_pct']:.0f}% of pinned bandwidth"
@@ -174,7 +177,8 @@ def _findings(s: dict[str, Any], host: list[dict], contention: list[dict]) -> li
                            f"per-copy overhead dominates; batch them")
     for c in contention:
         share = c["contention_share_pct"]
-        if c["direction"] != "all" and share is not None and share >= CONTENTION_PCT:
+        if (c["direction"] != "all" and c["copies"] >= MIN_FINDING_COPIES
+                and share is not None and share >= CONTENTION_PCT):
             ov, alone = c["overlapped_median_gbps"], c["alone_median_gbps"]
             cmp = (f"; median {ov:.1f} GB/s overlapped vs {alone:.1f} GB/s alone"
                    if ov is not None and alone is not None else "")

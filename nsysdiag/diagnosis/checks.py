@@ -43,6 +43,12 @@ def component_layer(component: str) -> str | None:
     return None
 
 
+def _cuda_call(component: str) -> bool:
+    """A CPU-side component that is time inside CUDA API calls (not outside them)."""
+    c = component.lower()
+    return "outside" not in c and any(w in c for w in ("launch", "api", "memcpy", "memset"))
+
+
 def _num(d: dict, *keys: str, default: float | None = None) -> float | None:
     for k in keys:
         v = d.get(k)
@@ -94,14 +100,42 @@ class Evidence:
         return attr if isinstance(attr, dict) else {}
 
     def attribution_shares(self) -> dict[str, float]:
-        """Layer -> share of the tail's extra latency explained by that layer's components."""
-        shares: dict[str, float] = {}
+        """Layer -> share of the tail's extra latency explained by that layer.
+
+        The ranges analysis decomposes each unit twice, on the CPU side (launch, memcpy,
+        sync and other CUDA calls, time outside CUDA) and on the GPU side (own kernels,
+        own copies, other work, idle), and each side sums to the unit's duration. The
+        waiting component of each side says which side the extra latency belongs to: GPU
+        idle time means the GPU waited for the host (CPU-side cause), time in sync calls
+        means the host waited for the GPU. So the GPU-idle share of the extra latency
+        weighs the CPU side's causes and the rest weighs the GPU side's; within a side,
+        each cause counts by its share of that side's positive growth.
+        """
+        sides: dict[str, dict[str, float]] = {"cpu": {}, "gpu": {}}
+        idle = 0.0
+        pageable = self.pageable_dominant()
         for comp, v in self.attribution().items():
-            layer = component_layer(comp)
             share = _num(v, "share_of_delta", default=0.0) if isinstance(v, dict) else 0.0
-            if layer and share and share > 0:
-                shares[layer] = shares.get(layer, 0.0) + share
-        return {k: min(1.0, v) for k, v in shares.items()}
+            side = comp.split("_", 1)[0]
+            if side not in sides or not share or share <= 0:
+                continue
+            if side == "gpu" and "idle" in comp:
+                idle += share
+                continue
+            layer = component_layer(comp)
+            if pageable and layer == "cpu" and _cuda_call(comp):
+                # pageable copies are staged by the driver, which blocks CUDA calls of every
+                # kind while the link is busy: their growth is transfer time
+                layer = "pcie"
+            if layer:
+                sides[side][layer] = sides[side].get(layer, 0.0) + share
+        weight = {"cpu": min(1.0, idle), "gpu": max(0.0, 1.0 - min(1.0, idle))}
+        shares: dict[str, float] = {}
+        for side, layers in sides.items():
+            total = sum(layers.values())
+            for layer, v in layers.items():
+                shares[layer] = shares.get(layer, 0.0) + weight[side] * v / total
+        return {k: round(min(1.0, v), 4) for k, v in shares.items()}
 
     def attribution_detail(self, layer: str) -> str:
         best = None
@@ -132,7 +166,7 @@ class Evidence:
         p50 = _num(g, "p50_ns")
         if p99 is not None:
             over = p99 > self.settings.gap_p99_ns
-            depth = _num(lat, "depth_at_launch_p50", "queue_depth_p50")
+            depth = _num(lat, "depth_at_launch_p50")
             shallow = depth is not None and depth <= 1
             ev = [f"{int(g.get('count', 0))} gaps between kernels; P50 {fmt_ns(p50)}, "
                   f"P99 {fmt_ns(p99)} (threshold {fmt_ns(self.settings.gap_p99_ns)})"]
@@ -141,7 +175,7 @@ class Evidence:
                 ev.append(f"{share:.1f}% of gaps exceed the normal {fmt_ns(self.settings.gap_normal_ns)}")
             if depth is not None:
                 ev.append(f"dispatch queue depth at launch: P50 {depth:g} launched-but-not-started kernels")
-            api = _num(lat, "api_duration_p50_ns", "launch_api_p50_ns")
+            api = _num(lat, "api_duration_p50_ns")
             if api is not None:
                 ev.append(f"launch call CPU cost P50 {fmt_ns(api)}")
             if over and not self.graphs_in_use:
@@ -217,45 +251,55 @@ class Evidence:
         return [Finding("gpu", "info", "GPU metrics (D2)", ev or ("no DRAM/SM/PCIe metrics found",),
                         check="D2", weight=0.05)]
 
+    def pageable_dominant(self) -> bool:
+        """Most copy time moves pageable host memory (the driver stages it through a bounce buffer)."""
+        t = self.summary("transfers")
+        return (_num(t, "pageable_time_pct", default=0.0) or 0.0) >= 50.0
+
     def e1_transfers(self) -> list[Finding]:
         t = self.summary("transfers")
         if not t:
             return []
-        out = []
         contention = _num(t, "contention_share_pct", default=0.0) or 0.0
-        pageable = _num(t, "pageable_count", "pageable_copies", default=0.0) or 0.0
-        pageable_pct = _num(t, "pageable_time_pct", "pageable_share_pct", default=None)
-        pct_link = _num(t, "achieved_pct_of_link_htod", "achieved_pct_of_link", default=None)
+        pageable = int(_num(t, "pageable_copies", default=0.0) or 0)
+        pageable_pct = _num(t, "pageable_time_pct")
         ev = []
+        score = min(1.0, contention / 40.0)
         if contention > 0:
             ev.append(f"{contention:.0f}% of copy time overlaps another copy in the same direction")
-            alone = _num(t, "alone_gbps", "bandwidth_alone_gbps")
-            shared = _num(t, "overlapped_gbps", "bandwidth_overlapped_gbps")
-            if alone and shared:
-                ev.append(f"median bandwidth {shared:.1f} GB/s while overlapped vs {alone:.1f} GB/s alone")
+            for d in ("htod", "dtoh"):
+                shared = _num(t, f"{d}_overlapped_median_gbps")
+                alone = _num(t, f"{d}_alone_median_gbps")
+                if shared and alone:
+                    ev.append(f"{d.upper()} median {shared:.1f} GB/s while overlapped vs "
+                              f"{alone:.1f} GB/s alone")
         if pageable:
-            ev.append(f"{int(pageable)} copies from/to pageable host memory"
+            ev.append(f"{pageable} copies from/to pageable host memory"
                       + (f" ({pageable_pct:.0f}% of copy time)" if pageable_pct is not None else ""))
-        if pct_link is not None:
-            ev.append(f"HtoD reaches {pct_link:.0f}% of the link ({t.get('link_source', 'default')} "
-                      f"figure {_num(t, 'link_gbps_htod', 'link_gbps', default=0):.0f} GB/s)")
-        score = min(1.0, contention / 40.0)
-        if pageable:
+        low_link = False
+        for d in ("htod", "dtoh"):
+            pct = _num(t, f"{d}_achieved_pct_of_link")
+            link = _num(t, f"link_{d}_gbps")
+            if pct is not None and link:
+                ev.append(f"{d.upper()} copies reach {pct:.0f}% of the link "
+                          f"({link:.0f} GB/s, {t.get('link_source', 'default')} figure)")
+                low_link = low_link or pct < 50
+        if self.pageable_dominant():
+            score = max(score, 0.6 if low_link else 0.5)
+        elif pageable:
             score = max(score, 0.3)
-        if pct_link is not None and pct_link < 50:
-            score = max(score, 0.3 + (0.2 if pageable else 0.0))
         if score > 0:
             self._score("pcie", score, "; ".join(ev[:2]))
-        if ev:
-            sev = "warning" if score >= 0.5 else "info"
-            out.append(Finding(
-                "pcie", sev, "Host-device transfers are slowed" if score >= 0.3
-                else "Host-device transfers", tuple(ev),
-                "Use pinned (page-locked) host buffers, overlap copies with compute on separate "
-                "streams, batch small copies, and keep other processes' copies off the link "
-                "(or measure it with nvbandwidth and pass --baseline).",
-                check="E1", weight=score))
-        return out
+        if not ev:
+            return []
+        return [Finding(
+            "pcie", "warning" if score >= 0.5 else "info",
+            "Host-device transfers are slowed" if score >= 0.3 else "Host-device transfers",
+            tuple(ev),
+            "Use pinned (page-locked) host buffers, overlap copies with compute on separate "
+            "streams, batch small copies, and keep other processes' copies off the link "
+            "(measure the link with nvbandwidth and pass --baseline).",
+            check="E1", weight=score)]
 
     def overlap(self) -> list[Finding]:
         r = self.results.get("overlap")
@@ -269,8 +313,9 @@ class Evidence:
         s = self.summary("graphs") or (self.results["graphs"].summary if "graphs" in self.results else {})
         if not s.get("in_use"):
             return []
-        ev = [f"{int(_num(s, 'graph_launches', 'launches', default=0) or 0)} graph launches"]
-        share = _num(s, "kernels_in_graphs_pct", "graph_kernel_share_pct")
+        ev = [f"{int(_num(s, 'graph_launches', default=0) or 0)} graph launches "
+              f"({s.get('trace_level', '?')}-level tracing)"]
+        share = _num(s, "kernels_in_graphs_pct")
         if share is not None:
             ev.append(f"{share:.0f}% of kernels run inside graphs")
         return [Finding("graph", "info", "CUDA Graphs in use: launch overhead is ~0",

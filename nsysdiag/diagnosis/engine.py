@@ -198,17 +198,18 @@ def _verdict(tail: TailSummary, ev: checks.Evidence, settings: Settings, graphs_
     if graphs_in_use:
         ratio += ", CUDA Graphs in use"
 
-    if tail.level == "normal" or (tail.level == "elevated" and not (
-            attr.get(best, 0.0) >= 0.4 and ev.check_score(best) >= 0.5)):
+    corroborated = (attr.get(best, 0.0) >= 0.4 and ev.check_score(best) >= 0.5
+                    and (best != "cpu" or tail.shape == "right_skewed"))
+    if tail.level == "normal" or (tail.level == "elevated" and not corroborated):
         conf = 0.9 if tail.level == "normal" else 0.7
         if tail.shape == "tight":
             conf = max(conf, min(0.97, tail.shape_confidence))
-        extra = ""
         if tail.level == "elevated":
-            extra = (f"; the tail is somewhat elevated but no layer's evidence corroborates a "
-                     f"cause (best: {best}, score {scores[best]:.2f})")
-        return Verdict("healthy", conf,
-                       f"The latency tail of '{tail.unit}' is tight ({ratio}){extra}.", scores)
+            text = (f"The latency tail of '{tail.unit}' is mildly elevated ({ratio}) but no "
+                    f"layer's evidence corroborates a cause (best: {best}, score {scores[best]:.2f}).")
+        else:
+            text = f"The latency tail of '{tail.unit}' is tight ({ratio})."
+        return Verdict("healthy", conf, text, scores)
     if scores[best] < settings.min_score:
         return Verdict("undetermined", round(scores[best], 3),
                        f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape}) "

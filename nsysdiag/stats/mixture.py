@@ -28,9 +28,9 @@ from scipy.special import ndtr
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 
 #: Number of points above which :func:`bin_points` bins the sample.
-BIN_ABOVE = 2048
+BIN_ABOVE = 1500
 #: Number of equal-width bins used for large samples.
-N_BINS = 2048
+N_BINS = 1024
 #: EM iterations of each restart before the best restart is run to convergence.
 _SHORT_RUN = 25
 
@@ -136,7 +136,9 @@ def _em(y, w, weights, means, sigmas, sigma_floor, max_iter, tol):
     for it in range(1, max_iter + 1):
         lp = _component_logpdf(y, weights, means, sigmas)
         m = lp.max(axis=0)
-        e = np.exp(lp - m)
+        # float32 exp: several times faster than float64 on CPUs without AVX-512,
+        # and ample for responsibilities (relative error ~1e-7).
+        e = np.exp((lp - m).astype(np.float32)).astype(np.float64)
         tot = e.sum(axis=0)
         ll = float(np.dot(w, m + np.log(tot)))
         resp = e * (w / tot)
@@ -165,23 +167,18 @@ def _kmeanspp(y, w, k, rng, sigma_floor):
         else:
             centres.append(y[rng.choice(y.size, p=d2 / d2.sum())])
     c = np.sort(np.asarray(centres, dtype=float))
-    for _ in range(10):
-        lab = np.argmin(np.abs(y[:, None] - c[None, :]), axis=1)
-        for j in range(k):
-            m = lab == j
-            if np.any(m):
-                c[j] = np.average(y[m], weights=w[m])
-    lab = np.argmin(np.abs(y[:, None] - c[None, :]), axis=1)
-    weights = np.empty(k)
-    sig = np.empty(k)
-    spread = np.sqrt(np.average((y - np.average(y, weights=w)) ** 2, weights=w))
-    for j in range(k):
-        m = lab == j
-        weights[j] = w[m].sum() if np.any(m) else 1e-3 * w.sum()
-        if np.count_nonzero(m) > 1:
-            sig[j] = np.sqrt(np.average((y[m] - c[j]) ** 2, weights=w[m]))
-        else:
-            sig[j] = spread / k
+    for _ in range(6):
+        lab = np.searchsorted(0.5 * (c[1:] + c[:-1]), y)
+        sw = np.bincount(lab, weights=w, minlength=k)
+        sy = np.bincount(lab, weights=w * y, minlength=k)
+        c = np.where(sw > 0, sy / np.maximum(sw, 1e-300), c)
+        c = np.sort(c)
+    lab = np.searchsorted(0.5 * (c[1:] + c[:-1]), y)
+    sw = np.bincount(lab, weights=w, minlength=k)
+    ss = np.bincount(lab, weights=w * (y - c[lab]) ** 2, minlength=k)
+    spread = float(np.sqrt(np.average((y - np.average(y, weights=w)) ** 2, weights=w)))
+    sig = np.where(sw > 0, np.sqrt(ss / np.maximum(sw, 1e-300)), spread / k)
+    weights = np.maximum(sw, 1e-3 * w.sum())
     return weights / weights.sum(), c, np.maximum(sig, sigma_floor)
 
 
@@ -202,7 +199,7 @@ def fit_gmm(
     rng: np.random.Generator,
     *,
     sigma_floor: float,
-    n_init: int = 4,
+    n_init: int = 3,
     max_iter: int = 300,
     tol: float = 1e-6,
 ) -> MixtureFit:
@@ -237,17 +234,12 @@ def fit_gmm(
 
 
 def mixture_quantile(weights, means, sigmas, q: float) -> float:
-    """Quantile ``q`` of a normal mixture (bisection on its CDF)."""
-    lo = float(np.min(means - 10 * sigmas))
-    hi = float(np.max(means + 10 * sigmas))
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        cdf = float(np.dot(weights, ndtr((mid - means) / sigmas)))
-        if cdf < q:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    """Quantile ``q`` of a normal mixture (grid search, then linear interpolation)."""
+    lo = float(np.min(means - 8 * sigmas))
+    hi = float(np.max(means + 8 * sigmas))
+    t = np.linspace(lo, hi, 513)
+    cdf = ndtr((t[:, None] - means[None, :]) / sigmas[None, :]) @ weights
+    return float(np.interp(q, cdf, t))
 
 
 def fit_body_uniform(
@@ -258,7 +250,7 @@ def fit_body_uniform(
     *,
     sigma_floor: float,
     z: float = 2.0,
-    max_iter: int = 300,
+    max_iter: int = 150,
     tol: float = 1e-6,
 ) -> MixtureFit:
     """A ``k_body``-component normal body (log scale) plus a flat (uniform) tail.
@@ -272,8 +264,8 @@ def fit_body_uniform(
     total = float(w.sum())
     cut = float(_weighted_quantile(y, w, 0.85))
     low = y <= cut
-    init = fit_gmm(y[low], w[low], k_body, rng, sigma_floor=sigma_floor, n_init=2,
-                   max_iter=50)
+    init = fit_gmm(y[low], w[low], k_body, rng, sigma_floor=sigma_floor, n_init=1,
+                   max_iter=40)
     pis, means, sigmas = init.weights.copy(), init.means.copy(), init.sigmas.copy()
     wu = 0.15
     prev = -np.inf
@@ -286,9 +278,11 @@ def fit_body_uniform(
         lb = _component_logpdf(y, pis * (1.0 - wu), means, sigmas)
         lu = _uniform_logpdf(y, wu, a, b)
         lp = np.concatenate([lb, lu[None, :]], axis=0)
-        lse = _logsumexp(lp)
-        ll = float(np.dot(w, lse))
-        resp = np.exp(lb - lse) * w
+        m = lp.max(axis=0)
+        e = np.exp((lp - m).astype(np.float32)).astype(np.float64)
+        tot = e.sum(axis=0)
+        ll = float(np.dot(w, m + np.log(tot)))
+        resp = e[:-1] * (w / tot)
         nk = np.maximum(resp.sum(axis=1), 1e-12 * total)
         nb = float(nk.sum())
         pis = nk / nb

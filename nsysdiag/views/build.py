@@ -19,11 +19,11 @@ import pyarrow as pa
 
 from ..adapters.base import Source
 from ..errors import InputError
-from .definitions import API_CATEGORY_SQL, VIEWS, RawInput, ViewSpec
+from .definitions import API_CATEGORY_SQL, TIME_MACROS, VIEWS, RawInput, ViewSpec
 from .enums import ENUM_TABLES, enum_table
 
 #: bump when a view's columns or meaning change, so old caches are not reused
-VIEW_FORMAT = 3
+VIEW_FORMAT = 4
 
 
 def sql_string(value: str) -> str:
@@ -108,6 +108,8 @@ class ViewStore:
     def _ensure_helpers(self) -> None:
         if self._helpers_ready:
             return
+        for macro in TIME_MACROS:
+            self._run(macro)
         strings = self.source.read("StringIds", {"id": "int", "value": "text"}).read_all()
         self.con.register("_strings_arrow", strings)
         self._run("CREATE OR REPLACE TEMP TABLE _strings AS "

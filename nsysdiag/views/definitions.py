@@ -43,7 +43,33 @@ class ViewSpec:
 
 _PID = "({g} >> 24) & 16777215"
 _TID = "{g} & 16777215"
-_GPID = "({g} >> 24) << 24"
+_GPID = "({g} & -16777216)"  # tid bits cleared; a shift left would fail on negative keys
+
+#: Timestamps are valid within +-(2**62 - 1) ns (+-146 years) of the trace's origin; any
+#: other value (a corrupt or hand-edited export) reads as NULL, so that every difference of
+#: two timestamps fits in 64 bits. An end before its start reads as NULL too: durations
+#: are never negative. The checks are the SQL macros ``_ts(t)`` and ``_end_ts(start, end)``
+#: (``TIME_MACROS``, created with the helper tables).
+TS_LIMIT = (1 << 62) - 1
+
+TIME_MACROS = (
+    f"CREATE OR REPLACE TEMP MACRO _ts(t) AS "
+    f"CASE WHEN t BETWEEN {-TS_LIMIT} AND {TS_LIMIT} THEN t END",
+    "CREATE OR REPLACE TEMP MACRO _end_ts(s, e) AS CASE WHEN _ts(e) >= coalesce(_ts(s), e) THEN e END",
+)
+
+
+def _timed(raw: str, start: str = "start", end: str | None = "end") -> str:
+    """``raw`` (a raw input) with its timestamp columns validated, as a subquery."""
+    s, e = f'"{start}"', f'"{end}"'
+    repl = f"_ts({s}) AS {s}" + (f", _end_ts({s}, {e}) AS {e}" if end else "")
+    return f"(SELECT * REPLACE ({repl}) FROM {raw})"
+
+
+def _scaled(col: str, factor: int) -> str:
+    """``col * factor``, NULL where the product would not fit in 64 bits."""
+    bound = (2**63 - 1) // factor
+    return f"CASE WHEN {col} BETWEEN {-bound} AND {bound} THEN {col} * {factor} END"
 
 _GPU_OP_COLUMNS = {
     "start": "int", "end": "int", "deviceId": "int", "contextId": "int", "streamId": "int",
@@ -93,7 +119,7 @@ SELECT {_gpu_common('k')}, k.graphId AS graph_id,
        k.blockX AS block_x, k.blockY AS block_y, k.blockZ AS block_z,
        k.registersPerThread AS registers_per_thread,
        k.staticSharedMemory AS static_shared_bytes, k.dynamicSharedMemory AS dynamic_shared_bytes
-FROM raw_kernel k
+FROM {_timed('raw_kernel')} k
 LEFT JOIN _strings dn ON dn.id = k.demangledName
 LEFT JOIN _strings sn ON sn.id = k.shortName""",
     columns={
@@ -131,7 +157,7 @@ SELECT {_gpu_common('m')}, m.bytes AS bytes,
        coalesce(m.srcKind = 0 OR m.dstKind = 0, false) AS is_pageable,
        m.srcDeviceId AS src_device_id, m.dstDeviceId AS dst_device_id,
        coalesce(m.copyCount, 1) AS copy_count
-FROM raw_memcpy m
+FROM {_timed('raw_memcpy')} m
 LEFT JOIN _enum_copy_kind ck ON ck.id = m.copyKind
 LEFT JOIN _enum_mem_kind sk ON sk.id = m.srcKind
 LEFT JOIN _enum_mem_kind dk ON dk.id = m.dstKind""",
@@ -165,7 +191,7 @@ MEMSETS = ViewSpec(
     sql=f"""
 SELECT {_gpu_common('m')}, m.bytes AS bytes,
        coalesce(mk.name, 'kind_' || m.memKind) AS mem_kind, m.value AS value
-FROM raw_memset m
+FROM {_timed('raw_memset')} m
 LEFT JOIN _enum_mem_kind mk ON mk.id = m.memKind""",
     columns={**_GPU_COMMON_DOC, "bytes": "bytes set", "mem_kind": "memory kind",
              "value": "byte value written"},
@@ -198,7 +224,7 @@ SELECT r.start AS start_ns, r."end" AS end_ns, r."end" - r.start AS duration_ns,
        coalesce(n.name, 'unknown') AS name, coalesce(n.category, 'other') AS category,
        CASE r.eventClass WHEN 0 THEN 'runtime' WHEN 1 THEN 'driver' ELSE 'other' END AS api,
        r.correlationId AS correlation_id, r.returnValue AS return_value
-FROM raw_runtime r
+FROM {_timed('raw_runtime')} r
 LEFT JOIN _api_names n ON n.id = r.nameId""",
     columns={
         "start_ns": "call entry, ns", "end_ns": "call return, ns", "duration_ns": "ns",
@@ -239,7 +265,7 @@ SELECT e.start AS start_ns, e."end" AS end_ns, e."end" - e.start AS duration_ns,
        coalesce(s.value, e.text, '') AS name, coalesce(dom.domain, '') AS domain,
        CASE WHEN e.eventType IN (59, 70) THEN 'push_pop' ELSE 'start_end' END AS style,
        e.rangeId AS range_id, e.category AS category
-FROM raw_nvtx e
+FROM {_timed('raw_nvtx')} e
 LEFT JOIN _strings s ON s.id = e.textId
 LEFT JOIN dom ON dom.domainId = e.domainId AND dom.proc = e.globalTid >> 24""",
     columns={
@@ -272,7 +298,7 @@ SELECT s.start AS start_ns, s."end" AS end_ns, s."end" - s.start AS duration_ns,
        s.contextId AS context_id, s.streamId AS stream_id,
        {_PID.format(g='s.globalPid')} AS pid, s.globalPid AS global_pid,
        s.correlationId AS correlation_id, s.eventId AS event_id
-FROM raw_sync s
+FROM {_timed('raw_sync')} s
 LEFT JOIN _enum_sync_type st ON st.id = s.syncType""",
     columns={
         "start_ns": "ns", "end_ns": "ns", "duration_ns": "ns",
@@ -315,7 +341,7 @@ PROCESSES = ViewSpec(
     description="Processes recorded in the capture.",
     inputs=(RawInput("process", ("PROCESSES",), {"globalPid": "int", "pid": "int", "name": "text"}),),
     sql="""
-SELECT ((globalPid >> 24) << 24) AS global_pid, (globalPid >> 24) & 16777215 AS pid,
+SELECT (globalPid & -16777216) AS global_pid, (globalPid >> 24) & 16777215 AS pid,
        arg_max(name, name) AS name
 FROM raw_process GROUP BY 1, 2""",
     columns={"global_pid": "packed process key", "pid": "process id", "name": "process name"},
@@ -340,7 +366,7 @@ DEVICES = ViewSpec(
                   "computeCapabilityMajor": "int", "computeCapabilityMinor": "int",
                   "l2CacheSize": "int", "numMemcpyEngines": "int"}),
     ),
-    sql="""
+    sql=f"""
 WITH g AS (SELECT coalesce(id, deviceId) AS device_id, * FROM raw_gpu),
 c AS (SELECT * FROM raw_cuda_gpu),
 j AS (
@@ -349,10 +375,10 @@ j AS (
            coalesce(g.busLocation, nullif(c.pciBusId, '<UNKNOWN_BUS_ID>')) AS bus_location,
            g.uuid AS uuid, g.chipName AS chip_name,
            coalesce(g.totalMemory,
-                    CASE WHEN c.globalMemorySize < 1048576 THEN c.globalMemorySize * 1048576
+                    CASE WHEN c.globalMemorySize BETWEEN 0 AND 1048575 THEN c.globalMemorySize * 1048576
                          ELSE c.globalMemorySize END) AS total_memory_bytes,
-           coalesce(g.memoryBandwidth, c.globalMemoryBandwidth * 1000) AS memory_bandwidth_bytes_per_s,
-           coalesce(g.clockRate, c.coreClockRate * 1000) AS clock_rate_hz,
+           coalesce(g.memoryBandwidth, {_scaled('c.globalMemoryBandwidth', 1000)}) AS memory_bandwidth_bytes_per_s,
+           coalesce(g.clockRate, {_scaled('c.coreClockRate', 1000)}) AS clock_rate_hz,
            coalesce(g.smCount, c.numMultiprocessors) AS sm_count,
            coalesce(g.computeMajor, c.computeCapabilityMajor) || '.' ||
                coalesce(g.computeMinor, c.computeCapabilityMinor) AS compute_capability,
@@ -394,7 +420,7 @@ SELECT o.start AS start_ns, o."end" AS end_ns, o."end" - o.start AS duration_ns,
        {_PID.format(g='o.globalTid')} AS pid, {_TID.format(g='o.globalTid')} AS tid,
        {_GPID.format(g='o.globalTid')} AS global_pid, o.globalTid AS global_tid,
        coalesce(s.value, 'unknown') AS name
-FROM raw_osrt o LEFT JOIN _strings s ON s.id = o.nameId""",
+FROM {_timed('raw_osrt')} o LEFT JOIN _strings s ON s.id = o.nameId""",
     columns={"start_ns": "ns", "end_ns": "ns", "duration_ns": "ns", **_THREAD_DOC,
              "name": "OS call name"},
     source_tables=("OSRT_API",),
@@ -410,14 +436,14 @@ GPU_METRICS = ViewSpec(
         RawInput("metric_info", ("TARGET_INFO_GPU_METRICS",),
                  {"typeId": "int", "metricId": "int", "metricName": "text", "typeName": "text"}),
     ),
-    sql="""
+    sql=f"""
 WITH info AS (SELECT typeId, metricId, any_value(metricName) AS metric_name,
                      any_value(typeName) AS type_name
               FROM raw_metric_info GROUP BY 1, 2)
 SELECT m.timestamp AS timestamp_ns, m.typeId & 255 AS device_id, m.typeId AS type_id,
        i.type_name, coalesce(i.metric_name, 'metric ' || m.metricId) AS metric_name,
        m.value AS value
-FROM raw_metric m LEFT JOIN info i ON i.typeId = m.typeId AND i.metricId = m.metricId""",
+FROM {_timed('raw_metric', 'timestamp', None)} m LEFT JOIN info i ON i.typeId = m.typeId AND i.metricId = m.metricId""",
     columns={"timestamp_ns": "sample time, ns",
              "device_id": "GPU (typeId & 255, the convention NVIDIA's recipes use)",
              "type_id": "nsys metric type id", "type_name": "metric set name",
@@ -441,7 +467,7 @@ CUDA_GRAPHS = ViewSpec(
     ),
     inputs=(GRAPH_TRACE_INPUT,),
     depends=("api_calls", "kernels", "memcpys", "memsets"),
-    sql="""
+    sql=f"""
 WITH launches AS (
     SELECT global_pid, correlation_id, any_value(pid) AS pid, any_value(tid) AS tid,
            min(start_ns) AS api_start_ns, max(end_ns) AS api_end_ns, any_value(name) AS api_name
@@ -451,7 +477,7 @@ graph_level AS (
            min(start) AS gpu_start_ns, max("end") AS gpu_end_ns, any_value(deviceId) AS device_id,
            any_value(streamId) AS stream_id, any_value(graphId) AS graph_id,
            any_value(graphExecId) AS graph_exec_id, 0 AS n_kernels, 0 AS n_copies, 'graph' AS trace_level
-    FROM raw_graph_trace GROUP BY 1, 2),
+    FROM {_timed('raw_graph_trace')} GROUP BY 1, 2),
 nodes AS (
     SELECT global_pid, correlation_id, start_ns, end_ns, device_id, stream_id, graph_id, 1 AS k, 0 AS c
     FROM kernels WHERE graph_node_id IS NOT NULL

@@ -1,7 +1,10 @@
 -- Launch gaps: idle time between kernels on a GPU, the method's measure of launch overhead.
 --
 -- Inputs:  kernels (start_ns, end_ns, global_pid, device_id, context_id, stream_id,
---          correlation_id, graph_node_id).
+--          correlation_id, graph_node_id); cuda_graphs (rows of trace_level 'graph': one
+--          GPU interval per graph launch whose kernels were not traced one by one);
+--          api_calls (category 'launch'), only to tell starved gaps from prelaunched ones
+--          (below); without it they stay unattributed.
 -- Params:  $normal_ns  a gap above this is not "normal" (ns; the method says 5 us);
 --          $p99_ns     a P99 gap above this signals a CPU-side bottleneck (ns; 20 us).
 --
@@ -9,46 +12,78 @@
 -- (start_ns, end_ns); busy_until_ns is the running maximum of end_ns over all earlier
 -- kernels; a kernel that starts after it follows one gap of start_ns - busy_until_ns.
 -- A kernel that starts before busy_until_ns overlaps earlier work and follows no gap.
--- CUDA graph nodes (graph_node_id NOT NULL) stay in the sequence, since they keep the GPU
--- busy, but the gap before one is reported apart by `kind`:
+-- CUDA graph nodes (graph_node_id NOT NULL) and graph-level executions (cuda_graphs rows
+-- with trace_level 'graph') stay in the sequence, since they keep the GPU busy, but the
+-- gap before one is reported apart by `kind`:
 --   kernel        before a kernel launched on its own: the main distribution;
---   graph_launch  before the first node of a graph launch (same global_pid, correlation_id);
+--   graph_launch  before a graph-level execution, or before the first node of a graph
+--                 launch (nodes of one launch share global_pid and correlation_id);
 --   graph_node    before a later node of the same launch (intra-graph gap).
+-- A main gap is "prelaunched" when the launch call of the kernel after it had returned
+-- before the GPU went idle (api end_ns < busy_until_ns, joined on global_pid and
+-- correlation_id): the work was already submitted, so the CPU did not cause that gap
+-- (another process or context on the GPU, a stream wait, a copy did). Otherwise it is
+-- "starved": the kernel was submitted only after the GPU had run out of work.
 -- Per stream (PARTITION BY global_pid, device_id, context_id, stream_id): gap =
 -- start_ns - end_ns of the previous kernel on the stream, when positive, before non-graph
 -- kernels.
 --
 -- Steps (every query below runs with them in front as CTEs):
---   sequence   every kernel with busy_until_ns and kind
+--   sequence   every kernel and graph-level execution with unit ('kernel', 'graph_node',
+--              'graph') and busy_until_ns
 --   gaps       device_id, pid, global_pid, kind, correlation_id, gap_ns (ns),
 --              start_ns (ns, start of the kernel after the gap)
+--   main_gaps  the main gaps (kind 'kernel') with launched_before_idle: true when
+--              prelaunched, false when starved, NULL when the launch call is unknown
 --   gap_bins   main gaps with their log-spaced bin: 5 bins per decade of ns,
 --              bin b covers [10^(b/5), 10^((b+1)/5)) ns
 -- Outputs (ns unless named otherwise; shares in %):
 --   summary       main gaps: count, p50/p90/p99/p999/max/mean/total, shares above the
---                 thresholds, cpu_bound (p99 > $p99_ns); kernels and graph_kernels counts
+--                 thresholds, cpu_bound (p99 > $p99_ns); kernels and graph_kernels counts;
+--                 prelaunched_gaps, prelaunched_idle_pct (% of attributed idle time),
+--                 starved_gaps, starved_p50_ns, starved_p99_ns
 --   per_device    one row per (device, process): kernels, graph_kernels, gap percentiles
 --   device_counts main gaps per device
 --   graph         one row per graph gap kind: count and percentiles
 --   per_stream    one row per (device, process, context, stream)
---   distribution  every main gap, in time order per device and process
+--   distribution  every main gap, in time order per device and process, with
+--                 launched_before_idle
 --   histogram     main gaps per log-spaced bin, empty bins included
 
 -- @query sequence
-SELECT global_pid, pid, device_id, correlation_id, start_ns,
+SELECT global_pid, pid, device_id, correlation_id, unit, start_ns,
        max(end_ns) OVER (PARTITION BY global_pid, device_id ORDER BY start_ns, end_ns
-                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until_ns,
-       CASE WHEN graph_node_id IS NULL THEN 'kernel'
-            WHEN row_number() OVER (PARTITION BY global_pid, correlation_id, graph_node_id IS NULL
-                                    ORDER BY start_ns, end_ns) = 1 THEN 'graph_launch'
-            ELSE 'graph_node' END AS kind
-FROM kernels
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until_ns
+FROM (SELECT global_pid, pid, device_id, correlation_id, start_ns, end_ns,
+             CASE WHEN graph_node_id IS NULL THEN 'kernel' ELSE 'graph_node' END AS unit
+      FROM kernels
+      UNION ALL
+      SELECT global_pid, pid, device_id, correlation_id, gpu_start_ns, gpu_end_ns, 'graph'
+      FROM cuda_graphs
+      WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL)
 
 -- @query gaps
-SELECT device_id, pid, global_pid, kind, correlation_id, start_ns - busy_until_ns AS gap_ns,
-       start_ns
-FROM sequence
-WHERE start_ns > busy_until_ns
+SELECT s.device_id, s.pid, s.global_pid,
+       CASE WHEN s.unit = 'kernel' THEN 'kernel'
+            WHEN s.unit = 'graph' OR s.start_ns = f.first_start_ns THEN 'graph_launch'
+            ELSE 'graph_node' END AS kind,
+       s.correlation_id, s.start_ns - s.busy_until_ns AS gap_ns, s.start_ns
+FROM sequence s
+LEFT JOIN (SELECT global_pid, correlation_id, min(start_ns) AS first_start_ns
+           FROM kernels WHERE graph_node_id IS NOT NULL
+           GROUP BY global_pid, correlation_id) f
+  ON s.unit = 'graph_node' AND f.global_pid = s.global_pid
+ AND f.correlation_id = s.correlation_id
+WHERE s.start_ns > s.busy_until_ns
+
+-- @query main_gaps
+SELECT g.device_id, g.pid, g.gap_ns, g.start_ns,
+       l.api_end_ns < g.start_ns - g.gap_ns AS launched_before_idle
+FROM gaps g
+LEFT JOIN (SELECT global_pid, correlation_id, max(end_ns) AS api_end_ns
+           FROM api_calls WHERE category = 'launch'
+           GROUP BY global_pid, correlation_id) l USING (global_pid, correlation_id)
+WHERE g.kind = 'kernel'
 
 -- @query gap_bins
 SELECT gap_ns, floor(log10(gap_ns) * 5 + 1e-9)::BIGINT AS bin
@@ -66,19 +101,24 @@ SELECT count(*) AS count,
        100.0 * count(*) FILTER (WHERE gap_ns > $p99_ns) / nullif(count(*), 0)
            AS share_above_p99_threshold_pct,
        coalesce(quantile_cont(gap_ns, 0.99) > $p99_ns, false) AS cpu_bound,
-       (SELECT count(*) FILTER (WHERE kind = 'kernel') FROM sequence) AS kernels,
-       (SELECT count(*) FILTER (WHERE kind <> 'kernel') FROM sequence) AS graph_kernels
-FROM gaps
-WHERE kind = 'kernel'
+       (SELECT count(*) FILTER (WHERE graph_node_id IS NULL) FROM kernels) AS kernels,
+       (SELECT count(graph_node_id) FROM kernels) AS graph_kernels,
+       count(*) FILTER (WHERE launched_before_idle) AS prelaunched_gaps,
+       100.0 * coalesce(sum(gap_ns) FILTER (WHERE launched_before_idle), 0)
+           / sum(gap_ns) FILTER (WHERE launched_before_idle IS NOT NULL) AS prelaunched_idle_pct,
+       count(*) FILTER (WHERE NOT launched_before_idle) AS starved_gaps,
+       quantile_cont(gap_ns, 0.5) FILTER (WHERE NOT launched_before_idle) AS starved_p50_ns,
+       quantile_cont(gap_ns, 0.99) FILTER (WHERE NOT launched_before_idle) AS starved_p99_ns
+FROM main_gaps
 
 -- @query per_device
 SELECT k.device_id, k.pid, k.kernels, k.graph_kernels, coalesce(g.gaps, 0) AS gaps,
        g.p50_ns, g.p90_ns, g.p99_ns, g.p999_ns, g.max_ns, g.mean_ns,
        coalesce(g.total_ns, 0) AS total_ns, g.share_above_normal_pct
 FROM (SELECT global_pid, device_id, any_value(pid) AS pid,
-             count(*) FILTER (WHERE kind = 'kernel') AS kernels,
-             count(*) FILTER (WHERE kind <> 'kernel') AS graph_kernels
-      FROM sequence GROUP BY global_pid, device_id) k
+             count(*) FILTER (WHERE graph_node_id IS NULL) AS kernels,
+             count(graph_node_id) AS graph_kernels
+      FROM kernels GROUP BY global_pid, device_id) k
 LEFT JOIN (SELECT global_pid, device_id, count(*) AS gaps,
                   quantile_cont(gap_ns, 0.5) AS p50_ns, quantile_cont(gap_ns, 0.9) AS p90_ns,
                   quantile_cont(gap_ns, 0.99) AS p99_ns, quantile_cont(gap_ns, 0.999) AS p999_ns,
@@ -91,7 +131,7 @@ ORDER BY k.device_id, k.pid
 
 -- @query device_counts
 SELECT device_id, count(gap_ns) AS gaps
-FROM (SELECT DISTINCT device_id FROM sequence)
+FROM (SELECT DISTINCT device_id FROM kernels)
 LEFT JOIN (SELECT device_id, gap_ns FROM gaps WHERE kind = 'kernel') USING (device_id)
 GROUP BY device_id
 ORDER BY device_id
@@ -122,9 +162,8 @@ GROUP BY device_id, global_pid, context_id, stream_id
 ORDER BY device_id, pid, context_id, stream_id
 
 -- @query distribution
-SELECT device_id, pid, gap_ns, start_ns
-FROM gaps
-WHERE kind = 'kernel'
+SELECT device_id, pid, gap_ns, start_ns, launched_before_idle
+FROM main_gaps
 ORDER BY device_id, pid, start_ns
 
 -- @query histogram

@@ -17,29 +17,30 @@
 -- not make a transient depth. Graph launches are not in the queue.
 --
 -- Steps (every query below runs with them in front as CTEs):
---   launches       one row per non-graph kernel with its launch call (ns):
---                    api_duration_ns              the launch call's own CPU time
---                    api_start_to_kernel_start_ns call entry -> kernel start
---                    api_end_to_kernel_start_ns   call return -> kernel start (queue time;
---                                                 negative when the kernel started first)
---                    queue_ns                     max(api_end_to_kernel_start_ns, 0)
---                  (the four are NULL for an unmatched kernel)
---   queue_events   +1/-1 per queued kernel, at t_ns
---   depth_series   the depth after each change: level ('device' or 'stream'), device_id,
---                  global_pid/pid/context_id/stream_id (NULL at device level), t_ns, depth
---   depth_spans    depth_series with span_ns, the time until the next change of the series
+--   launches        one row per non-graph kernel with its launch call (ns):
+--                     api_duration_ns              the launch call's own CPU time
+--                     api_start_to_kernel_start_ns call entry -> kernel start
+--                     api_end_to_kernel_start_ns   call return -> kernel start (queue
+--                                                  time; negative when the kernel
+--                                                  started first)
+--                     queue_ns                     max(api_end_to_kernel_start_ns, 0)
+--                   (the four are NULL for an unmatched kernel)
+--   queue_events    +1 (at api_end_ns) and -1 (at start_ns) per queued kernel, at t_ns
+--   depth_series    the depth after each change: level ('device' or 'stream'), device_id,
+--                   global_pid/pid/context_id/stream_id (NULL at device level), t_ns, depth,
+--                   span_ns (time to the next change of the series; NULL for the last)
 --   depth_at_launch device depth right after each matched launch call returned (counting
---                  its own kernel when that had not started yet)
+--                   its own kernel when that had not started yet)
 -- Outputs:
---   counts           kernels, matched, unmatched (+ unmatched_pct of kernels), queued (start
---                    after the call returned), negative_queue (start before it returned;
---                    + negative_queue_pct of matched kernels), graph_launches
+--   summary          kernels, matched, unmatched, unmatched_pct (% of kernels), queued
+--                    (started after the call returned), negative_queue (started before it
+--                    returned), negative_queue_pct (% of matched), graph_launches,
+--                    depth_at_launch_p50/p90/p99/max (device level), mean_depth
+--                    (time-weighted over each GPU's span from its first to its last queue
+--                    change, GPUs pooled), queue_nonempty_pct (% of that span with depth > 0)
 --   latency          one row per metric (api_duration, api_start_to_kernel_start,
 --                    api_end_to_kernel_start, queue, graph_api_duration,
 --                    graph_launch_to_start): count, p50/p90/p99/max/mean (ns), NULLs skipped
---   depth_summary    depth_at_launch p50/p90/p99/max, mean_depth (time-weighted over the
---                    span from the first to the last queue change of each GPU),
---                    queue_nonempty_pct (share of that span with depth > 0)
 --   per_kernel       one lean row per non-graph kernel
 --   per_name         per kernel name: kernels, unmatched and latency percentiles (ns)
 --   queue_depth      the depth series (every change)
@@ -64,29 +65,27 @@ LEFT JOIN (SELECT global_pid, correlation_id, min(start_ns) AS api_start_ns,
 WHERE k.graph_node_id IS NULL
 
 -- @query queue_events
-SELECT device_id, global_pid, pid, context_id, stream_id, api_end_ns AS t_ns, 1 AS delta
-FROM launches WHERE start_ns > api_end_ns
-UNION ALL
-SELECT device_id, global_pid, pid, context_id, stream_id, start_ns AS t_ns, -1 AS delta
-FROM launches WHERE start_ns > api_end_ns
+SELECT device_id, global_pid, pid, context_id, stream_id,
+       unnest([api_end_ns, start_ns]) AS t_ns, unnest([1, -1]) AS delta
+FROM launches
+WHERE start_ns > api_end_ns
 
 -- @query depth_series
-SELECT level, device_id, global_pid, pid, context_id, stream_id, t_ns,
-       sum(change) OVER (PARTITION BY level, device_id, global_pid, context_id, stream_id
-                         ORDER BY t_ns) AS depth
-FROM (SELECT 'device' AS level, device_id, NULL::BIGINT AS global_pid, NULL::BIGINT AS pid,
-             NULL::BIGINT AS context_id, NULL::BIGINT AS stream_id, t_ns, sum(delta) AS change
-      FROM queue_events GROUP BY device_id, t_ns
-      UNION ALL
-      SELECT 'stream', device_id, global_pid, any_value(pid), context_id, stream_id, t_ns,
-             sum(delta)
+SELECT 'device' AS level, device_id, NULL::BIGINT AS global_pid, NULL::BIGINT AS pid,
+       NULL::BIGINT AS context_id, NULL::BIGINT AS stream_id, t_ns,
+       (sum(change) OVER w)::BIGINT AS depth, lead(t_ns) OVER w - t_ns AS span_ns
+FROM (SELECT device_id, t_ns, sum(delta) AS change FROM queue_events GROUP BY device_id, t_ns)
+WHERE change <> 0
+WINDOW w AS (PARTITION BY device_id ORDER BY t_ns ROWS UNBOUNDED PRECEDING)
+UNION ALL
+SELECT 'stream', device_id, global_pid, pid, context_id, stream_id, t_ns,
+       (sum(change) OVER w)::BIGINT, lead(t_ns) OVER w - t_ns
+FROM (SELECT device_id, global_pid, any_value(pid) AS pid, context_id, stream_id, t_ns,
+             sum(delta) AS change
       FROM queue_events GROUP BY device_id, global_pid, context_id, stream_id, t_ns)
 WHERE change <> 0
-
--- @query depth_spans
-SELECT *, lead(t_ns) OVER (PARTITION BY level, device_id, global_pid, context_id, stream_id
-                           ORDER BY t_ns) - t_ns AS span_ns
-FROM depth_series
+WINDOW w AS (PARTITION BY device_id, global_pid, context_id, stream_id ORDER BY t_ns
+             ROWS UNBOUNDED PRECEDING)
 
 -- @query depth_at_launch
 SELECT l.device_id, coalesce(q.depth, 0) AS depth
@@ -94,17 +93,6 @@ FROM launches l
 ASOF LEFT JOIN (SELECT device_id, t_ns, depth FROM depth_series WHERE level = 'device') q
   ON q.device_id = l.device_id AND l.api_end_ns >= q.t_ns
 WHERE l.api_end_ns IS NOT NULL
-
--- @query counts
-SELECT count(*) AS kernels, count(api_end_ns) AS matched,
-       count(*) - count(api_end_ns) AS unmatched,
-       100.0 * (count(*) - count(api_end_ns)) / nullif(count(*), 0) AS unmatched_pct,
-       count(*) FILTER (WHERE start_ns > api_end_ns) AS queued,
-       count(*) FILTER (WHERE start_ns < api_end_ns) AS negative_queue,
-       100.0 * count(*) FILTER (WHERE start_ns < api_end_ns) / nullif(count(api_end_ns), 0)
-           AS negative_queue_pct,
-       (SELECT count(*) FROM cuda_graphs WHERE api_start_ns IS NOT NULL) AS graph_launches
-FROM launches
 
 -- @query latency
 SELECT metric, count(value) AS count,
@@ -125,9 +113,18 @@ GROUP BY metric
 ORDER BY list_position(['api_duration', 'api_start_to_kernel_start', 'api_end_to_kernel_start',
                         'queue', 'graph_api_duration', 'graph_launch_to_start'], metric)
 
--- @query depth_summary
+-- @query summary
 SELECT *
-FROM (SELECT quantile_cont(depth, 0.5) AS depth_at_launch_p50,
+FROM (SELECT count(*) AS kernels, count(api_end_ns) AS matched,
+             count(*) - count(api_end_ns) AS unmatched,
+             100.0 * (count(*) - count(api_end_ns)) / nullif(count(*), 0) AS unmatched_pct,
+             count(*) FILTER (WHERE start_ns > api_end_ns) AS queued,
+             count(*) FILTER (WHERE start_ns < api_end_ns) AS negative_queue,
+             100.0 * count(*) FILTER (WHERE start_ns < api_end_ns) / nullif(count(api_end_ns), 0)
+                 AS negative_queue_pct
+      FROM launches),
+     (SELECT count(*) AS graph_launches FROM cuda_graphs WHERE api_start_ns IS NOT NULL),
+     (SELECT quantile_cont(depth, 0.5) AS depth_at_launch_p50,
              quantile_cont(depth, 0.9) AS depth_at_launch_p90,
              quantile_cont(depth, 0.99) AS depth_at_launch_p99,
              max(depth) AS depth_at_launch_max
@@ -135,7 +132,7 @@ FROM (SELECT quantile_cont(depth, 0.5) AS depth_at_launch_p50,
      (SELECT sum(depth * span_ns) / nullif(sum(span_ns), 0) AS mean_depth,
              100.0 * coalesce(sum(span_ns) FILTER (WHERE depth > 0), 0) / nullif(sum(span_ns), 0)
                  AS queue_nonempty_pct
-      FROM depth_spans WHERE level = 'device')
+      FROM depth_series WHERE level = 'device')
 
 -- @query per_kernel
 SELECT pid, device_id, stream_id, correlation_id, short_name, start_ns, api_duration_ns,
@@ -166,7 +163,7 @@ SELECT level, device_id, any_value(pid) AS pid, context_id, stream_id, depth,
        sum(span_ns)::BIGINT AS time_ns,
        100.0 * sum(span_ns) / sum(sum(span_ns)) OVER (
            PARTITION BY level, device_id, global_pid, context_id, stream_id) AS time_pct
-FROM depth_spans
+FROM depth_series
 WHERE span_ns IS NOT NULL
 GROUP BY level, device_id, global_pid, context_id, stream_id, depth
 ORDER BY level, device_id, pid, context_id, stream_id, depth

@@ -1,0 +1,97 @@
+"""Compute/copy overlap per GPU: is copy time hidden behind kernels, and do streams overlap?
+
+Per device: kernel busy time and copy busy time (interval unions), the time both ran at
+once, the exposed copy time (copies with no kernel running), kernel concurrency across
+streams, and serializing patterns: everything on one stream, synchronous ``cudaMemcpy``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow.compute as pc
+
+from ..report import Report
+from .base import OK, AnalysisResult, not_captured, run_query
+
+NAME = "overlap"
+
+CLI_OPTIONS: list = []
+
+#: findings thresholds, %: synchronous copies above this share of copy time; overlap below
+SYNC_COPY_PCT = 10.0
+LOW_OVERLAP_PCT = 10.0
+
+
+def run(report: Report) -> AnalysisResult:
+    """Kernel/copy busy time, their overlap and stream concurrency, per device.
+
+    Parameters
+    ----------
+    report : Report
+        An opened export.
+
+    Returns
+    -------
+    AnalysisResult
+        summary (all devices together): ``devices``, ``wall_span_ns``, ``kernel_busy_ns``,
+        ``copy_busy_ns``, ``both_busy_ns``, ``exposed_copy_ns``, ``overlap_pct`` (both /
+        copy busy), ``kernel_busy_pct`` and ``copy_busy_pct`` (of the wall span),
+        ``streams``, ``concurrent_kernel_ns``, ``kernel_concurrency_pct`` (share of kernel
+        busy time with >= 2 kernels running), ``max_concurrent_kernels``, ``single_stream``
+        (a device ran all its kernels and copies on one stream), ``sync_copies``,
+        ``sync_copy_time_pct``. Tables: ``devices`` (main), ``streams``, ``copy_apis``.
+    """
+    probe = report.probe
+    if not any(probe.present(v) for v in ("kernels", "memcpys", "memsets", "cuda_graphs")):
+        return not_captured(NAME, report, "kernels")  # type: ignore[return-value]
+    per = run_query(report, NAME, "devices")
+    total = next(r for r in per.to_pylist() if r["device_id"] is None)
+    devices = per.filter(pc.is_valid(per.column("device_id")))
+    streams = run_query(report, NAME, "streams")
+    apis = run_query(report, NAME, "copy_apis")
+    dev_rows = devices.to_pylist()
+    api_rows = apis.to_pylist()
+    sync = [r for r in api_rows if r["synchronous"]]
+    summary: dict[str, Any] = {"devices": len(dev_rows)}
+    summary.update({k: v for k, v in total.items() if k != "device_id"})
+    summary["single_stream"] = any(_single_stream(r) for r in dev_rows)
+    summary["sync_copies"] = sum(r["copies"] for r in sync)
+    summary["sync_copy_time_pct"] = (sum(r["copy_time_pct"] or 0.0 for r in sync)
+                                     if api_rows else None)
+    tables = {"devices": devices, "streams": streams, "copy_apis": apis}
+    return AnalysisResult(NAME, OK, _message(summary), summary, tables, main="devices",
+                          findings=tuple(_findings(dev_rows, sync, summary)))
+
+
+def _single_stream(row: dict) -> bool:
+    return bool(row["kernels"] and row["copies"] and row["streams"] == 1)
+
+
+def _message(s: dict[str, Any]) -> str:
+    if not s["copy_busy_ns"]:
+        return (f"{s['devices']} device(s): kernels busy {s['kernel_busy_ns'] / 1e6:.3f} ms "
+                f"over {s['wall_span_ns'] / 1e6:.3f} ms; no copy time to overlap")
+    return (f"{s['devices']} device(s): {s['overlap_pct']:.1f}% of "
+            f"{s['copy_busy_ns'] / 1e6:.3f} ms copy time overlapped kernels, "
+            f"{s['exposed_copy_ns'] / 1e6:.3f} ms exposed; kernels busy "
+            f"{s['kernel_busy_ns'] / 1e6:.3f} ms over {s['wall_span_ns'] / 1e6:.3f} ms")
+
+
+def _findings(devices: list[dict], sync: list[dict], s: dict[str, Any]) -> list[str]:
+    out = []
+    for r in devices:
+        if _single_stream(r):
+            out.append(f"device {r['device_id']}: all {r['kernels']} kernels and {r['copies']} "
+                       "copies ran on a single stream: copies cannot overlap compute "
+                       "(use separate copy streams and pinned memory)")
+        elif r["copies"] and r["kernels"] and (r["overlap_pct"] or 0) < LOW_OVERLAP_PCT:
+            out.append(f"device {r['device_id']}: only {r['overlap_pct']:.1f}% of copy time "
+                       f"overlapped kernels across {r['streams']} streams "
+                       f"({r['exposed_copy_ns'] / 1e6:.3f} ms exposed)")
+    if sync and (s["sync_copy_time_pct"] or 0) >= SYNC_COPY_PCT:
+        names = ", ".join(sorted({r["api_name"] for r in sync}))
+        out.append(f"{s['sync_copies']} copies ({s['sync_copy_time_pct']:.0f}% of copy time) come "
+                   f"from synchronous APIs ({names}): the host blocks on each and they run on "
+                   "the default stream; use cudaMemcpyAsync on a non-default stream")
+    return out

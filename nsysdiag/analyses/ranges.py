@@ -1,0 +1,347 @@
+"""Requests / iterations: what each one spent its time on, and what grew in the slowest.
+
+The unit is an NVTX range (``--range NAME``, or chosen automatically), or, without NVTX,
+the interval between two host synchronizations. Each instance is split on the CPU side
+(launch, copy, sync and other CUDA calls, time outside CUDA) and on the GPU side (own
+kernels, own copies, other work, idle with own work pending, idle); the slowest
+``--tail-pct`` percent are compared with the median band (45th to 55th percentile).
+``totals`` reproduces ``nsys stats --report nvtx_sum``. Definitions: docs/analyses/ranges.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import click
+import numpy as np
+import pyarrow as pa
+
+from ..errors import UsageError
+from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, run_query
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+NAME = "ranges"
+MIN_INSTANCES = 20
+SLOWEST = 20
+SCOPES = ("auto", "thread", "process")
+CPU_COMPONENTS = ("cpu_launch", "cpu_memcpy", "cpu_sync", "cpu_other_api", "cpu_outside_cuda")
+GPU_COMPONENTS = ("gpu_own_kernel", "gpu_own_copy", "gpu_other", "gpu_pending_idle", "gpu_idle")
+_NVTX_HINT = "annotate requests/iterations with NVTX ranges and run nsys profile --trace=cuda,nvtx"
+
+CLI_OPTIONS = (
+    click.option("--range", "range_name", default=None, metavar="NAME",
+                 help="NVTX range that delimits one request/iteration (NAME or DOMAIN:NAME); "
+                      "default: chosen automatically."),
+    click.option("--tail-pct", "tail_pct", type=float, default=1.0, show_default=True,
+                 help="Percent of slowest instances compared with the median band."),
+    click.option("--min-instances", "min_instances", type=int, default=MIN_INSTANCES,
+                 show_default=True,
+                 help="Instances a range name needs to be chosen automatically."),
+    click.option("--scope", type=click.Choice(SCOPES), default="auto", show_default=True,
+                 help="Whose CUDA calls count into a range: its thread or its whole process."),
+)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """The unit of work chosen for a report.
+
+    Attributes
+    ----------
+    name : str
+        Range name (``sync-interval`` for the fallback).
+    source : str
+        ``nvtx_named`` (``--range``), ``nvtx_auto`` or ``sync_fallback``.
+    instances : pyarrow.Table
+        One row per instance (``units_nvtx`` / ``units_sync`` columns).
+    """
+
+    name: str
+    source: str
+    instances: pa.Table
+
+    @property
+    def thread_local(self) -> bool:
+        """True when every instance is a push/pop range (or sync interval) on one thread."""
+        styles = set(self.instances.column("style").to_pylist())
+        return styles <= {"push_pop", "sync_interval"} and self.instances.column(
+            "end_tid").null_count == self.instances.num_rows
+
+
+class Durations(NamedTuple):
+    """Instance durations of the unit, in start order (see :func:`durations`)."""
+
+    unit: str | None
+    durations_ns: np.ndarray
+    unit_source: str | None
+
+
+def _check(tail_pct: float, min_instances: int, scope: str) -> None:
+    if not 0 < tail_pct <= 50:
+        raise UsageError(f"--tail-pct must be in (0, 50], not {tail_pct!r}")
+    if min_instances < 1:
+        raise UsageError(f"--min-instances must be at least 1, not {min_instances!r}")
+    if scope not in SCOPES:
+        raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, not {scope!r}")
+
+
+def select_unit(report: Report, range_name: str | None = None,
+                min_instances: int = MIN_INSTANCES) -> Unit | AnalysisResult:
+    """Choose the unit of work; an ``empty``/``not_captured`` result when there is none.
+
+    Parameters
+    ----------
+    report : Report
+        The opened trace.
+    range_name : str, optional
+        An NVTX range name (or ``DOMAIN:NAME``). Without it the most frequent outermost
+        range repeated at least ``min_instances`` times is used, else the intervals between
+        host synchronizations.
+    min_instances : int
+        Instances a range name needs to be chosen automatically.
+
+    Returns
+    -------
+    Unit or AnalysisResult
+
+    Raises
+    ------
+    UsageError
+        ``range_name`` names no closed NVTX range of the trace.
+    """
+    has_nvtx = report.probe.present("nvtx_ranges")
+    if range_name is not None:
+        if not has_nvtx:
+            return _no_unit(NOT_CAPTURED, f"no NVTX ranges, so no range {range_name!r} "
+                                          f"(capture with: {_NVTX_HINT})")
+        units = run_query(report, NAME, "units_nvtx", {"name": range_name})
+        if units.num_rows == 0:
+            names = run_query(report, NAME, "names").to_pylist()
+            top = ", ".join(f"{r['name']} ({r['n']})" for r in names) or "none closed"
+            raise UsageError(f"no closed NVTX range named {range_name!r}; most frequent: {top}")
+        return Unit(range_name, "nvtx_named", units)
+    if has_nvtx:
+        cands = run_query(report, NAME, "candidates", {"min_instances": min_instances})
+        if cands.num_rows:
+            name = cands.column("name")[0].as_py()
+            return Unit(name, "nvtx_auto", run_query(report, NAME, "units_nvtx", {"name": name}))
+    units = run_query(report, NAME, "units_sync")
+    if units.num_rows:
+        return Unit("sync-interval", "sync_fallback", units)
+    if not has_nvtx and not _has_syncs(report):
+        return _no_unit(NOT_CAPTURED,
+                        f"no NVTX ranges and no host synchronizations (capture with: {_NVTX_HINT})")
+    names = run_query(report, NAME, "names").to_pylist() if has_nvtx else []
+    top = ", ".join(f"{r['name']} ({r['n']})" for r in names)
+    return _no_unit(EMPTY,
+                    f"no NVTX range repeats {min_instances} times"
+                    + (f" (most frequent: {top}; pass --range NAME)" if top else "")
+                    + " and no thread synchronizes twice")
+
+
+def _has_syncs(report: Report) -> bool:
+    if not report.probe.present("api_calls"):
+        return False
+    return report.sql("SELECT count(*) FROM api_calls WHERE category = 'sync' "
+                      "AND name LIKE '%Synchronize%'").fetchall()[0][0] > 0
+
+
+def _no_unit(status: str, message: str) -> AnalysisResult:
+    return AnalysisResult(NAME, status, message)
+
+
+def durations(report: Report, range_name: str | None = None, *,
+              min_instances: int = MIN_INSTANCES) -> Durations:
+    """Durations of the unit's instances, without the decomposition (cheap).
+
+    Parameters
+    ----------
+    report : Report
+        The opened trace.
+    range_name : str, optional
+        NVTX range name; default: chosen as :func:`run` does.
+    min_instances : int
+        Instances a range name needs to be chosen automatically.
+
+    Returns
+    -------
+    Durations
+        ``(unit, durations_ns, unit_source)``: ``durations_ns`` is an int64 array in start
+        order; ``unit`` and ``unit_source`` are None (and the array empty) when the trace
+        has no unit.
+
+    Examples
+    --------
+    >>> unit, d, source = durations(rep)                 # doctest: +SKIP
+    >>> unit, source, np.percentile(d, 99)              # doctest: +SKIP
+    ('request', 'nvtx_auto', 2893571.0)
+    """
+    unit = select_unit(report, range_name, min_instances)
+    if isinstance(unit, AnalysisResult):
+        return Durations(None, np.array([], dtype=np.int64), None)
+    d = unit.instances.column("duration_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+    return Durations(unit.name, d, unit.source)
+
+
+@contextmanager
+def _registered(report: Report, name: str, table: pa.Table) -> Iterator[None]:
+    """Expose an Arrow table to the report's SQL as ``name`` for the duration of a block."""
+    report.con.register(name, table)
+    try:
+        yield
+    finally:
+        report.con.unregister(name)
+
+
+def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table, str]:
+    """One row per instance with its CPU and GPU components (the ``instances`` table).
+
+    Parameters
+    ----------
+    report : Report
+        The opened trace.
+    unit : Unit
+        From :func:`select_unit`.
+    scope : {'auto', 'thread', 'process'}
+        Whose CUDA calls count into an instance. ``auto``: the thread for push/pop ranges
+        and sync intervals, the process for start/end ranges (and for push/pop ranges
+        whose thread made no CUDA call inside any instance).
+
+    Returns
+    -------
+    (pyarrow.Table, str)
+        The instances and the scope used.
+    """
+    chosen = scope if scope != "auto" else ("thread" if unit.thread_local else "process")
+    with _registered(report, "_ranges_units", unit.instances):
+        table = run_query(report, NAME, "instances", {"scope": chosen})
+        if scope == "auto" and chosen == "thread" and unit.source != "sync_fallback":
+            api = sum(_total(table, f"{c}_ns") for c in CPU_COMPONENTS[:-1])
+            if api == 0:
+                chosen = "process"
+                table = run_query(report, NAME, "instances", {"scope": chosen})
+    return table, chosen
+
+
+def _total(table: pa.Table, column: str) -> int:
+    return sum(v for v in table.column(column).to_pylist() if v is not None)
+
+
+def run(report: Report, range_name: str | None = None, tail_pct: float = 1.0,
+        min_instances: int = MIN_INSTANCES, scope: str = "auto") -> AnalysisResult:
+    """Decompose every request/iteration and attribute the latency tail to components.
+
+    Parameters
+    ----------
+    report : Report
+        The opened trace.
+    range_name : str, optional
+        NVTX range delimiting one unit (``NAME`` or ``DOMAIN:NAME``); default: chosen
+        automatically (docs/analyses/ranges.md).
+    tail_pct : float
+        Percent of slowest instances forming the tail (at least one instance), in (0, 50].
+    min_instances : int
+        Instances a range name needs to be chosen automatically.
+    scope : {'auto', 'thread', 'process'}
+        Whose CUDA calls count into an instance (see :func:`decompose`).
+
+    Returns
+    -------
+    AnalysisResult
+        ``summary``: unit, unit_source, scope, n, p50_ns, p90_ns, p99_ns, p999_ns, max_ns,
+        mean_ns, p99_over_p50, tail_pct, tail_n, median_band_n, top_component,
+        top_cpu_component, top_gpu_component, attribution (component -> tail_mean_ns,
+        median_mean_ns, delta_ns, share_of_delta). ``tables``: attribution (main),
+        instances, slowest, totals (``nsys stats --report nvtx_sum``).
+
+    Raises
+    ------
+    UsageError
+        A bad option value, or ``range_name`` names no closed NVTX range.
+    """
+    _check(tail_pct, min_instances, scope)
+    unit = select_unit(report, range_name, min_instances)
+    if isinstance(unit, AnalysisResult):
+        return unit
+    instances, used_scope = decompose(report, unit, scope)
+    with _registered(report, "_ranges_instances", instances):
+        params = {"tail_pct": tail_pct, "limit": SLOWEST}
+        stats = run_query(report, NAME, "summary", params).to_pylist()[0]
+        attribution = run_query(report, NAME, "attribution", params)
+        slowest = run_query(report, NAME, "slowest", params)
+    untraced = _untraced(report)
+    attribution = attribution.filter(pa.array(
+        [c not in untraced for c in attribution.column("component").to_pylist()]))
+    drop = [f"{c}_ns" for c in untraced]
+    tables = {"attribution": attribution, "instances": instances.drop_columns(drop),
+              "slowest": slowest.drop_columns(drop)}
+    if report.probe.present("nvtx_ranges"):
+        tables["totals"] = run_query(report, NAME, "totals")
+    summary, findings = _summarize(unit, used_scope, tail_pct, stats, attribution)
+    message = (f"{stats['n']} x {unit.name} ({unit.source}); p99/p50 "
+               f"{_fmt(summary['p99_over_p50'])}; tail grew most in {summary['top_component']}")
+    return AnalysisResult(NAME, OK, message, summary, tables, "attribution", tuple(findings))
+
+
+def _untraced(report: Report) -> list[str]:
+    """Components the capture could not measure: left out rather than shown as zeros."""
+    pr = report.probe
+    out = [] if pr.present("api_calls") else list(CPU_COMPONENTS)
+    if not any(pr.present(v) for v in ("kernels", "memcpys", "memsets", "cuda_graphs")):
+        out += GPU_COMPONENTS
+    return out
+
+
+def _summarize(unit: Unit, scope: str, tail_pct: float, stats: dict,
+               attribution: pa.Table) -> tuple[dict, list[str]]:
+    rows = attribution.to_pylist()
+    total = next((r for r in rows if r["family"] == "total"), None)
+    parts = sorted((r for r in rows if r["family"] != "total"), key=lambda r: -(r["delta_ns"] or 0))
+
+    def top(family: str) -> str | None:
+        return next((r["component"] for r in parts if r["family"] == family), None)
+
+    top_cpu, top_gpu = top("cpu"), top("gpu")
+    summary = {
+        "unit": unit.name, "unit_source": unit.source, "scope": scope,
+        **{k: stats[k] for k in ("n", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns",
+                                 "mean_ns", "p99_over_p50")},
+        "n_attributed": stats["n_attributed"], "tail_pct": tail_pct, "tail_n": stats["tail_n"],
+        "median_band_n": stats["median_band_n"],
+        # the GPU side names the work that grew; an idler GPU means the host side did
+        "top_component": top_gpu if top_gpu not in (None, "gpu_idle") else top_cpu or top_gpu,
+        "top_cpu_component": top_cpu, "top_gpu_component": top_gpu,
+        "attribution": {r["component"]: {k: r[k] for k in ("tail_mean_ns", "median_mean_ns",
+                                                            "delta_ns", "share_of_delta")}
+                        for r in parts},
+    }
+    findings = []
+    if total and total["delta_ns"]:
+        sides = []
+        for family in ("cpu", "gpu"):
+            grew = [f"{r['component']} {_fmt(100 * r['share_of_delta'])}%" for r in parts
+                    if r["family"] == family and (r["share_of_delta"] or 0) >= 0.2]
+            if grew:
+                sides.append(f"{family.upper()} side: {', '.join(grew)}")
+        findings.append(
+            f"the slowest {stats['tail_n']} {unit.name} instances take "
+            f"{_fmt(total['delta_ns'] / 1e3)} us longer than the median band"
+            + (f" ({'; '.join(sides)} of the difference)" if sides else ""))
+    if stats["n_attributed"] < stats["n"]:
+        findings.append(
+            f"{stats['n'] - stats['n_attributed']} of {stats['n']} instances lie outside the span "
+            "with CUDA trace data (CUDA events lost, or tracing stopped early): they count in "
+            "the percentiles, not in the attribution")
+    if stats["n"] < 100:
+        findings.append(f"only {stats['n']} instances: p99 and the tail rest on few samples")
+    return summary, findings
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"

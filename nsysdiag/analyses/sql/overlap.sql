@@ -1,0 +1,150 @@
+-- Overlap: does copy work hide behind compute on each GPU, and do streams run concurrently?
+--
+-- Inputs:  kernels, memcpys, memsets, cuda_graphs (graph-level launches stand for the
+--          kernels nsys does not record one by one), api_calls (synchronous copy APIs).
+-- Units:   ns; *_pct in percent.
+--
+-- Busy time is the measure of a union of intervals, found with the running maximum of end
+-- times (gaps-and-islands): sorted by start, each interval adds the part of it beyond the
+-- furthest end seen so far, greatest(0, end - greatest(start, running_max_end)).
+--   kernel_busy_ns  union of kernel (and graph-level launch) intervals
+--   copy_busy_ns    union of memcpy + memset intervals
+--   any_busy_ns     union of both
+--   both_busy_ns    kernel_busy_ns + copy_busy_ns - any_busy_ns: time with a copy and a
+--                   kernel in flight at once (the intersection of the two unions)
+--   exposed_copy_ns copy_busy_ns - both_busy_ns: copy time not hidden behind compute
+--   overlap_pct     100 * both_busy_ns / copy_busy_ns
+-- Kernel concurrency uses a sweep (+1 at each start, -1 at each end): concurrent_kernel_ns
+-- is the time with >= 2 kernels in flight, max_concurrent_kernels the peak.
+-- A stream is (global_pid, stream_id).
+--
+-- devices: one row per device (device_id NULL: all devices together).
+-- streams: per device and stream: kernels, graph launches, copies, their busy time sums.
+-- copy_apis: the API call behind each memcpy (joined on global_pid + correlation_id):
+--   copies, bytes and copy time per API name; synchronous = a memcpy API without 'Async'.
+
+-- @query devices
+WITH ops AS (
+    SELECT device_id, 'kernel' AS cls, global_pid, stream_id, start_ns, end_ns
+    FROM kernels WHERE end_ns >= start_ns
+    UNION ALL
+    SELECT device_id, 'kernel', global_pid, stream_id, gpu_start_ns, gpu_end_ns
+    FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_end_ns >= gpu_start_ns
+    UNION ALL
+    SELECT device_id, 'copy', global_pid, stream_id, start_ns, end_ns
+    FROM memcpys WHERE end_ns >= start_ns
+    UNION ALL
+    SELECT device_id, 'copy', global_pid, stream_id, start_ns, end_ns
+    FROM memsets WHERE end_ns >= start_ns),
+tagged AS (
+    SELECT device_id, cls, start_ns, end_ns FROM ops
+    UNION ALL
+    SELECT device_id, 'any', start_ns, end_ns FROM ops),
+running AS (
+    SELECT device_id, cls, start_ns, end_ns,
+           max(end_ns) OVER (PARTITION BY device_id, cls ORDER BY start_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS max_end_before
+    FROM tagged),
+busy AS (
+    SELECT device_id,
+           sum(greatest(0, end_ns - greatest(start_ns, coalesce(max_end_before, start_ns))))
+               FILTER (WHERE cls = 'kernel') AS kernel_ns,
+           sum(greatest(0, end_ns - greatest(start_ns, coalesce(max_end_before, start_ns))))
+               FILTER (WHERE cls = 'copy') AS copy_ns,
+           sum(greatest(0, end_ns - greatest(start_ns, coalesce(max_end_before, start_ns))))
+               FILTER (WHERE cls = 'any') AS any_ns
+    FROM running GROUP BY device_id),
+kev AS (
+    SELECT device_id, start_ns AS t, 1 AS d FROM ops WHERE cls = 'kernel'
+    UNION ALL
+    SELECT device_id, end_ns, -1 FROM ops WHERE cls = 'kernel'),
+kpts AS (SELECT device_id, t, sum(d) AS d FROM kev GROUP BY device_id, t),
+kseg AS (
+    SELECT device_id,
+           sum(d) OVER (PARTITION BY device_id ORDER BY t ROWS UNBOUNDED PRECEDING) AS in_flight,
+           lead(t) OVER (PARTITION BY device_id ORDER BY t) - t AS len
+    FROM kpts),
+conc AS (
+    SELECT device_id, coalesce(sum(len) FILTER (WHERE in_flight >= 2), 0) AS concurrent_ns,
+           max(in_flight) AS max_in_flight
+    FROM kseg GROUP BY device_id),
+counts AS (
+    SELECT device_id, min(start_ns) AS first_ns, max(end_ns) AS last_ns,
+           count(*) FILTER (WHERE cls = 'kernel') AS kernels,
+           count(*) FILTER (WHERE cls = 'copy') AS copies,
+           count(DISTINCT (global_pid, stream_id)) AS streams,
+           count(DISTINCT (global_pid, stream_id)) FILTER (WHERE cls = 'kernel') AS kernel_streams,
+           count(DISTINCT (global_pid, stream_id)) FILTER (WHERE cls = 'copy') AS copy_streams
+    FROM ops GROUP BY device_id),
+per AS (
+    SELECT c.device_id, c.first_ns, c.last_ns, c.kernels, c.copies, c.streams,
+           c.kernel_streams, c.copy_streams,
+           coalesce(b.kernel_ns, 0)::BIGINT AS kernel_busy_ns,
+           coalesce(b.copy_ns, 0)::BIGINT AS copy_busy_ns,
+           (coalesce(b.kernel_ns, 0) + coalesce(b.copy_ns, 0) - b.any_ns)::BIGINT AS both_busy_ns,
+           coalesce(k.concurrent_ns, 0)::BIGINT AS concurrent_kernel_ns,
+           coalesce(k.max_in_flight, 0)::BIGINT AS max_concurrent_kernels
+    FROM counts c JOIN busy b USING (device_id) LEFT JOIN conc k USING (device_id)),
+total AS (
+    SELECT device_id, first_ns, last_ns, kernels, copies, streams, kernel_streams, copy_streams,
+           kernel_busy_ns, copy_busy_ns, both_busy_ns, concurrent_kernel_ns,
+           max_concurrent_kernels
+    FROM per
+    UNION ALL
+    SELECT NULL, min(first_ns), max(last_ns), sum(kernels)::BIGINT, sum(copies)::BIGINT,
+           sum(streams)::BIGINT, sum(kernel_streams)::BIGINT, sum(copy_streams)::BIGINT,
+           sum(kernel_busy_ns)::BIGINT, sum(copy_busy_ns)::BIGINT, sum(both_busy_ns)::BIGINT,
+           sum(concurrent_kernel_ns)::BIGINT, max(max_concurrent_kernels)
+    FROM per)
+SELECT device_id, last_ns - first_ns AS wall_span_ns, kernel_busy_ns, copy_busy_ns,
+       both_busy_ns, copy_busy_ns - both_busy_ns AS exposed_copy_ns,
+       100.0 * both_busy_ns / nullif(copy_busy_ns, 0) AS overlap_pct,
+       100.0 * kernel_busy_ns / nullif(last_ns - first_ns, 0) AS kernel_busy_pct,
+       100.0 * copy_busy_ns / nullif(last_ns - first_ns, 0) AS copy_busy_pct,
+       kernels, copies, streams, kernel_streams, copy_streams, concurrent_kernel_ns,
+       100.0 * concurrent_kernel_ns / nullif(kernel_busy_ns, 0) AS kernel_concurrency_pct,
+       max_concurrent_kernels
+FROM total
+ORDER BY device_id NULLS LAST
+
+-- @query streams
+WITH ops AS (
+    SELECT device_id, global_pid, pid, stream_id, 'kernel' AS src, duration_ns, start_ns, end_ns
+    FROM kernels
+    UNION ALL
+    SELECT device_id, global_pid, pid, stream_id, 'graph', gpu_duration_ns, gpu_start_ns, gpu_end_ns
+    FROM cuda_graphs WHERE trace_level = 'graph'
+    UNION ALL
+    SELECT device_id, global_pid, pid, stream_id, 'copy', duration_ns, start_ns, end_ns FROM memcpys
+    UNION ALL
+    SELECT device_id, global_pid, pid, stream_id, 'copy', duration_ns, start_ns, end_ns FROM memsets)
+SELECT device_id, pid, global_pid, stream_id,
+       count(*) FILTER (WHERE src = 'kernel') AS kernels,
+       count(*) FILTER (WHERE src = 'graph') AS graph_launches,
+       count(*) FILTER (WHERE src = 'copy') AS copies,
+       coalesce(sum(duration_ns) FILTER (WHERE src <> 'copy'), 0)::BIGINT AS kernel_time_ns,
+       coalesce(sum(duration_ns) FILTER (WHERE src = 'copy'), 0)::BIGINT AS copy_time_ns,
+       min(start_ns) AS first_ns, max(end_ns) AS last_ns
+FROM ops
+GROUP BY device_id, pid, global_pid, stream_id
+ORDER BY device_id, kernel_time_ns + copy_time_ns DESC, pid, stream_id
+
+-- @query copy_apis
+WITH api AS (
+    SELECT global_pid, correlation_id,
+           arg_min(name, CASE api WHEN 'runtime' THEN 0 ELSE 1 END) AS api_name,
+           arg_min(category, CASE api WHEN 'runtime' THEN 0 ELSE 1 END) AS category
+    FROM api_calls a
+    SEMI JOIN memcpys m ON m.global_pid = a.global_pid AND m.correlation_id = a.correlation_id
+    GROUP BY global_pid, correlation_id),
+m AS (
+    SELECT m.bytes, m.duration_ns, a.api_name,
+           coalesce(a.category = 'memcpy' AND NOT contains(a.api_name, 'Async'), false) AS synchronous
+    FROM memcpys m
+    LEFT JOIN api a ON a.global_pid = m.global_pid AND a.correlation_id = m.correlation_id)
+SELECT coalesce(api_name, '(no API record)') AS api_name, synchronous, count(*) AS copies,
+       sum(bytes)::BIGINT AS total_bytes, sum(duration_ns)::BIGINT AS copy_time_ns,
+       100.0 * sum(duration_ns) / nullif(sum(sum(duration_ns)) OVER (), 0) AS copy_time_pct
+FROM m
+GROUP BY api_name, synchronous
+ORDER BY copy_time_ns DESC, api_name

@@ -1,0 +1,390 @@
+-- ranges: request / iteration ranges, their decomposition, and what grew in the tail.
+--
+-- Inputs (normalized views): nvtx_ranges, api_calls, kernels, memcpys, memsets, cuda_graphs;
+-- and two tables the Python side registers between steps:
+--   _ranges_units      the unit instances (output of units_nvtx or units_sync)
+--   _ranges_instances  the decomposed instances (output of instances)
+-- Parameters: $name (range name, or DOMAIN:NAME), $min_instances, $scope ('thread' or
+-- 'process'), $tail_pct (percent), $limit.
+-- Units: every *_ns column is nanoseconds on the trace timeline; *_frac / share_* are 0..1.
+--
+-- Outputs:
+--   names        closed NVTX range names by instance count (for messages)
+--   candidates   range names repeated at least $min_instances times, best unit first:
+--                name, n, total_ns, inside_frac (share of its instances lying inside an
+--                instance of another candidate), usual_parent (the name it most often lies
+--                in; ties: the shorter one)
+--   units_nvtx   closed ranges named $name: instance, name, domain, style, start_ns,
+--                end_ns, duration_ns, pid, tid, global_pid, global_tid, end_tid
+--   units_sync   the same columns for intervals between host synchronizations
+--   instances    one row per unit instance with its CPU and GPU decomposition
+--   summary      latency percentiles, tail and median-band sizes
+--   attribution  per component: mean in the tail and the median band, difference, share
+--   slowest      the $limit slowest instances
+--   totals       NVIDIA's `nsys stats --report nvtx_sum`, per range name and style
+
+
+-- @query names
+SELECT name, count(*) AS n
+FROM nvtx_ranges
+WHERE end_ns IS NOT NULL
+GROUP BY name
+ORDER BY n DESC, name
+LIMIT 5;
+
+
+-- @query candidates
+-- Nesting is judged on up to ~200 evenly spaced instances of each name: an instance is
+-- inside another name when one of that name's instances in the same process covers it
+-- (identical intervals: the alphabetically first name counts as the outer one).
+WITH closed AS (
+    SELECT name, start_ns, end_ns, duration_ns, global_pid
+    FROM nvtx_ranges WHERE end_ns IS NOT NULL),
+counts AS (
+    SELECT name, count(*) AS n, sum(duration_ns) AS total_ns
+    FROM closed GROUP BY name HAVING count(*) >= $min_instances),
+cand AS (
+    SELECT c.name, c.start_ns, c.end_ns, c.global_pid, k.n,
+           row_number() OVER (PARTITION BY c.name ORDER BY c.start_ns, c.end_ns) AS i
+    FROM closed c JOIN counts k USING (name)),
+probe AS (
+    SELECT row_number() OVER () AS id, name, start_ns, end_ns, global_pid
+    FROM cand WHERE (i - 1) % greatest(1, n // 200) = 0),
+inside AS (
+    SELECT DISTINCT p.id, p.name, o.name AS outer_name
+    FROM probe p JOIN cand o
+      ON (o.global_pid, o.start_ns) <= (p.global_pid, p.start_ns)
+     AND (p.global_pid, p.end_ns) <= (o.global_pid, o.end_ns)
+    WHERE o.name <> p.name
+      AND (o.start_ns < p.start_ns OR o.end_ns > p.end_ns OR o.name < p.name)),
+probes AS (SELECT name, count(*) AS m FROM probe GROUP BY name),
+frac AS (
+    SELECT i.name, i.outer_name, count(*) / any_value(p.m) AS f,
+           any_value(o.total_ns / o.n) AS outer_mean_ns
+    FROM inside i JOIN probes p USING (name) JOIN counts o ON o.name = i.outer_name
+    GROUP BY i.name, i.outer_name)
+SELECT k.name, k.n, k.total_ns, coalesce(max(f.f), 0.0) AS inside_frac,
+       first(f.outer_name ORDER BY f.f DESC, f.outer_mean_ns, f.outer_name) AS usual_parent
+FROM counts k LEFT JOIN frac f USING (name)
+GROUP BY k.name, k.n, k.total_ns
+ORDER BY inside_frac >= 0.5, k.n DESC, k.total_ns DESC, k.name;
+
+
+-- @query units_nvtx
+SELECT row_number() OVER (ORDER BY start_ns, global_tid, end_ns) AS instance,
+       name, domain, style, start_ns, end_ns, duration_ns, pid, tid, global_pid, global_tid,
+       end_tid
+FROM nvtx_ranges
+WHERE end_ns IS NOT NULL AND (name = $name OR domain || ':' || name = $name)
+ORDER BY instance;
+
+
+-- @query units_sync
+-- Host-blocking synchronizations (api_calls category 'sync' whose name contains
+-- 'Synchronize'; a call nested in another sync call is the same wait) on the thread that
+-- made the most of them. Instance k runs from the end of sync k-1 to the end of sync k.
+WITH calls AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns DESC
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS covered
+    FROM api_calls
+    WHERE category = 'sync' AND name LIKE '%Synchronize%'),
+outer_calls AS (SELECT * FROM calls WHERE covered IS NULL OR start_ns >= covered),
+busiest AS (
+    SELECT global_tid FROM outer_calls GROUP BY global_tid
+    ORDER BY count(*) DESC, global_tid LIMIT 1),
+intervals AS (
+    SELECT lag(end_ns) OVER (ORDER BY end_ns) AS start_ns, end_ns,
+           pid, tid, global_pid, global_tid
+    FROM outer_calls WHERE global_tid = (SELECT global_tid FROM busiest))
+SELECT row_number() OVER (ORDER BY start_ns) AS instance, 'sync-interval' AS name,
+       '' AS domain, 'sync_interval' AS style, start_ns, end_ns, end_ns - start_ns AS duration_ns,
+       pid, tid, global_pid, global_tid, NULL::BIGINT AS end_tid
+FROM intervals
+WHERE start_ns IS NOT NULL
+ORDER BY instance;
+
+
+-- @query instances
+-- key: the thread (scope 'thread') or the process (scope 'process') whose API calls count.
+--
+-- CPU side. The key's API calls are cut into disjoint pieces: each call keeps the part not
+-- already covered by a call that began earlier (so a driver call nested in a runtime call
+-- counts once, for the outer call). Per component the pieces get running totals; the time
+-- a component spent before instant t is found with one ASOF join, and the time inside an
+-- instance is its value at the end minus its value at the start. Exact for any nesting.
+--   cpu_launch_ns      inside kernel / graph launch calls (category launch, graph_launch)
+--   cpu_memcpy_ns      inside memcpy and memset calls
+--   cpu_sync_ns        inside synchronization calls (category sync)
+--   cpu_other_api_ns   inside every other CUDA call
+--   cpu_outside_cuda_ns  duration_ns minus the four above: CPU work, queueing, waiting
+--                      on anything but CUDA
+--
+-- GPU side. Own work = kernels, copies, memsets (and graph-level graph launches) whose
+-- launching API call lies inside the instance on its key (NVIDIA's projection rule, joined
+-- on global_pid + correlation_id); when instances overlap on one key the call goes to the
+-- most recently started one, if that one contains it. The instance's GPU is the device that
+-- ran most of its own GPU time (else its process's busiest device). Over the window
+-- [start_ns, end_ns] on that GPU:
+--   gpu_own_kernel_ns  own kernels run (union)
+--   gpu_own_copy_ns    own copies/memsets run and no own kernel does
+--   gpu_other_ns       only other work runs (other streams, threads, processes, instances)
+--   gpu_pending_idle_ns  nothing runs although own work has been submitted (its launch
+--                      call returned) and is unfinished: the GPU delays it, e.g. for work
+--                      this trace does not show (another process) or scheduling
+--   gpu_idle_ns        nothing runs and no own work is pending: the GPU waits for the host
+-- The five add up to duration_ns. Unions of intervals are taken with the same running-max
+-- cut as on the CPU side; time covered by the device's busy pieces inside any interval
+-- comes from their running totals through ASOF joins.
+-- cuda_covered: the instance overlaps the span between its process's first and last traced
+-- CUDA call (false when tracing stopped early or started late, which would make it look
+-- all "outside CUDA"; NULL when the process made no CUDA call).
+-- Whole own work, also outside the window: n_kernels,
+-- n_copies, own_kernel_total_ns, own_copy_total_ns (sums of durations), gpu_start_ns and
+-- gpu_end_ns (NVIDIA's projected range), gpu_overhang_ns (own work after end_ns).
+WITH u AS (
+    SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key
+    FROM _ranges_units),
+calls AS (
+    SELECT CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key,
+           CASE WHEN category IN ('launch', 'graph_launch') THEN 'launch'
+                WHEN category IN ('memcpy', 'memset') THEN 'memcpy'
+                WHEN category = 'sync' THEN 'sync' ELSE 'other' END AS comp,
+           start_ns, end_ns, global_pid, correlation_id
+    FROM api_calls
+    WHERE (CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END)
+          IN (SELECT DISTINCT key FROM u)),
+call_cover AS (
+    SELECT key, comp, start_ns, end_ns,
+           greatest(start_ns, coalesce(max(end_ns) OVER (
+               PARTITION BY key ORDER BY start_ns, end_ns DESC
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), start_ns)) AS s
+    FROM calls),
+api_pieces AS (
+    SELECT key, comp, s, end_ns AS e,
+           sum(end_ns - s) OVER (PARTITION BY key, comp ORDER BY s ROWS UNBOUNDED PRECEDING)
+               - (end_ns - s) AS before_ns
+    FROM call_cover WHERE end_ns > s),
+cpu_probe AS (
+    SELECT instance, key, comp, unnest([start_ns, end_ns]) AS ts, unnest([-1, 1]) AS sign
+    FROM u CROSS JOIN (VALUES ('launch'), ('memcpy'), ('sync'), ('other')) AS c(comp)),
+cpu AS (
+    SELECT p.instance,
+           sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
+               FILTER (WHERE p.comp = 'launch') AS cpu_launch_ns,
+           sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
+               FILTER (WHERE p.comp = 'memcpy') AS cpu_memcpy_ns,
+           sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
+               FILTER (WHERE p.comp = 'sync') AS cpu_sync_ns,
+           sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
+               FILTER (WHERE p.comp = 'other') AS cpu_other_api_ns
+    FROM cpu_probe p
+    ASOF LEFT JOIN api_pieces g ON g.key = p.key AND g.comp = p.comp AND p.ts >= g.s
+    GROUP BY p.instance),
+ops AS (
+    SELECT 'kernel' AS cls, device_id, global_pid, correlation_id, start_ns, end_ns
+    FROM kernels WHERE start_ns > 0
+    UNION ALL
+    SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
+    FROM memcpys WHERE start_ns > 0
+    UNION ALL
+    SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
+    FROM memsets WHERE start_ns > 0
+    UNION ALL
+    SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns
+    FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0),
+launched AS (
+    SELECT o.cls, o.device_id, o.start_ns, o.end_ns, a.key,
+           a.start_ns AS api_start_ns, a.end_ns AS api_end_ns
+    FROM ops o JOIN calls a
+      ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id),
+own AS (
+    SELECT u.instance, l.cls, l.device_id, l.start_ns, l.end_ns, l.api_end_ns
+    FROM launched l ASOF JOIN u ON u.key = l.key AND l.api_start_ns >= u.start_ns
+    WHERE l.api_end_ns <= u.end_ns),
+own_total AS (
+    SELECT instance,
+           count(*) FILTER (WHERE cls = 'kernel') AS n_kernels,
+           count(*) FILTER (WHERE cls = 'copy') AS n_copies,
+           coalesce(sum(end_ns - start_ns) FILTER (WHERE cls = 'kernel'), 0) AS own_kernel_total_ns,
+           coalesce(sum(end_ns - start_ns) FILTER (WHERE cls = 'copy'), 0) AS own_copy_total_ns,
+           min(start_ns) AS gpu_start_ns, max(end_ns) AS gpu_end_ns
+    FROM own GROUP BY instance),
+own_device AS (
+    SELECT instance, first(device_id ORDER BY t DESC, device_id) AS device_id
+    FROM (SELECT instance, device_id, sum(end_ns - start_ns) AS t FROM own GROUP BY ALL)
+    GROUP BY instance),
+process_device AS (
+    SELECT global_pid, first(device_id ORDER BY t DESC, device_id) AS device_id
+    FROM (SELECT global_pid, device_id, sum(end_ns - start_ns) AS t FROM ops GROUP BY ALL)
+    GROUP BY global_pid),
+udev AS (
+    SELECT u.instance, u.start_ns, u.end_ns, coalesce(d.device_id, p.device_id) AS device_id
+    FROM u LEFT JOIN own_device d USING (instance) LEFT JOIN process_device p USING (global_pid)),
+own_window AS (
+    SELECT o.instance, o.cls, greatest(o.start_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e
+    FROM own o JOIN udev d USING (instance)
+    WHERE o.device_id = d.device_id AND o.end_ns > d.start_ns AND o.start_ns < d.end_ns),
+own_cover AS (
+    SELECT instance, cls, s, e,
+           max(e) FILTER (WHERE cls = 'kernel') OVER w AS kernel_cover,
+           max(e) OVER w AS any_cover
+    FROM own_window
+    WINDOW w AS (PARTITION BY instance ORDER BY s, e DESC
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)),
+own_union AS (
+    SELECT instance,
+           sum(greatest(0, e - greatest(s, coalesce(kernel_cover, s))))
+               FILTER (WHERE cls = 'kernel') AS kernel_union_ns,
+           sum(greatest(0, e - greatest(s, coalesce(any_cover, s)))) AS any_union_ns
+    FROM own_cover GROUP BY instance),
+op_cover AS (
+    SELECT device_id, end_ns,
+           greatest(start_ns, coalesce(max(end_ns) OVER (
+               PARTITION BY device_id ORDER BY start_ns, end_ns DESC
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), start_ns)) AS s
+    FROM ops),
+busy_pieces AS (
+    SELECT device_id, s, end_ns AS e,
+           sum(end_ns - s) OVER (PARTITION BY device_id ORDER BY s ROWS UNBOUNDED PRECEDING)
+               - (end_ns - s) AS before_ns
+    FROM op_cover WHERE end_ns > s),
+pending AS (
+    SELECT o.instance, greatest(o.api_end_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e
+    FROM own o JOIN udev d USING (instance)
+    WHERE o.device_id = d.device_id AND least(o.end_ns, d.end_ns) > greatest(o.api_end_ns, d.start_ns)),
+pending_islands AS (
+    SELECT instance, s, e,
+           sum(CASE WHEN s > coalesce(c, s - 1) THEN 1 ELSE 0 END)
+               OVER (PARTITION BY instance ORDER BY s, e DESC ROWS UNBOUNDED PRECEDING) AS island
+    FROM (SELECT *, max(e) OVER (PARTITION BY instance ORDER BY s, e DESC
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS c
+          FROM pending)),
+pending_merged AS (
+    SELECT instance, min(s) AS s, max(e) AS e FROM pending_islands GROUP BY instance, island),
+busy_probe AS (
+    SELECT instance, device_id, 'window' AS what, unnest([start_ns, end_ns]) AS ts,
+           unnest([-1, 1]) AS sign
+    FROM udev WHERE device_id IS NOT NULL
+    UNION ALL
+    SELECT p.instance, d.device_id, 'pending', unnest([p.s, p.e]), unnest([-1, 1])
+    FROM pending_merged p JOIN udev d USING (instance)),
+busy AS (
+    SELECT p.instance,
+           sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
+               FILTER (WHERE p.what = 'window') AS busy_ns,
+           coalesce(sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
+               FILTER (WHERE p.what = 'pending'), 0) AS pending_busy_ns
+    FROM busy_probe p
+    ASOF LEFT JOIN busy_pieces g ON g.device_id = p.device_id AND p.ts >= g.s
+    GROUP BY p.instance),
+pending_total AS (SELECT instance, sum(e - s) AS pending_ns FROM pending_merged GROUP BY instance),
+traced_span AS (
+    SELECT global_pid, min(start_ns) AS lo, max(end_ns) AS hi FROM api_calls GROUP BY global_pid)
+SELECT u.instance, u.name, u.start_ns, u.end_ns, u.duration_ns, u.pid, u.tid,
+       u.start_ns < s.hi AND u.end_ns > s.lo AS cuda_covered,
+       c.cpu_launch_ns::BIGINT AS cpu_launch_ns, c.cpu_memcpy_ns::BIGINT AS cpu_memcpy_ns,
+       c.cpu_sync_ns::BIGINT AS cpu_sync_ns, c.cpu_other_api_ns::BIGINT AS cpu_other_api_ns,
+       (u.duration_ns - c.cpu_launch_ns - c.cpu_memcpy_ns - c.cpu_sync_ns - c.cpu_other_api_ns)
+           ::BIGINT AS cpu_outside_cuda_ns,
+       d.device_id,
+       CASE WHEN d.device_id IS NOT NULL
+            THEN coalesce(w.kernel_union_ns, 0) END::BIGINT AS gpu_own_kernel_ns,
+       CASE WHEN d.device_id IS NOT NULL
+            THEN coalesce(w.any_union_ns, 0) - coalesce(w.kernel_union_ns, 0) END::BIGINT
+           AS gpu_own_copy_ns,
+       (b.busy_ns - coalesce(w.any_union_ns, 0))::BIGINT AS gpu_other_ns,
+       (coalesce(pt.pending_ns, 0) - b.pending_busy_ns)::BIGINT AS gpu_pending_idle_ns,
+       (u.duration_ns - b.busy_ns - coalesce(pt.pending_ns, 0) + b.pending_busy_ns)::BIGINT
+           AS gpu_idle_ns,
+       coalesce(t.n_kernels, 0) AS n_kernels, coalesce(t.n_copies, 0) AS n_copies,
+       coalesce(t.own_kernel_total_ns, 0)::BIGINT AS own_kernel_total_ns,
+       coalesce(t.own_copy_total_ns, 0)::BIGINT AS own_copy_total_ns,
+       t.gpu_start_ns, t.gpu_end_ns, greatest(0, t.gpu_end_ns - u.end_ns) AS gpu_overhang_ns
+FROM u
+JOIN cpu c USING (instance)
+JOIN udev d USING (instance)
+LEFT JOIN own_union w USING (instance)
+LEFT JOIN busy b USING (instance)
+LEFT JOIN pending_total pt USING (instance)
+LEFT JOIN own_total t USING (instance)
+LEFT JOIN traced_span s USING (global_pid)
+ORDER BY u.instance;
+
+
+-- @query summary
+-- Percentiles over every instance; the tail and the median band over the instances the
+-- CUDA trace covers (cuda_covered not false), as in attribution.
+WITH q AS (
+    SELECT count(*) AS n, quantile_cont(duration_ns, 0.5) AS p50_ns,
+           quantile_cont(duration_ns, 0.9) AS p90_ns, quantile_cont(duration_ns, 0.99) AS p99_ns,
+           quantile_cont(duration_ns, 0.999) AS p999_ns, max(duration_ns) AS max_ns,
+           avg(duration_ns) AS mean_ns
+    FROM _ranges_instances),
+c AS (SELECT duration_ns FROM _ranges_instances WHERE cuda_covered IS NOT FALSE),
+band AS (
+    SELECT count(*) AS n_attributed, quantile_cont(duration_ns, 0.45) AS lo,
+           quantile_cont(duration_ns, 0.55) AS hi FROM c)
+SELECT n, p50_ns, p90_ns, p99_ns, p999_ns, max_ns, mean_ns,
+       p99_ns / nullif(p50_ns, 0) AS p99_over_p50, n_attributed,
+       CASE WHEN n_attributed > 0
+            THEN greatest(1, ceil(n_attributed * $tail_pct / 100))::BIGINT ELSE 0 END AS tail_n,
+       (SELECT count(*) FROM c WHERE duration_ns BETWEEN lo AND hi) AS median_band_n,
+       lo AS band_lo_ns, hi AS band_hi_ns
+FROM q, band;
+
+
+-- @query attribution
+-- Over the instances the CUDA trace covers (cuda_covered not false), n of them.
+-- tail: the ceil(n * $tail_pct / 100) slowest instances (at least one);
+-- median band: the instances whose duration lies between the 45th and 55th percentile.
+-- delta_ns = tail_mean_ns - median_mean_ns; share_of_delta = delta_ns / the duration's
+-- delta_ns. The cpu_* components add up to duration_ns and so do the gpu_* components,
+-- so each family's shares add up to 1.
+WITH i AS (SELECT * FROM _ranges_instances WHERE cuda_covered IS NOT FALSE),
+band AS (
+    SELECT quantile_cont(duration_ns, 0.45) AS lo, quantile_cont(duration_ns, 0.55) AS hi,
+           greatest(1, ceil(count(*) * $tail_pct / 100))::BIGINT AS tail_n
+    FROM i),
+ranked AS (SELECT *, row_number() OVER (ORDER BY duration_ns DESC, start_ns) AS slow_rank FROM i),
+groups AS (
+    SELECT 'tail' AS grp, r.* FROM ranked r, band WHERE r.slow_rank <= band.tail_n
+    UNION ALL
+    SELECT 'median', r.* FROM ranked r, band WHERE r.duration_ns BETWEEN band.lo AND band.hi),
+long AS (
+    UNPIVOT (SELECT grp, duration_ns, cpu_launch_ns, cpu_memcpy_ns, cpu_sync_ns, cpu_other_api_ns,
+                    cpu_outside_cuda_ns, gpu_own_kernel_ns, gpu_own_copy_ns, gpu_other_ns,
+                    gpu_pending_idle_ns, gpu_idle_ns FROM groups)
+    ON COLUMNS(* EXCLUDE (grp)) INTO NAME col VALUE value_ns),
+means AS (
+    SELECT col, avg(value_ns) FILTER (WHERE grp = 'tail') AS tail_mean_ns,
+           avg(value_ns) FILTER (WHERE grp = 'median') AS median_mean_ns
+    FROM long GROUP BY col)
+SELECT regexp_replace(col, '_ns$', '') AS component,
+       CASE WHEN col LIKE 'cpu_%' THEN 'cpu' WHEN col LIKE 'gpu_%' THEN 'gpu' ELSE 'total' END
+           AS family,
+       tail_mean_ns, median_mean_ns, tail_mean_ns - median_mean_ns AS delta_ns,
+       (tail_mean_ns - median_mean_ns)
+           / nullif(max(tail_mean_ns - median_mean_ns) FILTER (WHERE col = 'duration_ns') OVER (), 0)
+           AS share_of_delta
+FROM means
+ORDER BY family = 'gpu', family = 'cpu', delta_ns DESC, component;
+
+
+-- @query slowest
+SELECT * FROM _ranges_instances ORDER BY duration_ns DESC, start_ns LIMIT $limit;
+
+
+-- @query totals
+-- Matches `nsys stats --report nvtx_sum` (nsys 2024+): range = 'domain:name' (':name' in
+-- the default domain), grouped with the style; median as the mean of the two middle
+-- values, sample standard deviation. Unclosed ranges are left out (nsys closes them at the
+-- last NVTX timestamp) and counted in `unclosed`.
+SELECT domain || ':' || name AS range, domain, name, style,
+       count(end_ns) AS instances, sum(duration_ns)::BIGINT AS total_ns, avg(duration_ns) AS avg_ns,
+       quantile_cont(duration_ns, 0.5) AS med_ns, min(duration_ns) AS min_ns,
+       max(duration_ns) AS max_ns, coalesce(stddev_samp(duration_ns), 0) AS stddev_ns,
+       100.0 * sum(duration_ns) / sum(sum(duration_ns)) OVER () AS time_pct,
+       count(*) - count(end_ns) AS unclosed
+FROM nvtx_ranges
+GROUP BY domain, name, style
+ORDER BY total_ns DESC NULLS LAST, range, style;

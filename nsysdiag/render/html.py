@@ -1,0 +1,1165 @@
+"""A self-contained HTML report of a diagnosis: verdict, plots, timelines and findings.
+
+The page opens offline: styles are inline, plots are inline SVG drawn here in Python
+(:mod:`nsysdiag.render.svg`), and there is no script, font, image or stylesheet to fetch.
+Every string that comes from a trace (kernel names, NVTX text, process names, paths,
+finding text) is escaped with :func:`html.escape`, in element content, attributes and
+SVG ``<title>``/``<text>`` alike.
+
+Sections, each skipped with a note when its analysis did not run or has no data:
+
+1. the verdict (layer, confidence, summary) and the tail in numbers;
+2. the unit latency histogram (log-spaced bins) with the fitted model's density;
+3. the launch-gap distribution (log scale) with the 5 us / 20 us thresholds;
+4. transfer bandwidth by copy kind against the host link;
+5. the tail attribution: median band vs slowest units, stacked by component;
+6. timelines of a few slowest units (and a median one) - these need the open report, so
+   they are gathered by :func:`collect_timelines` before the report is closed;
+7. kernel duration jitter;
+8. findings with evidence and fixes; what was captured; settings.
+
+Examples
+--------
+>>> from nsysdiag.diagnosis.engine import diagnose            # doctest: +SKIP
+>>> with nsysdiag.open("trace.sqlite") as rep:                 # doctest: +SKIP
+...     d = diagnose(rep)
+...     write_html(d, "report.html", timelines=collect_timelines(rep, d))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .svg import (
+    BAR,
+    CURVE,
+    INK,
+    PALETTE,
+    Bar,
+    Curve,
+    Lane,
+    Span,
+    VLine,
+    bar_chart,
+    esc,
+    fmt_num,
+    histogram,
+    legend,
+    stacked_hbars,
+    timeline,
+)
+from .text import fmt_bytes, fmt_ns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..analyses.base import AnalysisResult
+    from ..diagnosis.model import Diagnosis
+    from ..report import Report
+
+__all__ = ["collect_timelines", "render_html", "write_html"]
+
+LAYER_COLORS = {"healthy": "#2f9e44", "cpu": "#e8890c", "gpu": "#ae3ec9", "pcie": "#1098ad",
+                "undetermined": "#7b8794", "graph": "#1098ad", "info": "#7b8794"}
+SEVERITY_COLORS = {"critical": "#e03131", "warning": "#e8890c", "info": "#4c78a8"}
+LAYER_NAMES = {"healthy": "Healthy", "cpu": "CPU scheduling", "gpu": "GPU execution",
+               "pcie": "PCIe transfers", "undetermined": "Undetermined"}
+#: CUDA API categories of the ``api_calls`` view and their colours in the timelines
+CATEGORY_COLORS = {"launch": "#4c78a8", "graph_launch": "#72b7b2", "memcpy": "#f58518",
+                   "memset": "#eeca3b", "sync": "#e45756", "memory": "#b279a2",
+                   "other": "#9aa5b1"}
+#: NVTX ranges by nesting depth (neutral, so they do not read as API or GPU work)
+NVTX_COLORS = ("#52606d", "#7b8794", "#9aa5b1", "#616e7c")
+GPU_COLORS = {"kernel": "#54a24b", "HtoD": "#f58518", "DtoH": "#9d755d", "DtoD": "#b279a2",
+              "memset": "#eeca3b", "copy": "#ff9da6"}
+SHAPE_TEXT = {
+    "tight": "The distribution is tight: the tail is not abnormal.",
+    "right_skewed": "One mode with a long right tail: the method reads this as CPU-side "
+                    "queueing or scheduling delay (check C).",
+    "multimodal": "Two or more modes: the method reads this as GPU execution time that is "
+                  "intermittently inflated (check D).",
+    "flat_tail": "A flat, uniform long tail: the method reads this as PCIe bandwidth "
+                 "contention (check E).",
+    "insufficient_data": "Too few units to judge the shape.",
+}
+
+#: most events of one kind kept per timeline (the rest are counted, not drawn)
+MAX_TIMELINE_EVENTS = 4000
+
+
+# ============================================================================ public API
+
+
+def render_html(diagnosis: Diagnosis, *, timelines: Sequence[dict] | None = None,
+                title: str | None = None) -> str:
+    """The report of ``diagnosis`` as one self-contained HTML document.
+
+    Parameters
+    ----------
+    diagnosis : Diagnosis
+        The result of :func:`nsysdiag.diagnosis.engine.diagnose`.
+    timelines : sequence of dict, optional
+        Per-unit timelines from :func:`collect_timelines` (gathered while the report was
+        open). Without them the timeline section says how to get them.
+    title : str, optional
+        Page title; default ``nsysdiag: <trace file name>``.
+
+    Returns
+    -------
+    str
+        The HTML text (UTF-8 when written).
+    """
+    d = diagnosis
+    name = Path(str(d.path)).name or str(d.path)
+    title = title or f"nsysdiag: {name}"
+    sections = [
+        ("latency", "Latency", _section_latency(d)),
+        ("gaps", "Launch gaps", _section_gaps(d)),
+        ("transfers", "Transfers", _section_transfers(d)),
+        ("attribution", "Tail attribution", _section_attribution(d)),
+        ("timelines", "Slowest units", _section_timelines(d, timelines)),
+        ("jitter", "Kernel jitter", _section_jitter(d)),
+        ("findings", f"Findings ({len(d.findings)})", _section_findings(d)),
+        ("captured", "Captured data", _section_captured(d)),
+    ]
+    nav = "".join(f'<a href="#{sid}">{esc(label)}</a>' for sid, label, _ in sections)
+    body = "".join(f'<section id="{sid}">{html_}</section>' for sid, _, html_ in sections)
+    from .. import __version__
+
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="generator" content="nsysdiag">'
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
+        f'<header class="top"><div class="brand">nsysdiag</div>'
+        f'<div class="trace" title="{esc(d.path)}">{esc(d.path)}</div>'
+        f'<div class="stamp">nsysdiag {esc(__version__)} &middot; {esc(stamp)}</div></header>'
+        f'<main>{_section_verdict(d)}<nav class="toc">{nav}</nav>{body}</main>'
+        '<footer>Generated offline by nsysdiag. Plots are inline SVG; hover a bar or span '
+        "for its figures.</footer></body></html>\n"
+    )
+
+
+def write_html(diagnosis: Diagnosis, path: str | os.PathLike[str], *,
+               timelines: Sequence[dict] | None = None, report: Report | None = None,
+               title: str | None = None) -> Path:
+    """Write the HTML report of ``diagnosis`` to ``path`` atomically.
+
+    The text goes to a temporary file in the destination directory which then replaces
+    ``path`` (:func:`os.replace`), so a reader never sees a half-written report.
+
+    Parameters
+    ----------
+    diagnosis : Diagnosis
+        What to report.
+    path : path-like
+        Destination file; its directory must exist.
+    timelines : sequence of dict, optional
+        From :func:`collect_timelines`.
+    report : Report, optional
+        The still-open report of the diagnosis: when given and ``timelines`` is None, the
+        timelines are collected from it.
+    title : str, optional
+        Page title.
+
+    Returns
+    -------
+    pathlib.Path
+        The written file.
+    """
+    if timelines is None and report is not None:
+        timelines = collect_timelines(report, diagnosis)
+    text = render_html(diagnosis, timelines=timelines, title=title)
+    dest = Path(path)
+    directory = dest.parent if str(dest.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return dest
+
+
+def collect_timelines(report: Report, diagnosis: Diagnosis, n: int = 3, *, median: bool = True,
+                      max_events: int = MAX_TIMELINE_EVENTS) -> list[dict]:
+    """CPU and GPU activity inside the windows of the slowest units (and one median unit).
+
+    Call it while ``report`` is open (the diagnosis does not keep it); pass the result to
+    :func:`render_html` / :func:`write_html`.
+
+    Parameters
+    ----------
+    report : Report
+        The open report ``diagnosis`` was computed from.
+    diagnosis : Diagnosis
+        Gives the unit of latency and, through the ``ranges`` analysis, its instances.
+    n : int, default 3
+        How many of the slowest units.
+    median : bool, default True
+        Add the unit closest to the median latency, for contrast.
+    max_events : int
+        At most this many events of each kind (CPU calls, GPU work, NVTX) per unit.
+
+    Returns
+    -------
+    list of dict
+        One dict per unit, slowest first (the median one last): ``label``, ``name``,
+        ``rank`` (1-based among the slowest; 0 for the median unit), ``start_ns``,
+        ``end_ns``, ``duration_ns``, ``pid``, ``tid`` (None when unknown), and the events
+        overlapping the window: ``nvtx`` (``start_ns``, ``end_ns``, ``name``, ``tid``),
+        ``cpu`` (CUDA API calls on the unit's thread: ``start_ns``, ``end_ns``, ``name``,
+        ``category``, ``tid``), ``gpu`` (kernels, memcpys, memsets of the process:
+        ``start_ns``, ``end_ns``, ``kind``, ``name``, ``device_id``, ``stream_id``,
+        ``bytes``), ``truncated`` (events left out over ``max_events``) and ``note``.
+        Empty when the diagnosis has no unit of latency.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n!r}")
+    try:
+        units = _select_units(report, diagnosis, n, median)
+        return [_unit_timeline(report, u, max_events) for u in units]
+    except Exception as exc:  # noqa: BLE001 - the timelines are an extra: never sink the report
+        return [{"label": "timelines unavailable", "name": "", "rank": -1, "start_ns": 0,
+                 "end_ns": 0, "duration_ns": 0, "pid": None, "tid": None, "nvtx": [], "cpu": [],
+                 "gpu": [], "truncated": 0,
+                 "note": f"could not collect timelines: {type(exc).__name__}: {exc}"}]
+
+
+# ============================================================================ helpers
+
+
+def _analysis(d: Diagnosis, name: str) -> AnalysisResult | None:
+    r = (d.analyses or {}).get(name)
+    return r if r is not None and getattr(r, "ok", False) else None
+
+
+def _table(d: Diagnosis, analysis: str, table: str) -> pa.Table | None:
+    r = _analysis(d, analysis)
+    if r is None:
+        return None
+    t = r.tables.get(table)
+    return t if t is not None and t.num_rows > 0 else None
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _note(text: str, cls: str = "note") -> str:
+    return f'<p class="{cls}">{esc(text)}</p>'
+
+
+def _missing(d: Diagnosis, analysis: str, what: str) -> str:
+    """Why a section is empty, from the analysis' status and message."""
+    r = (d.analyses or {}).get(analysis)
+    if r is None:
+        ev = (d.evidence or {}).get(analysis)
+        if ev:
+            return _note(f"{what}: {ev.get('status')} - {ev.get('message')}")
+        return _note(f"{what}: the {analysis} analysis did not run for this trace.")
+    reason = f"{r.status}" + (f" - {r.message}" if r.message else "")
+    return _note(f"{what}: {reason}")
+
+
+def _h2(text: str, sub: str = "") -> str:
+    s = f'<p class="sub">{sub}</p>' if sub else ""
+    return f"<h2>{esc(text)}</h2>{s}"
+
+
+def _kv_cards(items: Sequence[tuple[str, str, str]]) -> str:
+    """Small figure cards: (label, value, sub-text); all escaped here."""
+    cells = "".join(
+        f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div>'
+        + (f'<div class="s">{esc(s)}</div>' if s else "") + "</div>"
+        for k, v, s in items)
+    return f'<div class="cards">{cells}</div>'
+
+
+def _html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, cls: str = "",
+                numeric: Sequence[bool] | None = None) -> str:
+    """An escaped table; cells are given as text (already formatted) or None."""
+    numeric = numeric or [False] * len(columns)
+    head = "".join(f'<th class="{"num" if n else ""}">{esc(c)}</th>' for c, n in zip(columns, numeric))
+    body = []
+    for r in rows:
+        cells = []
+        for v, n in zip(r, numeric):
+            text = "" if v is None else str(v)
+            short = text if len(text) <= 90 else text[:89] + "…"
+            title = f' title="{esc(text)}"' if short != text else ""
+            cells.append(f'<td class="{"num" if n else ""}"{title}>{esc(short)}</td>')
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f'<div class="tablewrap"><table class="{esc(cls)}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>')
+
+
+def _pct(v: float | None, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:.{digits}f}%"
+
+
+def _gbps(v: float | None) -> str:
+    return "-" if v is None else f"{fmt_num(v)} GB/s"
+
+
+# ============================================================================ sections
+
+
+def _section_verdict(d: Diagnosis) -> str:
+    v, t = d.verdict, d.tail
+    color = LAYER_COLORS.get(v.layer, INK)
+    conf = max(0.0, min(1.0, float(v.confidence or 0.0)))
+    scores = ""
+    if v.scores:
+        rows = []
+        for layer, s in sorted(v.scores.items(), key=lambda kv: -kv[1]):
+            w = max(0.0, min(1.0, float(s))) * 100
+            rows.append(f'<div class="score"><span class="sl">{esc(layer)}</span>'
+                        f'<span class="sbar"><span style="width:{w:.1f}%;background:'
+                        f'{LAYER_COLORS.get(layer, INK)}"></span></span>'
+                        f'<span class="sv">{float(s):.2f}</span></div>')
+        scores = '<div class="scores"><div class="k">evidence score by layer</div>' + "".join(rows) + "</div>"
+    head = (f'<div class="verdict" style="border-color:{color}">'
+            f'<div class="vhead"><span class="vlabel">Verdict</span>'
+            f'<span class="vlayer" style="background:{color}">{esc(v.layer.upper())}</span>'
+            f'<span class="vname">{esc(LAYER_NAMES.get(v.layer, v.layer))}</span>'
+            f'<span class="vconf">confidence {conf:.2f}<span class="meter"><span style="width:'
+            f'{conf * 100:.1f}%;background:{color}"></span></span></span></div>'
+            f'<p class="vsummary">{esc(v.summary)}</p>{scores}</div>')
+    cards: list[tuple[str, str, str]] = []
+    if t.unit:
+        cards += [
+            ("unit", str(t.unit), f"{t.unit_source or ''}, n = {t.n}"),
+            ("P50", fmt_ns(t.p50_ns), ""),
+            ("P90", fmt_ns(t.p90_ns), ""),
+            ("P99", fmt_ns(t.p99_ns), ""),
+            ("P99 / P50", "-" if t.p99_over_p50 is None else f"{t.p99_over_p50:.2f}", t.level),
+            ("shape", t.shape.replace("_", " "), f"confidence {t.shape_confidence:.2f}"),
+        ]
+    g = d.launch_gaps or {}
+    if g.get("count"):
+        cards.append(("launch gaps", f"P99 {fmt_ns(g.get('p99_ns'))}",
+                      f"P50 {fmt_ns(g.get('p50_ns'))}, {int(g['count'])} gaps"))
+    cards.append(("CUDA Graphs", "in use" if (d.cuda_graphs or {}).get("in_use") else "not used", ""))
+    tail = _kv_cards(cards)
+    if not t.unit:
+        tail = _note("No repeated unit of work was found to measure latency on; the figures "
+                     "below describe the whole trace.") + tail
+    return f'<section id="verdict">{head}{tail}</section>'
+
+
+def _section_latency(d: Diagnosis) -> str:
+    t = d.tail
+    head = _h2("Unit latency distribution",
+               esc(f"Latency of each '{t.unit}' ({t.n} units), log-spaced bins; the line is the "
+                   "density of the model the tail classifier fitted, scaled to counts.")
+               if t.unit else "")
+    x = d.durations_ns
+    if x is None or len(x) == 0:
+        return head + _missing(d, "ranges", "No unit latencies")
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x) & (x > 0)]
+    if x.size == 0:
+        return head + _note("No positive unit latencies to plot.")
+    lo, hi = float(x.min()), float(x.max())
+    if hi <= lo * 1.001:
+        lo, hi = lo * 0.95, hi * 1.05
+    # Freedman-Diaconis on the log scale, within bounds that keep the bars readable
+    lx = np.log(x)
+    iqr = float(np.subtract(*np.percentile(lx, [75, 25])))
+    width_ln = 2 * iqr / x.size ** (1 / 3) if iqr > 0 else 0.0
+    span_ln = math.log(hi / lo)
+    nb = int(np.clip(math.ceil(span_ln / width_ln) if width_ln > 0 else 30, 15, 120))
+    edges = np.geomspace(lo, hi * (1 + 1e-9), nb + 1)
+    counts, _ = np.histogram(x, bins=edges)
+    bins = [(float(edges[i]), float(edges[i + 1]), float(counts[i])) for i in range(nb)]
+    curves: list[Curve] = []
+    c = d.classifier
+    if c is not None and getattr(c, "best_model", ""):
+        grid = np.geomspace(edges[0], edges[-1], 400)
+        n_fit = c.n if getattr(c, "n", 0) else x.size
+        # expected units per bin of width dln(x): n * f(x) * x * dln(x)
+        dln = math.log(edges[1] / edges[0])
+        try:
+            dens = np.asarray(c.pdf(grid), dtype=float) * grid * dln * n_fit
+            curves.append(Curve(list(grid), list(dens),
+                                f"fitted {c.best_model} model, scaled to counts"))
+        except (ValueError, KeyError, TypeError, FloatingPointError):
+            pass
+    vlines = []
+    for lab, v, col in (("P50", t.p50_ns, INK), ("P90", t.p90_ns, "#616e7c"),
+                        ("P99", t.p99_ns, CURVE)):
+        if v:
+            vlines.append(VLine(float(v), f"{lab} {fmt_ns(v)}", col))
+    svg = histogram(bins, title=f"Latency of {t.unit or 'units'}", x_label="unit latency (log scale)",
+                    y_label="units", curves=curves, vlines=vlines,
+                    tip=lambda a, b, n: f"{fmt_ns(a)} - {fmt_ns(b)}: {int(n)} units")
+    leg = legend([("units per bin", BAR)] + ([("fitted model density", CURVE)] if curves else []))
+    shape = t.shape
+    shape_box = (f'<div class="callout shape-{esc(shape)}"><b>Shape: {esc(shape.replace("_", " "))}</b>'
+                 f" (confidence {t.shape_confidence:.2f}). {esc(SHAPE_TEXT.get(shape, ''))}")
+    if c is not None:
+        st = getattr(c, "statistics", {}) or {}
+        bits = []
+        if getattr(c, "best_model", ""):
+            bits.append(f"best model {c.best_model}")
+        if "dip_pvalue" in st:
+            bits.append(f"dip test p = {float(st['dip_pvalue']):.3g}")
+        if "n_modes" in st:
+            bits.append(f"modes {st['n_modes']}")
+        if "tail_flatness" in st:
+            bits.append(f"tail flatness {float(st['tail_flatness']):.2f}")
+        if bits:
+            shape_box += f'<br><span class="muted">{esc("; ".join(bits))}</span>'
+        cands = getattr(c, "candidates", {}) or {}
+        if cands:
+            best = min(cf.bic for cf in cands.values())
+            rows = [(cf.name, f"{cf.bic - best:+.1f}", f"{cf.log_likelihood:.1f}", cf.n_params)
+                    for cf in sorted(cands.values(), key=lambda cf: cf.bic)]
+            shape_box += ("<details><summary>model comparison (BIC)</summary>"
+                          + _html_table(["model", "ΔBIC", "log-likelihood", "parameters"], rows,
+                                        numeric=[False, True, True, True]) + "</details>")
+    shape_box += "</div>"
+    return head + f'<div class="plotbox">{svg}{leg}</div>' + shape_box
+
+
+def _section_gaps(d: Diagnosis) -> str:
+    head = _h2("Launch gaps", "Idle time between consecutive kernels on a GPU (start minus the "
+               "running maximum of earlier kernels' ends). Normal is under 5 us; a P99 above "
+               "20 us signals a CPU-side scheduling bottleneck.")
+    r = _analysis(d, "launch_gaps")
+    if r is None:
+        return head + _missing(d, "launch_gaps", "No launch gaps")
+    s = r.summary
+    normal = _num(s.get("normal_threshold_ns")) or 5_000.0
+    p99t = _num(s.get("p99_threshold_ns")) or 20_000.0
+    bins: list[tuple[float, float, float]] = []
+    hist = r.tables.get("histogram")
+    if hist is not None and hist.num_rows and {"bin_lo_ns", "bin_hi_ns", "gaps"} <= set(hist.column_names):
+        for row in hist.to_pylist():
+            lo_, hi_, n_ = _num(row["bin_lo_ns"]), _num(row["bin_hi_ns"]), _num(row["gaps"])
+            if lo_ and hi_ and n_ is not None:
+                bins.append((lo_, hi_, n_))
+    else:
+        dist = r.tables.get("distribution")
+        if dist is not None and dist.num_rows and "gap_ns" in dist.column_names:
+            g = np.asarray(dist.column("gap_ns").to_numpy(zero_copy_only=False), dtype=float)
+            g = g[np.isfinite(g) & (g > 0)]
+            if g.size:
+                edges = 10 ** np.arange(math.floor(math.log10(g.min()) * 5) / 5,
+                                        math.log10(g.max()) + 0.2, 0.2)
+                cnt, _ = np.histogram(g, bins=edges)
+                bins = [(float(edges[i]), float(edges[i + 1]), float(cnt[i])) for i in range(len(cnt))]
+    # trim empty bins at both ends, keeping the thresholds in view
+    nz = [i for i, b in enumerate(bins) if b[2] > 0]
+    if nz:
+        first, last = nz[0], nz[-1]
+        while first > 0 and bins[first][0] > normal / 10:
+            first -= 1
+        while last < len(bins) - 1 and bins[last][1] < p99t * 3:
+            last += 1
+        bins = bins[first:last + 1]
+    cards = _kv_cards([
+        ("gaps", f"{int(s.get('count') or 0):,}", f"over {int(s.get('kernels') or 0):,} kernels"),
+        ("P50", fmt_ns(_num(s.get("p50_ns"))), ""),
+        ("P90", fmt_ns(_num(s.get("p90_ns"))), ""),
+        ("P99", fmt_ns(_num(s.get("p99_ns"))),
+         "CPU-bound" if s.get("cpu_bound") else "within threshold"),
+        ("above normal", _pct(_num(s.get("share_above_normal_pct")), 1), f"> {fmt_ns(normal)}"),
+        ("idle total", fmt_ns(_num(s.get("total_ns"))), "sum of gaps"),
+    ])
+    if not bins or not any(b[2] for b in bins):
+        return head + cards + _note(r.message or "No gaps between kernels.")
+
+    def color(lo_: float, hi_: float) -> str:
+        mid = math.sqrt(lo_ * hi_)
+        return "#54a24b" if mid < normal else ("#e8890c" if mid < p99t else "#e45756")
+
+    vl = [VLine(normal, f"{fmt_ns(normal)} normal", "#2f9e44"),
+          VLine(p99t, f"{fmt_ns(p99t)} P99 threshold", "#c92a2a")]
+    for lab, key in (("P50", "p50_ns"), ("P99", "p99_ns")):
+        v = _num(s.get(key))
+        if v and v > 0:
+            vl.append(VLine(v, f"{lab} {fmt_ns(v)}", INK, dash="2 3"))
+    total = sum(b[2] for b in bins) or 1.0
+    svg = histogram(bins, title="Launch gap distribution", x_label="gap before a kernel (log scale)",
+                    y_label="gaps", vlines=vl, bar_color=color,
+                    tip=lambda a, b, n: f"{fmt_ns(a)} - {fmt_ns(b)}: {int(n):,} gaps "
+                                        f"({n / total:.1%})")
+    leg = legend([(f"normal (< {fmt_ns(normal)})", "#54a24b"),
+                  (f"{fmt_ns(normal)} - {fmt_ns(p99t)}", "#e8890c"),
+                  (f"> {fmt_ns(p99t)}", "#e45756")])
+    extra = ""
+    per_stream = r.tables.get("per_stream")
+    if per_stream is not None and per_stream.num_rows > 1:
+        rows = [(row.get("device_id"), row.get("pid"), row.get("stream_id"), row.get("kernels"),
+                 row.get("gaps"), fmt_ns(_num(row.get("p50_ns"))), fmt_ns(_num(row.get("p99_ns"))),
+                 _pct(_num(row.get("share_above_normal_pct")), 1))
+                for row in per_stream.slice(0, 20).to_pylist()]
+        extra = ("<details><summary>gaps per stream</summary>" + _html_table(
+            ["device", "pid", "stream", "kernels", "gaps", "P50", "P99", "above normal"], rows,
+            numeric=[True] * 8) + "</details>")
+    return head + cards + f'<div class="plotbox">{svg}{leg}</div>' + extra
+
+
+def _direction(kind: str) -> str:
+    k = str(kind or "")
+    for d_ in ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH"):
+        if d_ in k:
+            return d_
+    return k
+
+
+def _section_transfers(d: Diagnosis) -> str:
+    head = _h2("Transfer bandwidth", "Median bandwidth per copy kind (whiskers: P10 to P90 of "
+               "single copies) against the host link's per-direction rate (dashed).")
+    r = _analysis(d, "transfers")
+    if r is None:
+        return head + _missing(d, "transfers", "No transfers")
+    s = r.summary
+    by_kind = r.tables.get("by_kind")
+    links: dict[str, tuple[float, str]] = {}
+    lt = r.tables.get("links")
+    if lt is not None and lt.num_rows:
+        for row in lt.to_pylist():
+            g = _num(row.get("link_gbps"))
+            if g is None:
+                continue
+            dirn = str(row.get("direction"))
+            if dirn not in links or g > links[dirn][0]:
+                links[dirn] = (g, str(row.get("link_note") or row.get("link_source") or ""))
+    for dirn, key in (("HtoD", "link_htod_gbps"), ("DtoH", "link_dtoh_gbps")):
+        g = _num(s.get(key))
+        if dirn not in links and g:
+            links[dirn] = (g, str(s.get("link_source") or ""))
+    bars: list[Bar] = []
+    if by_kind is not None and by_kind.num_rows and "median_gbps" in by_kind.column_names:
+        rows = sorted(by_kind.to_pylist(), key=lambda r_: -(r_.get("total_bytes") or 0))[:10]
+        for row in rows:
+            op = str(row.get("op") or "memcpy")
+            kind = "memset" if op == "memset" else str(row.get("copy_kind") or "?")
+            dirn = _direction(kind)
+            med = _num(row.get("median_gbps")) or 0.0
+            src, dst = row.get("src_kind"), row.get("dst_kind")
+            sub = f"{src}→{dst}" if src and dst and op != "memset" else (str(dst or src or ""))
+            link = links.get(dirn)
+            tip = (f"{kind} {sub}: {int(row.get('copies') or 0):,} copies, "
+                   f"{fmt_bytes(row.get('total_bytes'))}; median {_gbps(med)}, "
+                   f"P10 {_gbps(_num(row.get('p10_gbps')))}, P90 {_gbps(_num(row.get('p90_gbps')))}, "
+                   f"aggregate {_gbps(_num(row.get('aggregate_gbps')))}")
+            if link:
+                tip += f"; link {_gbps(link[0])} ({link[1]})"
+            bars.append(Bar(kind, med, GPU_COLORS.get(dirn, GPU_COLORS["copy"]), tip,
+                            ref=link[0] if link else None,
+                            ref_label=f"link {fmt_num(link[0])} GB/s" if link else "",
+                            sublabel=f"{sub} ×{int(row.get('copies') or 0):,}",
+                            lo=_num(row.get("p10_gbps")), hi=_num(row.get("p90_gbps"))))
+    parts = [head]
+    cards = [("copies", f"{int(s.get('copies') or 0):,}", f"{fmt_bytes(s.get('total_bytes'))}"),
+             ("copy time", fmt_ns(_num(s.get("total_time_ns"))), "")]
+    for dirn, p in (("HtoD", "htod"), ("DtoH", "dtoh")):
+        if s.get(f"{p}_copies"):
+            cards.append((f"{dirn} aggregate", _gbps(_num(s.get(f"{p}_aggregate_gbps"))),
+                          f"{_pct(_num(s.get(f'{p}_aggregate_pct_of_link')))} of the link"))
+    if s.get("pageable_copies"):
+        cards.append(("pageable copies", f"{int(s['pageable_copies']):,}",
+                      f"{_pct(_num(s.get('pageable_time_pct')))} of copy time"))
+    cards.append(("same-direction contention", _pct(_num(s.get("contention_share_pct"))),
+                  "of copy time overlapped"))
+    parts.append(_kv_cards(cards))
+    if bars:
+        svg = bar_chart(bars, title="Transfer bandwidth by copy kind", y_label="GB/s",
+                        y_fmt=lambda v: fmt_num(v))
+        leg = legend([(k, c) for k, c in GPU_COLORS.items()
+                      if any(b.color == c for b in bars)] + [("host link rate", CURVE)])
+        parts.append(f'<div class="plotbox">{svg}{leg}</div>')
+    else:
+        parts.append(_note(r.message or "No copies to plot."))
+    notes = sorted({v[1] for v in links.values() if v[1]})
+    if notes:
+        parts.append(_note("Link: " + "; ".join(notes)
+                           + ("" if s.get("link_source") != "default" else
+                              " - pass --baseline with nvbandwidth -j output for a measured figure."),
+                           "note small"))
+    host = r.tables.get("host")
+    if host is not None and host.num_rows:
+        rows = [(row.get("device_id"), row.get("direction"), f"{int(row.get('copies') or 0):,}",
+                 fmt_bytes(row.get("median_bytes")), _gbps(_num(row.get("median_gbps"))),
+                 _gbps(_num(row.get("p90_gbps"))), _gbps(_num(row.get("aggregate_gbps"))),
+                 _gbps(_num(row.get("link_gbps"))), _pct(_num(row.get("achieved_pct_of_link"))))
+                for row in host.to_pylist()]
+        parts.append("<details><summary>host link per device and direction</summary>" + _html_table(
+            ["device", "direction", "copies", "median size", "median", "P90", "aggregate", "link",
+             "achieved of link"], rows, numeric=[True, False] + [True] * 7) + "</details>")
+    return "".join(parts)
+
+
+COMPONENT_COLORS = {
+    "cpu_launch": "#4c78a8", "cpu_memcpy": "#f58518", "cpu_sync": "#e45756",
+    "cpu_other_api": "#9aa5b1", "cpu_outside_cuda": "#d4c5a9",
+    "gpu_own_kernel": "#54a24b", "gpu_own_copy": "#f58518", "gpu_other": "#b279a2",
+    "gpu_pending_idle": "#ff9da6", "gpu_idle": "#cbd2d9",
+}
+FAMILY_NAMES = {"cpu": "CPU side", "gpu": "GPU side"}
+
+
+def _attribution_rows(r: AnalysisResult) -> list[dict]:
+    """Components of the tail attribution: ``component``, ``family`` (cpu, gpu or ""),
+    ``median_ns``, ``tail_ns``, ``delta_ns``, ``share``.
+
+    Reads the ``attribution`` table when it has recognisable columns, else the summary's
+    ``attribution`` mapping (component -> figures). The ``total`` row is left out.
+    """
+    out: list[dict] = []
+    t = r.tables.get("attribution")
+    if t is not None and t.num_rows:
+        cols = t.column_names
+        comp = next((c for c in cols if c in ("component", "name", "part")), None)
+
+        def pick(*needles: str) -> str | None:
+            return next((c for c in cols if all(nd in c.lower() for nd in needles)), None)
+
+        med = pick("median", "_ns") or pick("median")
+        tail = pick("tail", "_ns") or pick("slow", "_ns") or pick("tail")
+        delta, share, fam = pick("delta"), pick("share"), pick("family")
+        if comp and med and tail:
+            for row in t.to_pylist():
+                out.append({"component": str(row[comp]),
+                            "family": str(row[fam] or "") if fam else "",
+                            "median_ns": _num(row[med]) or 0.0, "tail_ns": _num(row[tail]) or 0.0,
+                            "delta_ns": _num(row[delta]) if delta else None,
+                            "share": _num(row[share]) if share else None})
+    if not out:
+        attr = r.summary.get("attribution")
+        if isinstance(attr, dict):
+            for comp_, v in attr.items():
+                if not isinstance(v, dict):
+                    continue
+                med = _num(v.get("median_mean_ns", v.get("median_ns")))
+                tail = _num(v.get("tail_mean_ns", v.get("tail_ns")))
+                if med is None and tail is None:
+                    continue
+                out.append({"component": str(comp_), "family": str(v.get("family") or ""),
+                            "median_ns": med or 0.0, "tail_ns": tail or 0.0,
+                            "delta_ns": _num(v.get("delta_ns")),
+                            "share": _num(v.get("share_of_delta"))})
+    out = [row for row in out if row["family"] != "total" and row["component"] not in
+           ("duration", "total", "duration_ns")]
+    for row in out:
+        if not row["family"]:
+            prefix = row["component"].split("_", 1)[0].lower()
+            row["family"] = prefix if prefix in FAMILY_NAMES else ""
+        if row["delta_ns"] is None:
+            row["delta_ns"] = row["tail_ns"] - row["median_ns"]
+    for fam in {row["family"] for row in out}:
+        rows = [row for row in out if row["family"] == fam]
+        total = sum(max(row["delta_ns"], 0) for row in rows)
+        for row in rows:
+            if row["share"] is None and total:
+                row["share"] = max(row["delta_ns"], 0) / total
+    return out
+
+
+def _pretty(component: str) -> str:
+    c = component
+    for p in ("cpu_", "gpu_"):
+        if c.startswith(p):
+            c = c[len(p):]
+    return c.replace("_", " ").replace("api", "API").replace("cuda", "CUDA")
+
+
+def _section_attribution(d: Diagnosis) -> str:
+    pct = (d.settings or {}).get("tail_pct", 1.0)
+    r = _analysis(d, "ranges")
+    s = r.summary if r is not None else {}
+    tail_n, med_n = s.get("tail_n"), s.get("median_band_n")
+    who = (f"the slowest {fmt_num(pct)}% ({tail_n} units)" if tail_n else
+           f"the slowest {fmt_num(pct)}%")
+    band = f"the median band ({med_n} units around P50)" if med_n else "the median band"
+    head = _h2("Tail attribution", esc(
+        f"Mean time per unit in {band} against {who}. Each side of the unit adds up to its "
+        "duration: the CPU side by what the unit's thread was doing, the GPU side by what "
+        "its GPU was doing."))
+    if r is None:
+        return head + _missing(d, "ranges", "No tail attribution")
+    rows = _attribution_rows(r)
+    if not rows:
+        return head + _note("The ranges analysis gave no attribution of the tail.")
+    from ..diagnosis.checks import component_layer
+
+    fams = [f for f in ("cpu", "gpu") if any(row["family"] == f for row in rows)]
+    fams += sorted({row["family"] for row in rows} - set(fams))
+    extra_colors = iter(PALETTE)
+    colors = {row["component"]: COMPONENT_COLORS.get(row["component"]) or next(extra_colors, INK)
+              for row in rows}
+    bars = []
+    for fam in fams:
+        segs = [row for row in rows if row["family"] == fam]
+        name = FAMILY_NAMES.get(fam, fam or "components")
+        bars.append((f"{name}: median", [(_pretty(x["component"]), x["median_ns"],
+                                          colors[x["component"]]) for x in segs]))
+        bars.append((f"{name}: slowest", [(_pretty(x["component"]), x["tail_ns"],
+                                           colors[x["component"]]) for x in segs]))
+    svg = stacked_hbars(bars, title="Tail attribution: median band vs slowest units",
+                        x_label="mean time per unit")
+    leg = legend([(f"{fam.upper() + ' ' if fam else ''}{_pretty(row['component'])}",
+                   colors[row["component"]]) for fam in fams for row in rows
+                  if row["family"] == fam])
+    table = _html_table(
+        ["side", "component", "points at", "median band", "slowest", "extra", "share of the extra"],
+        [(FAMILY_NAMES.get(row["family"], row["family"]), _pretty(row["component"]),
+          component_layer(row["component"]) or "waiting (a consequence)",
+          fmt_ns(row["median_ns"]), fmt_ns(row["tail_ns"]),
+          ("+" if row["delta_ns"] > 0 else "") + fmt_ns(row["delta_ns"]),
+          "-" if row["share"] is None else f"{row['share']:.0%}")
+         for fam in fams for row in sorted((x for x in rows if x["family"] == fam),
+                                           key=lambda x: -(x["delta_ns"] or 0))],
+        numeric=[False, False, False, True, True, True, True])
+    slow = r.tables.get("slowest")
+    extra = ""
+    if slow is not None and slow.num_rows:
+        want = ["instance", "start_ns", "duration_ns", "cpu_launch_ns", "cpu_sync_ns",
+                "cpu_outside_cuda_ns", "gpu_own_kernel_ns", "gpu_pending_idle_ns", "gpu_idle_ns",
+                "n_kernels"]
+        cols = [c for c in want if c in slow.column_names] or slow.column_names[:9]
+        rows_ = [[fmt_ns(_num(v)) if c.endswith("_ns") and c != "start_ns" and _num(v) is not None
+                  else v for c, v in ((c, row.get(c)) for c in cols)]
+                 for row in slow.slice(0, 20).to_pylist()]
+        extra = ("<details><summary>the slowest units, decomposed</summary>"
+                 + _html_table([c.replace("_ns", "").replace("_", " ") for c in cols], rows_,
+                               numeric=[True] * len(cols)) + "</details>")
+    return head + f'<div class="plotbox">{svg}{leg}</div>' + table + extra
+
+
+def _section_timelines(d: Diagnosis, timelines: Sequence[dict] | None) -> str:
+    head = _h2("Slowest units on the timeline",
+               "CUDA API calls on the unit's thread (coloured by category), NVTX ranges, and the "
+               "process's GPU work (kernels, copies) inside each unit's window; the last one is "
+               "a unit of median latency for contrast.")
+    if timelines is None:
+        return head + _note("Timelines need the open report: gather them with "
+                            "nsysdiag.render.html.collect_timelines(report, diagnosis) and pass "
+                            "them as timelines=... (nsysdiag diagnose --html does this).")
+    if not timelines:
+        return head + _note("No unit of latency to show (the trace has no repeated unit of work).")
+    parts = [head]
+    seen_cats: set[str] = set()
+    seen_gpu: set[str] = set()
+    for tl in timelines:
+        parts.append(_one_timeline(d, tl, seen_cats, seen_gpu))
+    items = [(f"API: {c}", CATEGORY_COLORS.get(c, CATEGORY_COLORS["other"]))
+             for c in CATEGORY_COLORS if c in seen_cats]
+    items += [(f"GPU: {k}", GPU_COLORS[k]) for k in GPU_COLORS if k in seen_gpu]
+    if items:
+        parts.insert(1, legend(items))
+    return "".join(parts)
+
+
+def _gpu_key(ev: dict) -> str:
+    kind = str(ev.get("kind") or "kernel")
+    if kind == "kernel":
+        return "kernel"
+    if kind == "memset":
+        return "memset"
+    dirn = _direction(str(ev.get("name") or ""))
+    return dirn if dirn in GPU_COLORS else "copy"
+
+
+def _nest(spans: list[dict]) -> list[tuple[dict, int]]:
+    """Depths for (possibly nested) ranges: a range starts one level below every open one."""
+    out: list[tuple[dict, int]] = []
+    stack: list[float] = []
+    for s in sorted(spans, key=lambda s: (s["start_ns"], -s["end_ns"])):
+        while stack and stack[-1] <= s["start_ns"]:
+            stack.pop()
+        out.append((s, len(stack)))
+        stack.append(s["end_ns"])
+    return out
+
+
+def _union_ns(iv: list[tuple[float, float]]) -> float:
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(iv):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str]) -> str:
+    t0, t1 = _num(tl.get("start_ns")), _num(tl.get("end_ns"))
+    label = str(tl.get("label") or tl.get("name") or "unit")
+    if t0 is None or t1 is None or t1 <= t0:
+        return f'<div class="tl"><h3>{esc(label)}</h3>' + _note(str(tl.get("note") or "no window")) + "</div>"
+    dur = t1 - t0
+    lanes: list[Lane] = []
+    nvtx = [e for e in tl.get("nvtx") or [] if _num(e.get("start_ns")) is not None]
+    if nvtx:
+        nested = _nest(nvtx)
+        depth = min(4, max(dep for _, dep in nested) + 1)
+        spans = [Span(e["start_ns"], e["end_ns"], NVTX_COLORS[dep % len(NVTX_COLORS)],
+                      f"NVTX {e.get('name')}: {fmt_ns(e['end_ns'] - e['start_ns'])}",
+                      str(e.get("name") or ""), dep) for e, dep in nested if dep < depth]
+        lanes.append(Lane("NVTX", spans, depth))
+    cpu = tl.get("cpu") or []
+    by_tid: dict[Any, list[dict]] = {}
+    for e in cpu:
+        by_tid.setdefault(e.get("tid"), []).append(e)
+    api_ns: dict[str, float] = {}
+    for tid, evs in by_tid.items():
+        spans = []
+        for e in evs:
+            cat = str(e.get("category") or "other")
+            seen_cats.add(cat if cat in CATEGORY_COLORS else "other")
+            a, b = max(e["start_ns"], t0), min(e["end_ns"], t1)
+            api_ns[cat] = api_ns.get(cat, 0.0) + max(0.0, b - a)
+            spans.append(Span(e["start_ns"], e["end_ns"],
+                              CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"]),
+                              f"{e.get('name')} ({cat}): {fmt_ns(e['end_ns'] - e['start_ns'])}",
+                              str(e.get("name") or "")))
+        lanes.append(Lane(f"CPU tid {tid}" if tid is not None else "CPU", spans))
+    gpu = tl.get("gpu") or []
+    by_stream: dict[tuple, list[dict]] = {}
+    for e in gpu:
+        by_stream.setdefault((e.get("device_id"), e.get("stream_id")), []).append(e)
+    busy: list[tuple[float, float]] = []
+    for (dev, stream), evs in sorted(by_stream.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        spans = []
+        for e in evs:
+            key = _gpu_key(e)
+            seen_gpu.add(key)
+            busy.append((max(e["start_ns"], t0), min(e["end_ns"], t1)))
+            what = e.get("name") or e.get("kind")
+            size = f", {fmt_bytes(e['bytes'])}" if e.get("bytes") else ""
+            spans.append(Span(e["start_ns"], e["end_ns"], GPU_COLORS[key],
+                              f"{what}: {fmt_ns(e['end_ns'] - e['start_ns'])}{size}"))
+        lanes.append(Lane(f"GPU {dev} stream {stream}", spans))
+    stats = [f"{fmt_ns(dur)}"]
+    p50 = d.tail.p50_ns
+    if p50 and int(tl.get("rank") or 0) > 0:
+        stats.append(f"{dur / p50:.1f}x the median")
+    if busy:
+        stats.append(f"GPU busy {_union_ns([b for b in busy if b[1] > b[0]]) / dur:.0%} of the window")
+    for cat in ("launch", "sync", "memcpy"):
+        if api_ns.get(cat):
+            stats.append(f"{cat} calls {fmt_ns(api_ns[cat])}")
+    if tl.get("truncated"):
+        stats.append(f"{int(tl['truncated']):,} events not drawn")
+    body = (timeline(lanes, t0, t1, title=f"Timeline of {label}") if lanes else
+            _note("No CUDA API calls, NVTX ranges or GPU work inside this window."))
+    note = _note(str(tl["note"]), "note small") if tl.get("note") else ""
+    return (f'<div class="tl"><h3>{esc(label)} <span class="muted">{esc(" · ".join(stats))}'
+            f"</span></h3>{note}{body}</div>")
+
+
+def _section_jitter(d: Diagnosis) -> str:
+    head = _h2("Kernel duration jitter", "Kernels with the most GPU time: how far their slow "
+               "launches stray from the median (check D1).")
+    t = _table(d, "jitter", "per_kernel")
+    if t is None:
+        return head + _missing(d, "jitter", "No kernel jitter figures")
+    rows = []
+    for row in t.slice(0, 15).to_pylist():
+        rows.append((row.get("name"), f"{int(row.get('instances') or 0):,}",
+                     fmt_ns(_num(row.get("total_ns"))), fmt_ns(_num(row.get("p50_ns"))),
+                     fmt_ns(_num(row.get("p99_ns"))),
+                     "-" if _num(row.get("p99_over_p50")) is None else f"{row['p99_over_p50']:.2f}",
+                     _pct(_num(row.get("slow_pct")), 1)))
+    return head + _html_table(["kernel", "launches", "GPU time", "P50", "P99", "P99/P50", "slow"],
+                              rows, numeric=[False] + [True] * 6)
+
+
+def _section_findings(d: Diagnosis) -> str:
+    head = _h2("Findings", "Most important first, with the measured evidence and what to do.")
+    if not d.findings:
+        return head + _note("No findings.")
+    out = [head]
+    for i, f in enumerate(d.findings, 1):
+        sev = SEVERITY_COLORS.get(f.severity, INK)
+        ev = "".join(f"<li>{esc(x)}</li>" for x in f.evidence)
+        fix = f'<div class="fix"><b>Fix</b> {esc(f.fix)}</div>' if f.fix else ""
+        check = f'<span class="chk">check {esc(f.check)}</span>' if f.check else ""
+        out.append(
+            f'<div class="finding" style="border-left-color:{sev}"><div class="fhead">'
+            f'<span class="num">{i}</span>'
+            f'<span class="badge" style="background:{sev}">{esc(f.severity)}</span>'
+            f'<span class="badge layer" style="background:{LAYER_COLORS.get(f.layer, INK)}">'
+            f"{esc(f.layer)}</span><b>{esc(f.title)}</b>{check}</div>"
+            + (f"<ul>{ev}</ul>" if ev else "") + fix + "</div>")
+    return "".join(out)
+
+
+def _section_captured(d: Diagnosis) -> str:
+    head = _h2("Captured data and settings")
+    rows = [(k, v) for k, v in (d.captured or {}).items()]
+    status_rows = [(k, r.status, r.message) for k, r in (d.analyses or {}).items()]
+    settings = [(k, "" if v is None else v) for k, v in (d.settings or {}).items()]
+    return (head + '<div class="cols">'
+            + "<div><h3>views</h3>" + _html_table(["view", "status"], rows) + "</div>"
+            + "<div><h3>analyses</h3>" + _html_table(["analysis", "status", "message"], status_rows)
+            + "<h3>settings</h3>" + _html_table(["setting", "value"], settings) + "</div></div>")
+
+
+# ============================================================================ timelines
+
+
+def _select_units(report: Report, d: Diagnosis, n: int, median: bool) -> list[dict]:
+    """Windows of the ``n`` slowest units and of one median unit."""
+    unit = d.tail.unit
+    ranges = (d.analyses or {}).get("ranges")
+    picked: list[dict] = []
+    if ranges is not None and ranges.ok:
+        for name in ("slowest", "instances"):
+            t = ranges.tables.get(name)
+            if t is not None and t.num_rows and "start_ns" in t.column_names and (
+                    "end_ns" in t.column_names or "duration_ns" in t.column_names):
+                picked = _rows_by_duration(t, n, slowest=True)
+                break
+        inst = ranges.tables.get("instances")
+        if median and d.tail.p50_ns and inst is not None and inst.num_rows and \
+                "start_ns" in inst.column_names and "duration_ns" in inst.column_names:
+            dur = np.asarray(inst.column("duration_ns").to_numpy(zero_copy_only=False), dtype=float)
+            i = int(np.nanargmin(np.abs(dur - d.tail.p50_ns)))
+            row = inst.slice(i, 1).to_pylist()[0]
+            picked.append({**row, "_rank": 0})
+    if not picked and unit:
+        if not report.probe.present("nvtx_ranges"):
+            return []
+        picked = [dict(zip(("start_ns", "end_ns", "pid", "tid"), r), _rank=i + 1) for i, r in
+                  enumerate(report.execute(
+                      "SELECT start_ns, end_ns, pid, tid FROM nvtx_ranges WHERE name = $u "
+                      "AND end_ns IS NOT NULL ORDER BY end_ns - start_ns DESC, start_ns LIMIT $n",
+                      {"u": unit, "n": n}))]
+        if median and d.tail.p50_ns:
+            picked += [dict(zip(("start_ns", "end_ns", "pid", "tid"), r), _rank=0) for r in
+                       report.execute(
+                           "SELECT start_ns, end_ns, pid, tid FROM nvtx_ranges WHERE name = $u "
+                           "AND end_ns IS NOT NULL ORDER BY abs((end_ns - start_ns) - $p) , start_ns "
+                           "LIMIT 1", {"u": unit, "p": float(d.tail.p50_ns)})]
+    units = []
+    for row in picked:
+        s = _num(row.get("start_ns"))
+        e = _num(row.get("end_ns"))
+        if e is None and s is not None and _num(row.get("duration_ns")) is not None:
+            e = s + float(row["duration_ns"])
+        if s is None or e is None:
+            continue
+        pid, tid = row.get("pid"), row.get("tid")
+        if tid is None and row.get("global_tid") is not None:
+            g = int(row["global_tid"])
+            pid, tid = (g >> 24) & 0xFFFFFF, g & 0xFFFFFF
+        if (pid is None or tid is None) and unit and report.probe.present("nvtx_ranges"):
+            hit = report.execute("SELECT pid, tid FROM nvtx_ranges WHERE name = $u AND start_ns = $s "
+                                 "LIMIT 1", {"u": unit, "s": int(s)})
+            if hit:
+                pid, tid = hit[0]
+        rank = int(row.get("_rank", 0))
+        skipped = int(row.get("_skipped", 0) or 0)
+        units.append({"start_ns": int(s), "end_ns": int(e), "pid": pid, "tid": tid, "rank": rank,
+                      "name": unit or "unit",
+                      "skipped_note": (f"{skipped} slower unit(s) passed over: CUDA was not "
+                                       "traced while they ran" if skipped else ""),
+                      "label": (f"#{rank} slowest {unit or 'unit'}" if rank else
+                                f"median {unit or 'unit'}")})
+    return units
+
+
+def _rows_by_duration(t: pa.Table, n: int, *, slowest: bool) -> list[dict]:
+    """The ``n`` longest (or shortest) rows; rows with ``cuda_covered`` false (CUDA was not
+    traced during the unit, so its timeline would be empty) are passed over and counted in
+    the first row's ``_skipped``."""
+    if "duration_ns" in t.column_names:
+        dur = np.asarray(t.column("duration_ns").to_numpy(zero_copy_only=False), dtype=float)
+    else:
+        dur = (np.asarray(t.column("end_ns").to_numpy(zero_copy_only=False), dtype=float)
+               - np.asarray(t.column("start_ns").to_numpy(zero_copy_only=False), dtype=float))
+    dur = np.where(np.isfinite(dur), dur, -np.inf)
+    order = np.argsort(-dur if slowest else dur, kind="stable")
+    covered = (t.column("cuda_covered").to_pylist() if "cuda_covered" in t.column_names
+               else [None] * t.num_rows)
+    out: list[dict] = []
+    skipped = 0
+    for i in order:
+        if len(out) >= n:
+            break
+        if covered[int(i)] is False:
+            skipped += 1
+            continue
+        out.append({**t.slice(int(i), 1).to_pylist()[0], "_rank": len(out) + 1})
+    if out and skipped:
+        out[0]["_skipped"] = skipped
+    return out
+
+
+def _unit_timeline(report: Report, u: dict, max_events: int) -> dict:
+    probe = report.probe
+    s, e, pid, tid = u["start_ns"], u["end_ns"], u["pid"], u["tid"]
+    out = {**{k: v for k, v in u.items() if k != "skipped_note"}, "duration_ns": e - s,
+           "nvtx": [], "cpu": [], "gpu": [], "truncated": 0, "note": ""}
+    win = {"s": s, "e": e, "lim": max_events + 1}
+    notes = [u["skipped_note"]] if u.get("skipped_note") else []
+    where_thread = "pid = $pid AND tid = $tid" if tid is not None else "pid = $pid"
+    params = {**win, "pid": pid, **({"tid": tid} if tid is not None else {})}
+    if pid is None:
+        out["note"] = "; ".join([*notes, "the unit's process is unknown: no events shown"])
+        return out
+
+    def take(rows: list, cols: tuple[str, ...], key: str) -> None:
+        if len(rows) > max_events:
+            out["truncated"] += len(rows) - max_events
+            rows = rows[:max_events]
+        out[key] = [dict(zip(cols, r)) for r in rows]
+
+    if probe.present("nvtx_ranges"):
+        take(report.execute(
+            f"SELECT start_ns, end_ns, name, tid FROM nvtx_ranges WHERE {where_thread} "
+            "AND end_ns IS NOT NULL AND end_ns > $s AND start_ns < $e "
+            "ORDER BY start_ns LIMIT $lim", params), ("start_ns", "end_ns", "name", "tid"), "nvtx")
+    if probe.present("api_calls"):
+        take(report.execute(
+            f"SELECT start_ns, end_ns, name, category, tid FROM api_calls WHERE {where_thread} "
+            "AND end_ns > $s AND start_ns < $e ORDER BY start_ns LIMIT $lim", params),
+            ("start_ns", "end_ns", "name", "category", "tid"), "cpu")
+    else:
+        notes.append("CUDA API calls not captured")
+    if tid is None:
+        notes.append("the unit's thread is unknown: CPU calls of every thread of the process")
+    gparts = []
+    if probe.present("kernels"):
+        gparts.append("SELECT start_ns, end_ns, 'kernel' AS kind, coalesce(short_name, name) AS name, "
+                      "device_id, stream_id, NULL::BIGINT AS bytes FROM kernels "
+                      "WHERE pid = $pid AND end_ns > $s AND start_ns < $e")
+    if probe.present("memcpys"):
+        gparts.append("SELECT start_ns, end_ns, 'memcpy', copy_kind, device_id, stream_id, bytes "
+                      "FROM memcpys WHERE pid = $pid AND end_ns > $s AND start_ns < $e")
+    if probe.present("memsets"):
+        gparts.append("SELECT start_ns, end_ns, 'memset', 'memset', device_id, stream_id, bytes "
+                      "FROM memsets WHERE pid = $pid AND end_ns > $s AND start_ns < $e")
+    if gparts:
+        q = " UNION ALL ".join(f"({p})" for p in gparts) + " ORDER BY start_ns LIMIT $lim"
+        take(report.execute(q, {**win, "pid": pid}),
+             ("start_ns", "end_ns", "kind", "name", "device_id", "stream_id", "bytes"), "gpu")
+    for key in ("nvtx", "cpu", "gpu"):
+        for ev in out[key]:
+            for k in ("start_ns", "end_ns", "device_id", "stream_id", "bytes", "tid"):
+                if ev.get(k) is not None and not isinstance(ev[k], (int, float)):
+                    ev[k] = int(ev[k])
+    out["note"] = "; ".join(notes)
+    return out
+
+
+# ============================================================================ style
+
+_CSS = """
+:root{--ink:#1f2933;--muted:#616e7c;--line:#e4e7eb;--bg:#f5f7fa;--card:#fff;--accent:#4c78a8}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",
+Arial,"DejaVu Sans",sans-serif;color:var(--ink);background:var(--bg)}
+header.top{display:flex;gap:16px;align-items:baseline;padding:10px 24px;background:#1f2933;color:#fff;
+flex-wrap:wrap}
+header .brand{font-weight:700;font-size:16px;letter-spacing:.5px}
+header .trace{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;
+font-size:13px;opacity:.9;overflow-wrap:anywhere;flex:1}
+header .stamp{font-size:12px;opacity:.7}
+main{max-width:1120px;margin:0 auto;padding:18px 24px 40px}
+section{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:16px 20px;
+margin:0 0 18px}
+section#verdict{background:transparent;border:0;padding:0}
+h2{font-size:18px;margin:0 0 4px}
+h3{font-size:14px;margin:14px 0 6px}
+p.sub{margin:0 0 12px;color:var(--muted);font-size:13px}
+.verdict{background:var(--card);border:1px solid var(--line);border-left:8px solid;border-radius:8px;
+padding:14px 18px;margin-bottom:14px}
+.vhead{display:flex;align-items:center;gap:12px;flex-wrap:wrap}
+.vlabel{text-transform:uppercase;font-size:12px;color:var(--muted);letter-spacing:1px}
+.vlayer{color:#fff;font-weight:700;padding:3px 10px;border-radius:4px;font-size:16px;letter-spacing:.5px}
+.vname{font-size:18px;font-weight:600}
+.vconf{margin-left:auto;color:var(--muted);font-size:13px;display:flex;align-items:center;gap:8px}
+.meter,.sbar{display:inline-block;width:120px;height:8px;background:var(--line);border-radius:4px;
+overflow:hidden}
+.meter>span,.sbar>span{display:block;height:100%}
+.vsummary{font-size:15px;margin:10px 0 4px}
+.scores{display:flex;gap:18px;flex-wrap:wrap;align-items:center;font-size:12px;color:var(--muted);
+margin-top:6px}
+.score{display:flex;gap:6px;align-items:center}.score .sbar{width:80px}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:4px 0 12px}
+.card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:8px 12px;
+min-width:120px;flex:1 1 120px;overflow:hidden}
+.card .k{font-size:11px;text-transform:uppercase;color:var(--muted);letter-spacing:.5px}
+.card .v{font-size:18px;font-weight:600;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.card .s{font-size:12px;color:var(--muted)}
+nav.toc{display:flex;flex-wrap:wrap;gap:6px;margin:0 0 16px}
+nav.toc a{font-size:13px;text-decoration:none;color:var(--accent);border:1px solid var(--line);
+background:var(--card);padding:3px 10px;border-radius:14px}
+.plotbox{margin:6px 0 8px}
+svg.plot{display:block;max-width:100%;height:auto;font-family:inherit}
+svg .tick{font-size:11px;fill:#52606d}
+svg .tick.muted{fill:#9aa5b1;font-size:10px}
+svg .axis-label{font-size:12px;fill:#52606d}
+svg .marker-label{font-size:11px;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px}
+svg .value-label{font-size:11px;fill:#1f2933;font-weight:600;paint-order:stroke;stroke:#fff;
+stroke-width:3px}
+svg .row-label{font-size:12px;fill:#1f2933}
+svg .seg-label,svg .span-label{font-size:10px;pointer-events:none}
+svg .bar:hover,svg .segment:hover,svg .span:hover{opacity:.75}
+ul.legend{list-style:none;display:flex;flex-wrap:wrap;gap:4px 16px;padding:0;margin:4px 0 0 70px;
+font-size:12px;color:var(--muted)}
+ul.legend li{display:flex;align-items:center;gap:6px}
+.swatch{display:inline-block;width:12px;height:12px;border-radius:2px}
+.swatch.line{height:3px}
+.callout{background:#f8f9fb;border:1px solid var(--line);border-radius:6px;padding:10px 14px;
+margin-top:8px}
+.muted{color:var(--muted);font-weight:400;font-size:12px}
+p.note{color:var(--muted);font-style:italic;margin:6px 0}
+p.note.small{font-size:12px}
+.tablewrap{overflow-x:auto}
+table{border-collapse:collapse;width:100%;font-size:13px;margin:6px 0}
+th,td{padding:4px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
+th{font-size:11px;text-transform:uppercase;color:var(--muted);letter-spacing:.4px}
+td{overflow-wrap:break-word}
+td.num,th.num{text-align:right;white-space:nowrap}
+details{margin:8px 0}summary{cursor:pointer;color:var(--accent);font-size:13px}
+.tl{border-top:1px solid var(--line);padding-top:4px;margin-top:8px}
+.tl h3{margin-bottom:2px}
+.finding{border:1px solid var(--line);border-left:5px solid;border-radius:6px;padding:8px 14px;
+margin:10px 0}
+.fhead{display:flex;gap:8px;align-items:center;flex-wrap:wrap}
+.fhead .num{color:var(--muted);font-weight:600}
+.badge{color:#fff;font-size:11px;padding:1px 7px;border-radius:10px;text-transform:uppercase;
+letter-spacing:.4px}
+.chk{margin-left:auto;font-size:12px;color:var(--muted)}
+.finding ul{margin:6px 0;padding-left:22px}
+.fix{background:#eef6ee;border-radius:4px;padding:6px 10px;font-size:13px}
+.cols{display:grid;grid-template-columns:1fr 2fr;gap:20px}
+footer{text-align:center;color:var(--muted);font-size:12px;padding:0 0 30px}
+@media (max-width:760px){.cols{grid-template-columns:1fr}main{padding:10px}}
+@media print{body{background:#fff}section{break-inside:avoid}nav.toc{display:none}}
+"""
