@@ -30,6 +30,10 @@ def component_layer(component: str) -> str | None:
     the GPU, or the GPU waits for the host) and are not counted for any layer.
     """
     c = component.lower()
+    if "pending" in c:
+        # the unit's work was submitted but nothing ran: the GPU (or work the trace does
+        # not show) held it back
+        return "gpu"
     if "idle" in c or "sync" in c:
         return None
     if "copy" in c or "memcpy" in c or "memset" in c or "transfer" in c:
@@ -119,7 +123,7 @@ class Evidence:
             side = comp.split("_", 1)[0]
             if side not in sides or not share or share <= 0:
                 continue
-            if side == "gpu" and "idle" in comp:
+            if side == "gpu" and "idle" in comp and "pending" not in comp:
                 idle += share
                 continue
             layer = component_layer(comp)
