@@ -194,7 +194,8 @@ class DiffResult:
             f"{fmt_ns(self.min_abs_ns)} / {self.min_abs_gbps:g} GB/s",
             "",
         ]
-        rows = [(r.section, _compact(r.metric), _fmt(r.a, r.unit), _fmt(r.b, r.unit), _fmt_change(r.change),
+        rows = [(r.section, _compact(r.metric), _fmt(r.a, r.unit), _fmt(r.b, r.unit),
+                 _fmt_change(r.change),
                  r.status.upper() if r.status in (REGRESSED, IMPROVED) else r.status, r.note)
                 for r in self.rows]
         lines.append(format_rows(["section", "figure", "A", "B", "change", "status", "note"], rows,
@@ -341,8 +342,6 @@ def _load(target: Any, *, range_name: str | None, settings: Settings | None,
         elif ks is None:
             note = f"{d.path}: trace not found, per-kernel times not compared"
         return _Side(d, ks, note)
-    if not isinstance(target, (str, os.PathLike)):
-        raise UsageError(f"diff needs a Diagnosis or a path, got {type(target).__name__}")
     with Report(target, **open_kwargs) as rep:
         note = ""
         try:
@@ -411,6 +410,10 @@ def diff(a: Diagnosis | str | os.PathLike[str], b: Diagnosis | str | os.PathLike
         raise UsageError(f"min_count must be an integer >= 0, got {min_count!r}")
     if not isinstance(top_kernels, int) or top_kernels < 1:
         raise UsageError(f"top_kernels must be a positive integer, got {top_kernels!r}")
+    for name, target in (("a", a), ("b", b)):
+        if not (_is_diagnosis(target) or isinstance(target, (str, os.PathLike))):
+            raise UsageError(f"diff needs a Diagnosis or a path for {name}, got "
+                             f"{type(target).__name__}")
 
     same = (not _is_diagnosis(a) and not _is_diagnosis(b)
             and Path(a).resolve() == Path(b).resolve())  # type: ignore[arg-type]
@@ -461,7 +464,8 @@ def _latency_rows(rows: _Rows, da: Diagnosis, db: Diagnosis) -> list[str]:
     unit = ta.unit
     rows.number("latency", f"{unit} units", ta.n, tb.n, "count", judge=False)
     for key in ("p50_ns", "p90_ns", "p99_ns"):
-        rows.number("latency", f"{unit} {key[:-3].upper()}", getattr(ta, key), getattr(tb, key), "ns")
+        rows.number("latency", f"{unit} {key[:-3].upper()}", getattr(ta, key), getattr(tb, key),
+                    "ns")
     rows.number("latency", f"{unit} P99/P50", ta.p99_over_p50, tb.p99_over_p50, "ratio")
     la, lb = _LEVELS.get(ta.level), _LEVELS.get(tb.level)
     if la is None or lb is None:
@@ -499,7 +503,8 @@ def _per_name(ks: AnalysisResult | None) -> dict[str, dict[str, Any]]:
 
 
 def _top(names: dict[str, dict[str, Any]], n: int) -> list[str]:
-    return [k for k, _ in sorted(names.items(), key=lambda kv: -(_num(kv[1].get("total_ns")) or 0))][:n]
+    ranked = sorted(names.items(), key=lambda kv: -(_num(kv[1].get("total_ns")) or 0))
+    return [k for k, _ in ranked][:n]
 
 
 def _kernel_rows(rows: _Rows, sa: _Side, sb: _Side, min_count: int, top: int) -> list[str]:
@@ -575,9 +580,10 @@ def _transfer_rows(rows: _Rows, da: Diagnosis, db: Diagnosis, min_count: int) ->
         ra, rb = ka.get(key), kb.get(key)
         if ra is None or rb is None:
             r = ra or rb
-            rows.category("transfers", f"{key} median", _fmt(_num(ra.get("median_gbps")), "GB/s")
-                          if ra else None, _fmt(_num(rb.get("median_gbps")), "GB/s") if rb else None,
-                          ADDED if ra is None else REMOVED, f"{int(r.get('copies') or 0):,} copies")
+            va = _fmt(_num(ra.get("median_gbps")), "GB/s") if ra else None
+            vb = _fmt(_num(rb.get("median_gbps")), "GB/s") if rb else None
+            rows.category("transfers", f"{key} median", va, vb, ADDED if ra is None else REMOVED,
+                          f"{int(r.get('copies') or 0):,} copies")
             continue
         na, nb = int(ra.get("copies") or 0), int(rb.get("copies") or 0)
         few = min(na, nb) < min_count

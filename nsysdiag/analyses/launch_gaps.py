@@ -78,7 +78,10 @@ def gap_summary(report: Report, *, normal_threshold_us: float = 5.0,
         the idle time), ``starved_gaps``, ``starved_p50_ns``, ``starved_p99_ns`` (the
         others: the GPU ran out of work before the next launch call returned).
     """
-    params = _thresholds(normal_threshold_us, p99_threshold_us)
+    return _summary(report, _thresholds(normal_threshold_us, p99_threshold_us))
+
+
+def _summary(report: Report, params: dict[str, int]) -> dict[str, Any]:
     summary = _query(report, "summary", params).to_pylist()[0]
     summary["normal_threshold_ns"] = params["normal_ns"]
     summary["p99_threshold_ns"] = params["p99_ns"]
@@ -102,7 +105,7 @@ def run(report: Report, *, normal_threshold_us: float = 5.0,
     -------
     AnalysisResult
         ``summary``: the keys of :func:`gap_summary`, plus ``graph_gaps`` (gaps before
-        graph-node kernels), ``intra_graph_gap_p50_ns``, ``intra_graph_gap_p99_ns`` and
+        graph work, both kinds), ``intra_graph_gap_p50_ns``, ``intra_graph_gap_p99_ns`` and
         ``gaps_per_device`` (device id as a string -> main gaps).
         ``tables``: ``per_device`` (main; one row per device and process), ``per_stream``,
         ``graph`` (one row per graph gap kind), ``distribution`` (every main gap:
@@ -119,12 +122,11 @@ def run(report: Report, *, normal_threshold_us: float = 5.0,
     graph-level execution or the first node of a launch, else a ``graph_node``
     (intra-graph) gap. See ``docs/analyses/launch_gaps.md``.
     """
+    params = _thresholds(normal_threshold_us, p99_threshold_us)
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    summary = gap_summary(report, normal_threshold_us=normal_threshold_us,
-                          p99_threshold_us=p99_threshold_us)
-    params = _thresholds(normal_threshold_us, p99_threshold_us)
+    summary = _summary(report, params)
     tables = {name: _query(report, name, params)
               for name in ("per_device", "per_stream", "graph", "distribution", "histogram")}
     graph = {r["kind"]: r for r in tables["graph"].to_pylist()}

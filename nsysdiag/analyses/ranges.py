@@ -32,6 +32,20 @@ SLOWEST = 20
 SCOPES = ("auto", "thread", "process")
 CPU_COMPONENTS = ("cpu_launch", "cpu_memcpy", "cpu_sync", "cpu_other_api", "cpu_outside_cuda")
 GPU_COMPONENTS = ("gpu_own_kernel", "gpu_own_copy", "gpu_other", "gpu_pending_idle", "gpu_idle")
+#: what a component's growth in the tail points at (findings)
+MEANING = {
+    "cpu_launch": "launch calls took longer: CPU-side launch overhead or CPU contention",
+    "cpu_memcpy": "copy calls took longer on the host (synchronous or pageable copies)",
+    "cpu_sync": "the host waited longer in synchronizations",
+    "cpu_other_api": "other CUDA calls took longer (allocation, module loading: often warm-up)",
+    "cpu_outside_cuda": "the host spent longer outside CUDA: CPU work, queueing or scheduling",
+    "gpu_own_kernel": "its own kernels ran longer: GPU execution",
+    "gpu_own_copy": "its own copies ran longer: transfers",
+    "gpu_other": "other GPU work ran meanwhile: contention from other streams or processes",
+    "gpu_pending_idle": "submitted work waited while the GPU looked idle: work this trace does "
+                        "not show (another process) or GPU-side scheduling delayed it",
+    "gpu_idle": "the GPU waited for the host",
+}
 _NVTX_HINT = "annotate requests/iterations with NVTX ranges and run nsys profile --trace=cuda,nvtx"
 
 CLI_OPTIONS = (
@@ -115,18 +129,18 @@ def select_unit(report: Report, range_name: str | None = None,
     UsageError
         ``range_name`` names no closed NVTX range of the trace.
     """
-    has_nvtx = report.probe.present("nvtx_ranges")
+    names = run_query(report, NAME, "names").to_pylist() if report.probe.present(
+        "nvtx_ranges") else []
+    top = ", ".join(f"{r['name']} ({r['n']})" for r in names)
     if range_name is not None:
-        if not has_nvtx:
-            return _no_unit(NOT_CAPTURED, f"no NVTX ranges, so no range {range_name!r} "
+        if not names:
+            return _no_unit(NOT_CAPTURED, f"no closed NVTX ranges, so no range {range_name!r} "
                                           f"(capture with: {_NVTX_HINT})")
         units = run_query(report, NAME, "units_nvtx", {"name": range_name})
         if units.num_rows == 0:
-            names = run_query(report, NAME, "names").to_pylist()
-            top = ", ".join(f"{r['name']} ({r['n']})" for r in names) or "none closed"
             raise UsageError(f"no closed NVTX range named {range_name!r}; most frequent: {top}")
         return Unit(range_name, "nvtx_named", units)
-    if has_nvtx:
+    if names:
         cands = run_query(report, NAME, "candidates", {"min_instances": min_instances})
         if cands.num_rows:
             name = cands.column("name")[0].as_py()
@@ -134,15 +148,12 @@ def select_unit(report: Report, range_name: str | None = None,
     units = run_query(report, NAME, "units_sync")
     if units.num_rows:
         return Unit("sync-interval", "sync_fallback", units)
-    if not has_nvtx and not _has_syncs(report):
-        return _no_unit(NOT_CAPTURED,
-                        f"no NVTX ranges and no host synchronizations (capture with: {_NVTX_HINT})")
-    names = run_query(report, NAME, "names").to_pylist() if has_nvtx else []
-    top = ", ".join(f"{r['name']} ({r['n']})" for r in names)
-    return _no_unit(EMPTY,
-                    f"no NVTX range repeats {min_instances} times"
-                    + (f" (most frequent: {top}; pass --range NAME)" if top else "")
-                    + " and no thread synchronizes twice")
+    if not names and not _has_syncs(report):
+        return _no_unit(NOT_CAPTURED, "no closed NVTX ranges and no host synchronizations "
+                                      f"(capture with: {_NVTX_HINT})")
+    return _no_unit(EMPTY, f"no NVTX range repeats {min_instances} times"
+                           + (f" (most frequent: {top}; pass --range NAME)" if top else "")
+                           + " and no thread synchronizes twice")
 
 
 def _has_syncs(report: Report) -> bool:
@@ -284,6 +295,8 @@ def run(report: Report, range_name: str | None = None, tail_pct: float = 1.0,
     if report.probe.present("nvtx_ranges"):
         tables["totals"] = run_query(report, NAME, "totals")
     summary, findings = _summarize(unit, used_scope, tail_pct, stats, attribution)
+    if slowest.num_rows and slowest.column("instance")[0].as_py() == 1 and stats["n"] > 1:
+        findings.append("the slowest instance is the first one (warm-up)")
     message = (f"{stats['n']} x {unit.name} ({unit.source}); p99/p50 "
                f"{_fmt(summary['p99_over_p50'])}; tail grew most in {summary['top_component']}")
     return AnalysisResult(NAME, OK, message, summary, tables, "attribution", tuple(findings))
@@ -333,6 +346,9 @@ def _summarize(unit: Unit, scope: str, tail_pct: float, stats: dict,
             f"the slowest {stats['tail_n']} {unit.name} instances take "
             f"{_fmt(total['delta_ns'] / 1e3)} us longer than the median band"
             + (f" ({'; '.join(sides)} of the difference)" if sides else ""))
+        top = summary["top_component"]
+        if top in MEANING:
+            findings.append(f"tail grew most in {top}: {MEANING[top]}")
     if stats["n_attributed"] < stats["n"]:
         findings.append(
             f"{stats['n'] - stats['n_attributed']} of {stats['n']} instances lie outside the span "

@@ -3,8 +3,8 @@
 Check E1 of the method: is the PCIe transfer layer the bottleneck? Per-copy bandwidth
 (bytes / ns = GB/s) grouped by copy kind and memory kinds, NVIDIA's memcpy time summary,
 achieved host<->device bandwidth against the link (recorded in the trace, measured with
-nvbandwidth ``--baseline``, or a default by GPU), and how much copy time overlapped other
-copies of the same direction (a shared host link).
+nvbandwidth and given with --baseline, or a default by GPU), and how much copy time overlapped
+other copies of the same direction (a shared host link).
 """
 
 from __future__ import annotations

@@ -206,12 +206,13 @@ def cache_info(settings: Settings) -> None:
     click.echo(f"{root}: {n} files, {size / 1e6:.1f} MB")
 
 
-def emit_result(result: AnalysisResult, fmt: str, table: str | None) -> None:
+def emit_result(result: AnalysisResult, fmt: str, table: str | None,
+                max_rows: int | None = None) -> None:
     """Print an analysis result as text, CSV (one detail table) or JSON."""
     if result.status == NOT_CAPTURED:
         raise MissingDataError(f"{result.analysis}: {result.message}")
     if fmt == "json":
-        click.echo(result.to_json())
+        click.echo(result.to_json(max_rows=max_rows))
     elif fmt == "csv":
         if not result.tables:
             click.echo(format_rows(list(result.summary), [list(result.summary.values())], "csv"))
@@ -228,10 +229,11 @@ def _analysis_command(name: str) -> click.Command:
     mod = analyses.module(name)
     doc = (mod.__doc__ or name).strip()
 
-    def callback(settings: Settings, path: str, fmt: str, table: str | None, **options) -> None:
+    def callback(settings: Settings, path: str, fmt: str, table: str | None, max_rows: int,
+                 **options) -> None:
         with settings.open(path) as rep:
             result = mod.run(rep, **options)
-        emit_result(result, fmt, table)
+        emit_result(result, fmt, table, None if max_rows <= 0 else max_rows)
 
     params = [
         click.Argument(["path"], type=click.Path(dir_okay=True, path_type=str)),
@@ -239,6 +241,8 @@ def _analysis_command(name: str) -> click.Command:
                      show_default=True),
         click.Option(["--table"], default=None,
                      help="Detail table to print (table/csv formats); default: the main one."),
+        click.Option(["--max-rows"], type=int, default=1000, show_default=True,
+                     help="Rows per detail table in JSON output (0: all)."),
     ]
     cmd = click.Command(name.replace("_", "-"), callback=pass_settings(callback), params=params,
                         help=doc, short_help=doc.splitlines()[0])

@@ -319,9 +319,9 @@ class Evidence:
             return []
         ev = [f"{int(_num(s, 'graph_launches', default=0) or 0)} graph launches "
               f"({s.get('trace_level', '?')}-level tracing)"]
-        share = _num(s, "kernels_in_graphs_pct")
+        share = _num(s, "graph_gpu_time_pct")
         if share is not None:
-            ev.append(f"{share:.0f}% of kernels run inside graphs")
+            ev.append(f"{share:.0f}% of kernel GPU time runs inside graphs")
         return [Finding("graph", "info", "CUDA Graphs in use: launch overhead is ~0",
                         tuple(ev), "With graphs, look at memory bandwidth and L2 cache contention "
                         "(capture --gpu-metrics-devices=all) rather than launch overhead.",

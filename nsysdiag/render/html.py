@@ -93,7 +93,7 @@ SHAPE_TEXT = {
 }
 
 #: most events of one kind kept per timeline (the rest are counted, not drawn)
-MAX_TIMELINE_EVENTS = 4000
+MAX_TIMELINE_EVENTS = 2500
 
 
 # ============================================================================ public API
@@ -303,11 +303,12 @@ def _html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, cls: s
                 numeric: Sequence[bool] | None = None) -> str:
     """An escaped table; cells are given as text (already formatted) or None."""
     numeric = numeric or [False] * len(columns)
-    head = "".join(f'<th class="{"num" if n else ""}">{esc(c)}</th>' for c, n in zip(columns, numeric))
+    head = "".join(f'<th class="{"num" if n else ""}">{esc(c)}</th>'
+                   for c, n in zip(columns, numeric, strict=False))
     body = []
     for r in rows:
         cells = []
-        for v, n in zip(r, numeric):
+        for v, n in zip(r, numeric, strict=False):
             text = "" if v is None else str(v)
             short = text if len(text) <= 90 else text[:89] + "…"
             title = f' title="{esc(text)}"' if short != text else ""
@@ -341,7 +342,8 @@ def _section_verdict(d: Diagnosis) -> str:
                         f'<span class="sbar"><span style="width:{w:.1f}%;background:'
                         f'{LAYER_COLORS.get(layer, INK)}"></span></span>'
                         f'<span class="sv">{float(s):.2f}</span></div>')
-        scores = '<div class="scores"><div class="k">evidence score by layer</div>' + "".join(rows) + "</div>"
+        scores = ('<div class="scores"><div class="k">evidence score by layer</div>'
+                  + "".join(rows) + "</div>")
     head = (f'<div class="verdict" style="border-color:{color}">'
             f'<div class="vhead"><span class="vlabel">Verdict</span>'
             f'<span class="vlayer" style="background:{color}">{esc(v.layer.upper())}</span>'
@@ -363,7 +365,8 @@ def _section_verdict(d: Diagnosis) -> str:
     if g.get("count"):
         cards.append(("launch gaps", f"P99 {fmt_ns(g.get('p99_ns'))}",
                       f"P50 {fmt_ns(g.get('p50_ns'))}, {int(g['count'])} gaps"))
-    cards.append(("CUDA Graphs", "in use" if (d.cuda_graphs or {}).get("in_use") else "not used", ""))
+    graphs = "in use" if (d.cuda_graphs or {}).get("in_use") else "not used"
+    cards.append(("CUDA Graphs", graphs, ""))
     tail = _kv_cards(cards)
     if not t.unit:
         tail = _note("No repeated unit of work was found to measure latency on; the figures "
@@ -414,12 +417,14 @@ def _section_latency(d: Diagnosis) -> str:
                         ("P99", t.p99_ns, CURVE)):
         if v:
             vlines.append(VLine(float(v), f"{lab} {fmt_ns(v)}", col))
-    svg = histogram(bins, title=f"Latency of {t.unit or 'units'}", x_label="unit latency (log scale)",
-                    y_label="units", curves=curves, vlines=vlines,
+    svg = histogram(bins, title=f"Latency of {t.unit or 'units'}",
+                    x_label="unit latency (log scale)", y_label="units", curves=curves,
+                    vlines=vlines,
                     tip=lambda a, b, n: f"{fmt_ns(a)} - {fmt_ns(b)}: {int(n)} units")
     leg = legend([("units per bin", BAR)] + ([("fitted model density", CURVE)] if curves else []))
     shape = t.shape
-    shape_box = (f'<div class="callout shape-{esc(shape)}"><b>Shape: {esc(shape.replace("_", " "))}</b>'
+    shape_box = (f'<div class="callout shape-{esc(shape)}">'
+                 f'<b>Shape: {esc(shape.replace("_", " "))}</b>'
                  f" (confidence {t.shape_confidence:.2f}). {esc(SHAPE_TEXT.get(shape, ''))}")
     if c is not None:
         st = getattr(c, "statistics", {}) or {}
@@ -458,7 +463,8 @@ def _section_gaps(d: Diagnosis) -> str:
     p99t = _num(s.get("p99_threshold_ns")) or 20_000.0
     bins: list[tuple[float, float, float]] = []
     hist = r.tables.get("histogram")
-    if hist is not None and hist.num_rows and {"bin_lo_ns", "bin_hi_ns", "gaps"} <= set(hist.column_names):
+    if hist is not None and hist.num_rows and \
+            {"bin_lo_ns", "bin_hi_ns", "gaps"} <= set(hist.column_names):
         for row in hist.to_pylist():
             lo_, hi_, n_ = _num(row["bin_lo_ns"]), _num(row["bin_hi_ns"]), _num(row["gaps"])
             if lo_ and hi_ and n_ is not None:
@@ -472,7 +478,8 @@ def _section_gaps(d: Diagnosis) -> str:
                 edges = 10 ** np.arange(math.floor(math.log10(g.min()) * 5) / 5,
                                         math.log10(g.max()) + 0.2, 0.2)
                 cnt, _ = np.histogram(g, bins=edges)
-                bins = [(float(edges[i]), float(edges[i + 1]), float(cnt[i])) for i in range(len(cnt))]
+                bins = [(float(edges[i]), float(edges[i + 1]), float(cnt[i]))
+                        for i in range(len(cnt))]
     # trim empty bins at both ends, keeping the thresholds in view
     nz = [i for i, b in enumerate(bins) if b[2] > 0]
     if nz:
@@ -505,8 +512,9 @@ def _section_gaps(d: Diagnosis) -> str:
         if v and v > 0:
             vl.append(VLine(v, f"{lab} {fmt_ns(v)}", INK, dash="2 3"))
     total = sum(b[2] for b in bins) or 1.0
-    svg = histogram(bins, title="Launch gap distribution", x_label="gap before a kernel (log scale)",
-                    y_label="gaps", vlines=vl, bar_color=color,
+    svg = histogram(bins, title="Launch gap distribution",
+                    x_label="gap before a kernel (log scale)", y_label="gaps", vlines=vl,
+                    bar_color=color,
                     tip=lambda a, b, n: f"{fmt_ns(a)} - {fmt_ns(b)}: {int(n):,} gaps "
                                         f"({n / total:.1%})")
     leg = legend([(f"normal (< {fmt_ns(normal)})", "#54a24b"),
@@ -568,7 +576,8 @@ def _section_transfers(d: Diagnosis) -> str:
             link = links.get(dirn)
             tip = (f"{kind} {sub}: {int(row.get('copies') or 0):,} copies, "
                    f"{fmt_bytes(row.get('total_bytes'))}; median {_gbps(med)}, "
-                   f"P10 {_gbps(_num(row.get('p10_gbps')))}, P90 {_gbps(_num(row.get('p90_gbps')))}, "
+                   f"P10 {_gbps(_num(row.get('p10_gbps')))}, "
+                   f"P90 {_gbps(_num(row.get('p90_gbps')))}, "
                    f"aggregate {_gbps(_num(row.get('aggregate_gbps')))}")
             if link:
                 tip += f"; link {_gbps(link[0])} ({link[1]})"
@@ -602,7 +611,8 @@ def _section_transfers(d: Diagnosis) -> str:
     if notes:
         parts.append(_note("Link: " + "; ".join(notes)
                            + ("" if s.get("link_source") != "default" else
-                              " - pass --baseline with nvbandwidth -j output for a measured figure."),
+                              " - pass --baseline with nvbandwidth -j output for a measured "
+                              "figure."),
                            "note small"))
     host = r.tables.get("host")
     if host is not None and host.num_rows:
@@ -818,7 +828,8 @@ def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str
     t0, t1 = _num(tl.get("start_ns")), _num(tl.get("end_ns"))
     label = str(tl.get("label") or tl.get("name") or "unit")
     if t0 is None or t1 is None or t1 <= t0:
-        return f'<div class="tl"><h3>{esc(label)}</h3>' + _note(str(tl.get("note") or "no window")) + "</div>"
+        return (f'<div class="tl"><h3>{esc(label)}</h3>'
+                + _note(str(tl.get("note") or "no window")) + "</div>")
     dur = t1 - t0
     lanes: list[Lane] = []
     nvtx = [e for e in tl.get("nvtx") or [] if _num(e.get("start_ns")) is not None]
@@ -851,7 +862,8 @@ def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str
     for e in gpu:
         by_stream.setdefault((e.get("device_id"), e.get("stream_id")), []).append(e)
     busy: list[tuple[float, float]] = []
-    for (dev, stream), evs in sorted(by_stream.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+    for (dev, stream), evs in sorted(by_stream.items(),
+                                     key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
         spans = []
         for e in evs:
             key = _gpu_key(e)
@@ -867,7 +879,8 @@ def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str
     if p50 and int(tl.get("rank") or 0) > 0:
         stats.append(f"{dur / p50:.1f}x the median")
     if busy:
-        stats.append(f"GPU busy {_union_ns([b for b in busy if b[1] > b[0]]) / dur:.0%} of the window")
+        share = _union_ns([b for b in busy if b[1] > b[0]]) / dur
+        stats.append(f"GPU busy {share:.0%} of the window")
     for cat in ("launch", "sync", "memcpy"):
         if api_ns.get(cat):
             stats.append(f"{cat} calls {fmt_ns(api_ns[cat])}")
@@ -953,17 +966,16 @@ def _select_units(report: Report, d: Diagnosis, n: int, median: bool) -> list[di
     if not picked and unit:
         if not report.probe.present("nvtx_ranges"):
             return []
-        picked = [dict(zip(("start_ns", "end_ns", "pid", "tid"), r), _rank=i + 1) for i, r in
-                  enumerate(report.execute(
-                      "SELECT start_ns, end_ns, pid, tid FROM nvtx_ranges WHERE name = $u "
-                      "AND end_ns IS NOT NULL ORDER BY end_ns - start_ns DESC, start_ns LIMIT $n",
-                      {"u": unit, "n": n}))]
+        cols = ("start_ns", "end_ns", "pid", "tid")
+        base = ("SELECT start_ns, end_ns, pid, tid FROM nvtx_ranges "
+                "WHERE name = $u AND end_ns IS NOT NULL ")
+        slow = report.execute(base + "ORDER BY end_ns - start_ns DESC, start_ns LIMIT $n",
+                              {"u": unit, "n": n})
+        picked = [{**dict(zip(cols, r, strict=False)), "_rank": k + 1} for k, r in enumerate(slow)]
         if median and d.tail.p50_ns:
-            picked += [dict(zip(("start_ns", "end_ns", "pid", "tid"), r), _rank=0) for r in
-                       report.execute(
-                           "SELECT start_ns, end_ns, pid, tid FROM nvtx_ranges WHERE name = $u "
-                           "AND end_ns IS NOT NULL ORDER BY abs((end_ns - start_ns) - $p) , start_ns "
-                           "LIMIT 1", {"u": unit, "p": float(d.tail.p50_ns)})]
+            mid = report.execute(base + "ORDER BY abs((end_ns - start_ns) - $p), start_ns LIMIT 1",
+                                 {"u": unit, "p": float(d.tail.p50_ns)})
+            picked += [{**dict(zip(cols, r, strict=False)), "_rank": 0} for r in mid]
     units = []
     for row in picked:
         s = _num(row.get("start_ns"))
@@ -977,8 +989,9 @@ def _select_units(report: Report, d: Diagnosis, n: int, median: bool) -> list[di
             g = int(row["global_tid"])
             pid, tid = (g >> 24) & 0xFFFFFF, g & 0xFFFFFF
         if (pid is None or tid is None) and unit and report.probe.present("nvtx_ranges"):
-            hit = report.execute("SELECT pid, tid FROM nvtx_ranges WHERE name = $u AND start_ns = $s "
-                                 "LIMIT 1", {"u": unit, "s": int(s)})
+            hit = report.execute("SELECT pid, tid FROM nvtx_ranges "
+                                 "WHERE name = $u AND start_ns = $s LIMIT 1",
+                                 {"u": unit, "s": int(s)})
             if hit:
                 pid, tid = hit[0]
         rank = int(row.get("_rank", 0))
@@ -1036,7 +1049,7 @@ def _unit_timeline(report: Report, u: dict, max_events: int) -> dict:
         if len(rows) > max_events:
             out["truncated"] += len(rows) - max_events
             rows = rows[:max_events]
-        out[key] = [dict(zip(cols, r)) for r in rows]
+        out[key] = [dict(zip(cols, r, strict=False)) for r in rows]
 
     if probe.present("nvtx_ranges"):
         take(report.execute(
@@ -1054,8 +1067,9 @@ def _unit_timeline(report: Report, u: dict, max_events: int) -> dict:
         notes.append("the unit's thread is unknown: CPU calls of every thread of the process")
     gparts = []
     if probe.present("kernels"):
-        gparts.append("SELECT start_ns, end_ns, 'kernel' AS kind, coalesce(short_name, name) AS name, "
-                      "device_id, stream_id, NULL::BIGINT AS bytes FROM kernels "
+        gparts.append("SELECT start_ns, end_ns, 'kernel' AS kind, "
+                      "coalesce(nullif(short_name, ''), name) AS name, device_id, stream_id, "
+                      "NULL::BIGINT AS bytes FROM kernels "
                       "WHERE pid = $pid AND end_ns > $s AND start_ns < $e")
     if probe.present("memcpys"):
         gparts.append("SELECT start_ns, end_ns, 'memcpy', copy_kind, device_id, stream_id, bytes "
@@ -1083,8 +1097,8 @@ _CSS = """
 *{box-sizing:border-box}
 body{margin:0;font:14px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",
 Arial,"DejaVu Sans",sans-serif;color:var(--ink);background:var(--bg)}
-header.top{display:flex;gap:16px;align-items:baseline;padding:10px 24px;background:#1f2933;color:#fff;
-flex-wrap:wrap}
+header.top{display:flex;gap:16px;align-items:baseline;padding:10px 24px;background:#1f2933;
+color:#fff;flex-wrap:wrap}
 header .brand{font-weight:700;font-size:16px;letter-spacing:.5px}
 header .trace{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;
 font-size:13px;opacity:.9;overflow-wrap:anywhere;flex:1}
@@ -1096,11 +1110,12 @@ section#verdict{background:transparent;border:0;padding:0}
 h2{font-size:18px;margin:0 0 4px}
 h3{font-size:14px;margin:14px 0 6px}
 p.sub{margin:0 0 12px;color:var(--muted);font-size:13px}
-.verdict{background:var(--card);border:1px solid var(--line);border-left:8px solid;border-radius:8px;
-padding:14px 18px;margin-bottom:14px}
+.verdict{background:var(--card);border:1px solid var(--line);border-left:8px solid;
+border-radius:8px;padding:14px 18px;margin-bottom:14px}
 .vhead{display:flex;align-items:center;gap:12px;flex-wrap:wrap}
 .vlabel{text-transform:uppercase;font-size:12px;color:var(--muted);letter-spacing:1px}
-.vlayer{color:#fff;font-weight:700;padding:3px 10px;border-radius:4px;font-size:16px;letter-spacing:.5px}
+.vlayer{color:#fff;font-weight:700;padding:3px 10px;border-radius:4px;font-size:16px;
+letter-spacing:.5px}
 .vname{font-size:18px;font-weight:600}
 .vconf{margin-left:auto;color:var(--muted);font-size:13px;display:flex;align-items:center;gap:8px}
 .meter,.sbar{display:inline-block;width:120px;height:8px;background:var(--line);border-radius:4px;

@@ -113,7 +113,8 @@ def nice_max(v: float) -> float:
     if v <= 0 or not math.isfinite(v):
         return 1.0
     mag = 10 ** math.floor(math.log10(v))
-    return next(m * mag for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10) if m * mag >= v * (1 - 1e-12))
+    steps = (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10)
+    return next(m * mag for m in steps if m * mag >= v * (1 - 1e-12))
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -177,15 +178,6 @@ def _axes(xs: Scale, ys: Scale, *, x_fmt: Callable[[float], str], y_fmt: Callabl
     if y_label:
         out.append(_text(16, (top + bottom) / 2, y_label, cls="axis-label", rotate=-90))
     return out
-
-
-def _vline(x: float, top: float, bottom: float, label: str, color: str, *, dash: str = "5 4",
-           label_y: float | None = None, anchor: str = "start") -> str:
-    lx = x + 4 if anchor == "start" else x - 4
-    return (f'<g class="marker"><line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(top)}" y2="{_f(bottom)}" '
-            f'stroke="{color}" stroke-width="1.5" stroke-dasharray="{dash}"/>'
-            + _text(lx, label_y if label_y is not None else top + 11, label, anchor=anchor,
-                    cls="marker-label", fill=color) + "</g>")
 
 
 def _path(points: Sequence[tuple[float, float]]) -> str:
@@ -262,15 +254,20 @@ def histogram(bins: Sequence[tuple[float, float, float]], *, title: str, x_log: 
         out.append(_rect(x0 + 0.5, y, max(x1 - x0 - 1.0, 0.8), base - y, color, t, cls="bar"))
     out.append("</g>")
     for cv in curves:
-        pts = [(xs(x), ys(max(y, ys.lo) if y_log else y)) for x, y in zip(cv.x, cv.y)
+        pts = [(xs(x), ys(max(y, ys.lo) if y_log else y)) for x, y in zip(cv.x, cv.y, strict=False)
                if lo <= x <= hi and math.isfinite(y)]
         if len(pts) > 1:
             dash = f' stroke-dasharray="{cv.dash}"' if cv.dash else ""
             out.append(f'<path class="curve" d="{_path(pts)}" fill="none" stroke="{cv.color}" '
                        f'stroke-width="{_f(cv.width)}"{dash}><title>{esc(cv.label)}</title></path>')
+    # lines first, then every label over them (labels carry a white halo)
+    for vl, x, row, _ in marks:
+        out.append(f'<line class="marker" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(4 + 14 * row)}" '
+                   f'y2="{_f(ys.p0)}" stroke="{vl.color}" stroke-width="1.5" '
+                   f'stroke-dasharray="{vl.dash}"/>')
     for vl, x, row, anchor in marks:
-        out.append(_vline(x, 4 + 14 * row, ys.p0, vl.label, vl.color, dash=vl.dash,
-                          label_y=14 + 14 * row, anchor=anchor))
+        out.append(_text(x + 4 if anchor == "start" else x - 4, 14 + 14 * row, vl.label,
+                         anchor=anchor, cls="marker-label", fill=vl.color))
     out.append("</svg>")
     return "".join(out)
 
@@ -291,7 +288,8 @@ def _layout_markers(vlines: Sequence[VLine], xs: Scale, lo: float, hi: float,
         else:
             span, anchor = (x - 4 - w, x), "end"
         row = 0
-        while row < len(placed) and any(a < span[1] + 6 and span[0] < b + 6 for a, b in placed[row]):
+        while row < len(placed) and any(a < span[1] + 6 and span[0] < b + 6
+                                        for a, b in placed[row]):
             row += 1
         if row == len(placed):
             placed.append([])
@@ -345,16 +343,16 @@ def bar_chart(bars: Sequence[Bar], *, title: str, y_label: str = "",
     for i, b in enumerate(bars):
         cx = xs(i + 0.5)
         y = ys(max(b.value, 0.0))
-        out.append(_rect(cx - bw / 2, y, bw, ys.p0 - y, b.color, b.tip or f"{b.label}: {y_fmt(b.value)}",
-                         cls="bar"))
+        out.append(_rect(cx - bw / 2, y, bw, ys.p0 - y, b.color,
+                         b.tip or f"{b.label}: {y_fmt(b.value)}", cls="bar"))
         label_y = y - 5
         if b.lo is not None and b.hi is not None and b.hi > b.lo:
             y_lo, y_hi = ys(b.lo), ys(b.hi)
+            caps = "".join(f'<line x1="{_f(cx - 6)}" x2="{_f(cx + 6)}" y1="{_f(v)}" '
+                           f'y2="{_f(v)}"/>' for v in (y_lo, y_hi))
             out.append(f'<g class="whisker" stroke="{INK}" stroke-width="1.2">'
                        f'<line x1="{_f(cx)}" x2="{_f(cx)}" y1="{_f(y_lo)}" y2="{_f(y_hi)}"/>'
-                       f'<line x1="{_f(cx - 6)}" x2="{_f(cx + 6)}" y1="{_f(y_lo)}" y2="{_f(y_lo)}"/>'
-                       f'<line x1="{_f(cx - 6)}" x2="{_f(cx + 6)}" y1="{_f(y_hi)}" y2="{_f(y_hi)}"/>'
-                       "</g>")
+                       f"{caps}</g>")
             label_y = min(label_y, y_hi - 5)
         if b.lo is not None:  # whiskers sit over the bar: the value goes to its right
             out.append(_text(cx + bw / 2 + 4, min(y + 14, ys.p0 - 4), y_fmt(b.value),

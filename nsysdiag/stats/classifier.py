@@ -24,6 +24,16 @@ SHAPES = ("tight", "right_skewed", "multimodal", "flat_tail", "insufficient_data
 DEFAULT_TIGHT_RATIO = 2.0
 #: Two modes closer than this ratio of their locations count as one body.
 MIN_MODE_SEPARATION = 1.4
+#: A valley between two modes must fall to this fraction of the lower peak.
+MAX_VALLEY_DEPTH = 0.35
+#: Fewest tail values for a flat_tail verdict.
+MIN_TAIL_COUNT = 30
+#: flat_tail thresholds on the tail statistics (see :func:`_tail_shape`).
+_FLAT_CV, _FLAT_UR, _FLAT_HR = 0.45, 0.8, 0.3
+#: Confidence model: per verdict, logistic-regression coefficients on
+#: :func:`_calibration_features`, fitted by ``python bench/classifier.py --calibrate``
+#: on synthetic samples drawn with seeds other than the benchmark's.
+_CALIBRATION: dict[str, list[float]] = {}
 #: Candidate model names, in the order they are fitted.
 CANDIDATES = ("lognormal", "gmm2", "gmm3", "gmm4", "body_uniform")
 
@@ -252,9 +262,9 @@ def _isolated_extremes(v: np.ndarray, n: int, *, c: float = 8.0,
     The ``j`` most extreme points are set aside when ``j * D_j`` exceeds ``c * beta``
     (probability ``exp(-c)`` per spacing, 3e-4 for c = 8) and the gap is also a factor
     of at least 1.3; ``beta`` is estimated from the next spacings inwards. At most
-    ``max(3, 0.2 % of n)`` points go at each end.
+    ``max(5, 0.2 % of n)`` points go at each end.
     """
-    k_max = max(3, int(0.002 * n))
+    k_max = max(5, int(0.002 * n))
     m = max(10, k_max)
     if n < 4 * (k_max + m):
         k_max = max(1, min(k_max, n // 20))
@@ -366,9 +376,9 @@ def _modes(fit: mixture.MixtureFit, grid: np.ndarray, *, min_sep: float, max_dep
 def _tail_start(fit: mixture.MixtureFit, grid: np.ndarray) -> float:
     """Log-time where the body ends: past its last sub-peak, density < 5 % of it.
 
-    The body is the highest peak of the linear-scale density, chained with every peak
-    at least 20 % as high that lies within a factor :data:`MIN_MODE_SEPARATION` of it
-    (close sub-modes of the service time, e.g. two request sizes).
+    The body is the highest peak of the linear-scale density together with every peak
+    at least 20 % as high that lies within a factor :data:`MIN_MODE_SEPARATION` above
+    it (close sub-modes of the service time, e.g. two request sizes).
     """
     g = np.exp(fit.logpdf(grid) - grid)
     inner = np.flatnonzero((g[1:-1] > g[:-2]) & (g[1:-1] >= g[2:])) + 1
@@ -377,7 +387,7 @@ def _tail_start(fit: mixture.MixtureFit, grid: np.ndarray) -> float:
     hi = top
     step = math.log(MIN_MODE_SEPARATION)
     for p in peaks:
-        if p > hi and grid[p] - grid[hi] < step:
+        if p > hi and grid[p] - grid[top] < step:
             hi = p
     below = np.flatnonzero(g[hi:] < 0.05 * g[hi])
     return float(grid[hi + below[0]]) if below.size else float(grid[-1])
@@ -386,8 +396,8 @@ def _tail_start(fit: mixture.MixtureFit, grid: np.ndarray) -> float:
 def _tail_shape(tail: np.ndarray, a: float) -> dict:
     """Shape statistics of the tail values ``tail`` (sorted, linear scale) above ``a``.
 
-    The top 2.5 % of the tail (at least one value) is left out, so that a stray extreme
-    value does not stretch the range. Returned (NaN when fewer than 8 values):
+    Only the tail up to its 95th percentile is used, so that a few stray extreme values
+    do not stretch the range (a uniform tail cut at a quantile is still uniform). Returned (NaN when fewer than 8 values):
 
     - ``tail_flatness``: 1 - Kolmogorov distance between the tail and a uniform
       distribution over its range (1 = perfectly flat).
@@ -402,7 +412,7 @@ def _tail_shape(tail: np.ndarray, a: float) -> dict:
     out = dict(tail_flatness=0.0, tail_cv=nan, tail_upper_ratio=nan, tail_half_ratio=nan)
     if tail.size < 8:
         return out
-    tail = tail[: tail.size - max(1, int(0.025 * tail.size))]
+    tail = tail[: tail.size - max(1, int(0.05 * tail.size))]
     b = float(tail[-1])
     if b <= a:
         return out
@@ -514,16 +524,52 @@ def _is_flat(st: dict) -> bool:
     cv, ur, hr = st["tail_cv"], st["tail_upper_ratio"], st["tail_half_ratio"]
     if not (math.isfinite(cv) and math.isfinite(ur) and math.isfinite(hr)):
         return False
-    return cv <= 0.45 and ur <= 0.8 and hr >= 0.3
+    if st["tail_count"] < MIN_TAIL_COUNT:
+        return False
+    return cv <= _FLAT_CV and ur <= _FLAT_UR and hr >= _FLAT_HR
 
 
-def _confidence(st: dict, shape: str, tight_ratio: float):
+def _gate_z(st: dict, tight_ratio: float) -> float:
+    """z-score of ln(tight_ratio) - ln(p99/p50) with the order-statistic standard error."""
     se = max(st["se_log_ratio"], 1e-9)
     z = (math.log(tight_ratio) - math.log(st["p99_over_p50_robust"])) / se
-    p_tight = float(special.ndtr(z))
-    if shape == "tight":
-        return p_tight, p_tight
-    return (1.0 - p_tight) * 0.9, p_tight
+    return float(min(max(z, -30.0), 30.0))
+
+
+def _calibration_features(st: dict, shape: str, tight_ratio: float) -> np.ndarray:
+    """Inputs of the confidence model for a verdict ``shape`` (see :data:`_CALIBRATION`).
+
+    [1, log P(gate verdict), log10(n) - 3, flat margin, second-mode mass, log10 tail count]
+    where P(gate verdict) is Phi(z) for ``tight`` and Phi(-z) otherwise, z being
+    :func:`_gate_z`; the flat margin is the smallest relative distance of the tail
+    statistics from the flat_tail thresholds (positive inside, clipped to [-2, 1]).
+    """
+    z = _gate_z(st, tight_ratio)
+    p_gate = special.ndtr(z if shape == "tight" else -z)
+    lp = max(math.log(max(p_gate, 1e-300)), -10.0)
+    ln = math.log10(max(st["n_fit"], 1)) - 3.0
+    cv, ur, hr = st["tail_cv"], st["tail_upper_ratio"], st["tail_half_ratio"]
+    if all(math.isfinite(v) for v in (cv, ur, hr)):
+        margin = min((_FLAT_CV - cv) / _FLAT_CV, (_FLAT_UR - ur) / _FLAT_UR,
+                     (hr - _FLAT_HR) / _FLAT_HR)
+        margin = min(max(margin, -2.0), 1.0)
+    else:
+        margin = -2.0
+    masses = sorted(st["mode_masses"], reverse=True)
+    second = masses[1] if len(masses) > 1 else 0.0
+    nt = math.log10(st["tail_count"] + 1.0)
+    return np.array([1.0, lp, ln, margin, second, nt])
+
+
+def _confidence(st: dict, shape: str, tight_ratio: float) -> tuple[float, float]:
+    """Calibrated probability that ``shape`` is right, and P(tight) from the gate alone."""
+    p_tight = float(special.ndtr(_gate_z(st, tight_ratio)))
+    coef = _CALIBRATION.get(shape)
+    phi = _calibration_features(st, shape, tight_ratio)
+    if coef is None:
+        return float(math.exp(phi[1])), p_tight
+    eta = float(np.dot(coef, phi))
+    return float(special.expit(eta)), p_tight
 
 
 def _n_params(f: mixture.MixtureFit) -> int:
@@ -539,7 +585,7 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     """All the evidence the decision uses, from sorted valid durations ``x``."""
     n_valid = x.size
     p50, p90, p99 = (float(v) for v in np.quantile(x, [0.5, 0.9, 0.99]))
-    k_end = max(3, int(0.002 * n_valid))
+    k_end = max(5, int(0.002 * n_valid))
     k_end = 2 * k_end + 40
     lo_end, hi_end = _end_logs(x, min(k_end, n_valid))
     n_lo = _isolated_extremes(lo_end, n_valid)
@@ -604,7 +650,7 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     best_gmm = min(gmm_names, key=lambda k: cands[k].bic)
     grid = np.linspace(y[0], y[-1], _N_GRID)
     min_mass = max(0.015, 4.0 / y.size)
-    mode_kw = dict(min_sep=math.log(MIN_MODE_SEPARATION), max_depth=0.6, min_mass=min_mass)
+    mode_kw = dict(min_sep=math.log(MIN_MODE_SEPARATION), max_depth=MAX_VALLEY_DEPTH, min_mass=min_mass)
     modes, depth = _modes(fits[best_gmm], grid, **mode_kw)
     fb = fits["body_uniform"]
     body = mixture.MixtureFit(fb.weights / fb.weights.sum(), fb.means, fb.sigmas, 0.0, 0, True)

@@ -489,7 +489,8 @@ nodes AS (
     FROM memsets WHERE graph_node_id IS NOT NULL),
 node_level AS (
     SELECT global_pid, correlation_id, min(start_ns), max(end_ns), any_value(device_id),
-           any_value(stream_id), any_value(graph_id), NULL::BIGINT, sum(k), sum(c), 'node'
+           any_value(stream_id), any_value(graph_id), NULL::BIGINT, sum(k)::BIGINT,
+           sum(c)::BIGINT, 'node'
     FROM nodes GROUP BY 1, 2),
 gpu AS (SELECT * FROM graph_level UNION ALL SELECT * FROM node_level)
 SELECT coalesce(l.global_pid, g.global_pid) AS global_pid,

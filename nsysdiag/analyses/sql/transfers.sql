@@ -20,7 +20,8 @@
 --   duration_ns, 0..1).
 --   Overlap uses a sweep: +1 at each start, -1 at each end, the running sum is the number
 --   of copies in flight; the cumulative length of stretches with >= 2 in flight, read at a
---   copy's end minus at its start, is its overlapped time. O(n log n).
+--   copy's end minus at its start, is its overlapped time. O(n log n); copies that overlap
+--   no other (found with one window pass in start order) skip the sweep.
 -- by_kind: per (op, copy_kind, src_kind, dst_kind): copies, total_bytes, total_time_ns,
 --   zero_duration, mean/median/p10/p90 per-copy GB/s, aggregate_gbps (sum bytes / sum ns).
 -- mem_time: nsys stats cuda_gpu_mem_time_sum: per operation label, time_pct,
@@ -51,11 +52,19 @@ x AS (
            CASE WHEN op = 'memcpy' AND copy_kind IN ('HtoD', 'HtoA') THEN 'HtoD'
                 WHEN op = 'memcpy' AND copy_kind IN ('DtoH', 'AtoH') THEN 'DtoH' END AS direction
     FROM ops),
+w AS (
+    -- in start order, a copy shares the link if it starts before an earlier one ended or
+    -- ends after the next one started; only those enter the sweep (often none do)
+    SELECT direction, start_ns, end_ns,
+           max(end_ns) OVER (PARTITION BY direction ORDER BY start_ns, end_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS end_before,
+           lead(start_ns) OVER (PARTITION BY direction ORDER BY start_ns, end_ns) AS next_start
+    FROM x WHERE direction IS NOT NULL AND end_ns >= start_ns),
+shared AS (SELECT * FROM w WHERE start_ns < end_before OR end_ns > next_start),
 ev AS (
-    SELECT direction, start_ns AS t, 1 AS d FROM x
-    WHERE direction IS NOT NULL AND end_ns >= start_ns
+    SELECT direction, start_ns AS t, 1 AS d FROM shared
     UNION ALL
-    SELECT direction, end_ns, -1 FROM x WHERE direction IS NOT NULL AND end_ns >= start_ns),
+    SELECT direction, end_ns, -1 FROM shared),
 pts AS (SELECT direction, t, sum(d) AS d FROM ev GROUP BY direction, t),
 seg AS (
     SELECT direction, t,
@@ -63,20 +72,24 @@ seg AS (
            lead(t) OVER (PARTITION BY direction ORDER BY t) - t AS len
     FROM pts),
 cum AS (
-    SELECT direction, t, in_flight,
+    SELECT direction, t,
            coalesce(sum(CASE WHEN in_flight >= 2 THEN len ELSE 0 END)
                     OVER (PARTITION BY direction ORDER BY t
                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::BIGINT AS before_ns
-    FROM seg)
-SELECT x.*,
-       CASE WHEN x.direction IS NULL THEN NULL
-            WHEN x.is_pageable THEN 'pageable'
-            WHEN 'pinned' IN (x.src_kind, x.dst_kind) THEN 'pinned' ELSE 'other' END AS host_memory,
-       ce.before_ns - cs.before_ns AS overlapped_ns,
-       (ce.before_ns - cs.before_ns) / nullif(x.duration_ns, 0) AS overlap_fraction
-FROM x
-LEFT JOIN cum cs ON cs.direction = x.direction AND cs.t = x.start_ns AND x.end_ns >= x.start_ns
-LEFT JOIN cum ce ON ce.direction = x.direction AND ce.t = x.end_ns AND x.end_ns >= x.start_ns
+    FROM seg),
+o AS (
+    SELECT x.*,
+           CASE WHEN x.direction IS NOT NULL AND x.end_ns >= x.start_ns
+                THEN coalesce(ce.before_ns - cs.before_ns, 0) END AS overlapped_ns
+    FROM x
+    LEFT JOIN cum cs ON cs.direction = x.direction AND cs.t = x.start_ns
+    LEFT JOIN cum ce ON ce.direction = x.direction AND ce.t = x.end_ns)
+SELECT *,
+       CASE WHEN direction IS NULL THEN NULL
+            WHEN is_pageable THEN 'pageable'
+            WHEN 'pinned' IN (src_kind, dst_kind) THEN 'pinned' ELSE 'other' END AS host_memory,
+       overlapped_ns / nullif(duration_ns, 0) AS overlap_fraction
+FROM o
 
 -- @query totals
 SELECT count(*) FILTER (WHERE op = 'memcpy') AS copies,
