@@ -189,6 +189,23 @@ def test_collect_timelines_without_unit(builder, tmp_path):
         collect_timelines(None, d, n=-1)  # type: ignore[arg-type]
 
 
+def test_collect_timelines_falls_back_to_nvtx(builder, tmp_path):
+    """Without the ranges tables the windows come from the NVTX ranges of the unit."""
+    from nsysdiag.analyses.base import AnalysisResult
+
+    path = unit_trace(builder, tmp_path / "u.sqlite", n=30, tail_every=10)
+    with nsysdiag.open(path) as rep:
+        d = diagnose(rep)
+        full = collect_timelines(rep, d, n=2)
+        bare = dataclasses.replace(d, analyses={**d.analyses, "ranges": AnalysisResult(
+            "ranges", "ok", "", d.analyses["ranges"].summary, {})})
+        fallback = collect_timelines(rep, bare, n=2)
+    assert [t["rank"] for t in fallback] == [1, 2, 0]
+    assert [(t["start_ns"], t["end_ns"]) for t in fallback] == \
+        [(t["start_ns"], t["end_ns"]) for t in full]
+    assert fallback[0]["cpu"] and fallback[0]["gpu"] and fallback[0]["tid"] == 4242
+
+
 # ----------------------------------------------------------------------------- writing
 
 
@@ -234,7 +251,8 @@ def test_cli_diagnose_html(tmp_path, builder, capsys):
 
 # ----------------------------------------------------------------------------- browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMIUM = (shutil.which("chromium") or shutil.which("chromium-browser")
+            or shutil.which("google-chrome"))
 BROWSER_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--hide-scrollbars", "--enable-logging=stderr", "--v=0"]

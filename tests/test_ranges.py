@@ -149,7 +149,9 @@ def steps(builder):
 
 
 def test_tail_attribution(steps, tmp_path):
-    res = run(steps, tmp_path, min_instances=5)
+    with nsysdiag.open(steps.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        res = ranges.run(rep, min_instances=5)
+        wide = ranges.run(rep, min_instances=5, tail_pct=20)
     s = res.summary
     # durations: nine of 10000 and one of 16000. quantile_cont at 0.45 / 0.55 -> positions
     # 4.05 / 4.95 of the sorted values -> both 10000: the median band is the nine normal
@@ -181,6 +183,11 @@ def test_tail_attribution(steps, tmp_path):
         assert sum(r["share_of_delta"] for r in table if r["family"] == family) == pytest.approx(1)
     assert res.table("slowest").to_pylist()[0]["duration_ns"] == 16000
     assert any("6 us longer than the median band" in f for f in res.findings)
+    # 20 %: the two slowest, mean duration (16000 + 10000) / 2 = 13000, sync 4000:
+    # deltas 3000 and 2000 -> share 2/3
+    w = wide.summary
+    assert (w["tail_n"], w["attribution"]["cpu_sync"]["delta_ns"]) == (2, 2000)
+    assert w["attribution"]["cpu_sync"]["share_of_delta"] == pytest.approx(2 / 3)
 
 
 def test_sync_fallback(builder, tmp_path):
@@ -217,13 +224,14 @@ def test_cross_thread_start_end_range(builder, tmp_path):
     # worker thread 12: launch [2000,3000] -> kernel [3500,6000], sync [6000,7000];
     # thread 10 calls cudaMalloc [1500,1800]
     b = builder("current")
-    b.nvtx(1000, 9000, "req", style="start_end", tid=10, end_tid=11)
+    b.nvtx_domain(3, "serving")
+    b.nvtx(1000, 9000, "req", style="start_end", tid=10, end_tid=11, domain_id=3)
     b.launch(2000, 3000, 3500, 6000, tid=12)
     b.api(6000, 7000, "cudaStreamSynchronize_v3020", tid=12)
     b.api(1500, 1800, "cudaMalloc_v3020", tid=10)
     with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
         res = ranges.run(rep, range_name="req")
-        forced = ranges.run(rep, range_name="req", scope="thread")
+        forced = ranges.run(rep, range_name="serving:req", scope="thread")
     assert res.summary["scope"] == "process"
     r = only(res)
     # process scope: launch 1000, sync 1000, malloc 300, outside 8000 - 2300 = 5700;
@@ -290,6 +298,9 @@ def test_missing_data(builder, tmp_path):
     b.api(0, 10, "cudaMalloc_v3020")
     res = run(b, tmp_path)
     assert res.status == "not_captured" and "--trace=cuda,nvtx" in res.message
+    b = builder("current")
+    b.nvtx(5, None, "only a mark", style="mark")
+    assert run(b, tmp_path).status == "not_captured"
     b = builder("current")
     b.nvtx(0, 10, "once")
     res = run(b, tmp_path)

@@ -266,7 +266,8 @@ def run(report: Report, range_name: str | None = None, tail_pct: float = 1.0,
     -------
     AnalysisResult
         ``summary``: unit, unit_source, scope, n, p50_ns, p90_ns, p99_ns, p999_ns, max_ns,
-        mean_ns, p99_over_p50, tail_pct, tail_n, median_band_n, top_component,
+        mean_ns, p99_over_p50 (all instances); n_attributed (instances the CUDA trace
+        covers), tail_pct, tail_n, median_band_n, top_component,
         top_cpu_component, top_gpu_component, attribution (component -> tail_mean_ns,
         median_mean_ns, delta_ns, share_of_delta). ``tables``: attribution (main),
         instances, slowest, totals (``nsys stats --report nvtx_sum``).
@@ -298,7 +299,9 @@ def run(report: Report, range_name: str | None = None, tail_pct: float = 1.0,
     if slowest.num_rows and slowest.column("instance")[0].as_py() == 1 and stats["n"] > 1:
         findings.append("the slowest instance is the first one (warm-up)")
     message = (f"{stats['n']} x {unit.name} ({unit.source}); p99/p50 "
-               f"{_fmt(summary['p99_over_p50'])}; tail grew most in {summary['top_component']}")
+               f"{_fmt(summary['p99_over_p50'])}"
+               + (f"; tail grew most in {summary['top_component']}"
+                  if summary["top_component"] else ""))
     return AnalysisResult(NAME, OK, message, summary, tables, "attribution", tuple(findings))
 
 
@@ -344,7 +347,7 @@ def _summarize(unit: Unit, scope: str, tail_pct: float, stats: dict,
                 sides.append(f"{family.upper()} side: {', '.join(grew)}")
         findings.append(
             f"the slowest {stats['tail_n']} {unit.name} instances take "
-            f"{_fmt(total['delta_ns'] / 1e3)} us longer than the median band"
+            f"{_duration(total['delta_ns'])} longer than the median band"
             + (f" ({'; '.join(sides)} of the difference)" if sides else ""))
         top = summary["top_component"]
         if top in MEANING:
@@ -357,6 +360,10 @@ def _summarize(unit: Unit, scope: str, tail_pct: float, stats: dict,
     if stats["n"] < 100:
         findings.append(f"only {stats['n']} instances: p99 and the tail rest on few samples")
     return summary, findings
+
+
+def _duration(ns: float) -> str:
+    return f"{ns / 1e6:.3g} ms" if abs(ns) >= 1e6 else f"{ns / 1e3:.3g} us"
 
 
 def _fmt(x: float | None) -> str:

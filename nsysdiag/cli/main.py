@@ -15,7 +15,7 @@ import click
 
 from .. import __version__, analyses
 from ..analyses.base import NOT_CAPTURED, AnalysisResult
-from ..errors import EXIT_INTERNAL, EXIT_USAGE, MissingDataError, NsysdiagError
+from ..errors import EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, MissingDataError, NsysdiagError
 from ..render.tables import FORMATS, dumps, format_rows
 from ..report import Report
 
@@ -130,13 +130,40 @@ def diagnose(settings: Settings, path: str, range_name: str | None, baseline: st
                                                      elevated_ratio=elevated_ratio,
                                                      tail_pct=tail_pct, seed=seed))
         if html_out:
-            from ..render.html import write_html
+            from ..render.html import collect_timelines, write_html
 
-            write_html(result, html_out)
+            write_html(result, html_out, timelines=collect_timelines(rep, result))
     if as_json:
         click.echo(result.to_json())
     else:
         print_diagnosis(result)
+
+
+@cli.command("diff")
+@click.argument("a", type=click.Path(exists=True, dir_okay=True, path_type=str))
+@click.argument("b", type=click.Path(exists=True, dir_okay=True, path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit with status 1 when B regressed against A (a CI gate).")
+@click.option("--noise", "noise_pct", type=click.FloatRange(min=0, max=100, max_open=True),
+              default=5.0, show_default=True,
+              help="Relative change (percent) below which a figure is unchanged.")
+@click.option("--range", "range_name", default=None,
+              help="NVTX range that is the unit of latency in both traces (default: A's unit).")
+@pass_settings
+def diff_cmd(settings: Settings, a: str, b: str, as_json: bool, fail_on_regression: bool,
+             noise_pct: float, range_name: str | None) -> int:
+    """Compare trace B against baseline A: latency, kernels, launch gaps, transfers, verdict.
+
+    Each figure is regressed, improved or unchanged (within the noise floor); with
+    --fail-on-regression the exit status is 1 when anything regressed.
+    """
+    from ..diff import diff as run_diff
+
+    result = run_diff(a, b, noise=noise_pct / 100, range_name=range_name,
+                      cache=settings.cache, cache_dir=settings.cache_dir, nsys=settings.nsys)
+    click.echo(result.to_json() if as_json else str(result))
+    return EXIT_REGRESSION if (fail_on_regression and result.regressed) else 0
 
 
 @cli.command()
