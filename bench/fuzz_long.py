@@ -8,9 +8,9 @@ results are finite and consistent. Unlike the hypothesis tests (``tests/test_fuz
 which stop at the first failure, this keeps going and prints every distinct failure with
 the first case that showed it, so it can run for hours.
 
-Prints the cases run, the failures, the distinct failures and, per distinct failure, a
-reproducer (base and mutations) and the last frames of the traceback. Exit status 1 when a
-case failed.
+Prints the cases run, the failures, the distinct failures (``[known]`` marks those in
+``fixtures.fuzz.KNOWN_BUGS``) and, per distinct failure, a reproducer (base and
+mutations) and the last frames of the traceback. Exit status 1 when a case failed.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fixtures.fuzz import exercise, random_case, write_case  # noqa: E402
+from fixtures.fuzz import exercise, known_bug, random_case, write_case  # noqa: E402
 
 
 def _signature(exc: BaseException) -> str:
@@ -37,7 +37,8 @@ def _signature(exc: BaseException) -> str:
     head = str(exc).splitlines()[0][:120] if str(exc) else ""
     if type(exc).__name__ != "PropertyError":
         head = head.split("(")[0][:60]
-    return f"{type(exc).__name__} at {where}: {head}"
+    known = "[known] " if known_bug(exc) else ""
+    return f"{known}{type(exc).__name__} at {where}: {head}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     n_fail = sum(len(v) for v in failures.values())
     print(f"seed {args.seed}: {run} cases in {elapsed:.0f} s ({elapsed / max(run, 1):.2f} s/case)")
     print(f"outcomes: {dict(outcomes)}")
-    print(f"failures: {n_fail} ({len(failures)} distinct)")
+    n_known = sum(len(v) for k, v in failures.items() if k.startswith("[known]"))
+    print(f"failures: {n_fail} ({len(failures)} distinct; {n_known} of them known bugs "
+          "listed in fixtures.fuzz.KNOWN_BUGS)")
     for sig, cases in sorted(failures.items(), key=lambda kv: -len(kv[1])):
         i, base, muts, tb = cases[0]
         print(f"\n[{len(cases)}x] {sig}")

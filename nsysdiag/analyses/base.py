@@ -15,8 +15,10 @@ Results are frozen: ``summary`` holds the key figures (JSON scalars, units in th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -43,12 +45,37 @@ def load_sql(module: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1].strip().rstrip(";") for i in range(1, len(parts), 2)}
 
 
+def _bind(sql: str, params: dict | None) -> dict | None:
+    used = set(re.findall(r"\$(\w+)", sql))
+    return {k: v for k, v in (params or {}).items() if k in used} or None
+
+
 def run_query(report: Report, module: str, query: str, params: dict | None = None) -> pa.Table:
     """Run one named query of an analysis' SQL file and return an Arrow table."""
     sql = load_sql(module)[query]
-    used = set(re.findall(r"\$(\w+)", sql))
-    bound = {k: v for k, v in (params or {}).items() if k in used}
-    return report.sql(sql, bound or None).to_arrow_table()
+    return report.sql(sql, _bind(sql, params)).to_arrow_table()
+
+
+@contextlib.contextmanager
+def steps(report: Report, module: str, names: tuple[str, ...],
+          params: dict | None = None) -> Iterator[None]:
+    """Compute intermediate queries of an SQL file once, as temporary tables.
+
+    Each step (in order; a step may read the earlier ones) becomes a temporary table
+    named after it for the duration of the block, so the output queries that read it do
+    not recompute it.
+    """
+    sql = load_sql(module)
+    made = []
+    try:
+        for name in names:
+            report.sql(f"CREATE OR REPLACE TEMP TABLE {name} AS\n{sql[name]}",
+                       _bind(sql[name], params))
+            made.append(name)
+        yield
+    finally:
+        for name in reversed(made):
+            report.con.execute(f"DROP TABLE IF EXISTS {name}")
 
 
 @dataclass(frozen=True)

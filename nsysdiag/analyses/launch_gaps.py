@@ -9,19 +9,17 @@ graphs are reported apart; gaps per stream are given too.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import click
-import pyarrow as pa
 
 from ..errors import UsageError
 from ..report import Report
-from .base import OK, AnalysisResult, load_sql, not_captured
+from .base import OK, AnalysisResult, not_captured, run_query, steps
 
 NAME = "launch_gaps"
 
-#: intermediate queries of the SQL file, put in front of every output query as CTEs
+#: intermediate queries of the SQL file, computed once per run as temporary tables
 _STEPS = ("sequence", "gaps", "main_gaps", "gap_bins")
 
 #: share of idle time in prelaunched gaps (%) from which a finding says so
@@ -35,14 +33,6 @@ CLI_OPTIONS = [
                  help="A P99 gap above this signals a CPU-side bottleneck (us)."),
 ]
 
-
-def _query(report: Report, name: str, params: dict[str, Any] | None = None) -> pa.Table:
-    """Run output query ``name`` of the SQL file, with the steps in front as CTEs."""
-    sql = load_sql(NAME)
-    steps = ",\n".join(f"{step} AS (\n{sql[step]}\n)" for step in _STEPS)
-    used = set(re.findall(r"\$(\w+)", sql[name]))
-    bound = {k: v for k, v in (params or {}).items() if k in used}
-    return report.sql(f"WITH {steps}\n{sql[name]}", bound or None).to_arrow_table()
 
 
 def _thresholds(normal_threshold_us: float, p99_threshold_us: float) -> dict[str, int]:
@@ -78,11 +68,14 @@ def gap_summary(report: Report, *, normal_threshold_us: float = 5.0,
         the idle time), ``starved_gaps``, ``starved_p50_ns``, ``starved_p99_ns`` (the
         others: the GPU ran out of work before the next launch call returned).
     """
-    return _summary(report, _thresholds(normal_threshold_us, p99_threshold_us))
+    params = _thresholds(normal_threshold_us, p99_threshold_us)
+    with steps(report, NAME, _STEPS, params):
+        return _summary(report, params)
 
 
 def _summary(report: Report, params: dict[str, int]) -> dict[str, Any]:
-    summary = _query(report, "summary", params).to_pylist()[0]
+    """The summary row (the steps must be materialized)."""
+    summary = run_query(report, NAME, "summary", params).to_pylist()[0]
     summary["normal_threshold_ns"] = params["normal_ns"]
     summary["p99_threshold_ns"] = params["p99_ns"]
     return summary
@@ -126,9 +119,12 @@ def run(report: Report, *, normal_threshold_us: float = 5.0,
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    summary = _summary(report, params)
-    tables = {name: _query(report, name, params)
-              for name in ("per_device", "per_stream", "graph", "distribution", "histogram")}
+    with steps(report, NAME, _STEPS, params):
+        summary = _summary(report, params)
+        tables = {name: run_query(report, NAME, name, params)
+                  for name in ("per_device", "per_stream", "graph", "distribution", "histogram",
+                               "device_counts")}
+    device_counts = tables.pop("device_counts")
     graph = {r["kind"]: r for r in tables["graph"].to_pylist()}
     intra = graph.get("graph_node", {})
     summary.update({
@@ -136,7 +132,7 @@ def run(report: Report, *, normal_threshold_us: float = 5.0,
         "intra_graph_gap_p50_ns": intra.get("p50_ns"),
         "intra_graph_gap_p99_ns": intra.get("p99_ns"),
         "gaps_per_device": {str(r["device_id"]): r["gaps"]
-                            for r in _query(report, "device_counts").to_pylist()},
+                            for r in device_counts.to_pylist()},
     })
     return AnalysisResult(NAME, OK, _message(summary), summary, tables, main="per_device",
                           findings=_findings(summary))

@@ -10,19 +10,17 @@ launch gaps means the CPU cannot feed the GPU. Graph launches are timed per laun
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import click
-import pyarrow as pa
 
 from ..errors import UsageError
 from ..report import Report
-from .base import OK, AnalysisResult, load_sql, not_captured
+from .base import OK, AnalysisResult, not_captured, run_query, steps
 
 NAME = "launch_latency"
 
-#: intermediate queries of the SQL file, put in front of every output query as CTEs
+#: intermediate queries of the SQL file, computed once per run as temporary tables
 _STEPS = ("launches", "queue_events", "depth_series", "depth_at_launch")
 
 #: rows of the ``latency`` table, flattened into the summary as ``<metric>_<stat>_ns``
@@ -38,14 +36,6 @@ CLI_OPTIONS = [
                  help="per_name: only the N kernel names launched most often [default: all]."),
 ]
 
-
-def _query(report: Report, name: str, params: dict[str, Any] | None = None) -> pa.Table:
-    """Run output query ``name`` of the SQL file, with the steps in front as CTEs."""
-    sql = load_sql(NAME)
-    steps = ",\n".join(f"{step} AS (\n{sql[step]}\n)" for step in _STEPS)
-    used = set(re.findall(r"\$(\w+)", sql[name]))
-    bound = {k: v for k, v in (params or {}).items() if k in used}
-    return report.sql(f"WITH {steps}\n{sql[name]}", bound or None).to_arrow_table()
 
 
 def run(report: Report, *, top: int | None = None) -> AnalysisResult:
@@ -83,10 +73,11 @@ def run(report: Report, *, top: int | None = None) -> AnalysisResult:
     missing = not_captured(NAME, report, "kernels", "api_calls")
     if missing:
         return missing
-    tables = {name: _query(report, name, {"top": top})
-              for name in ("latency", "per_kernel", "per_name", "queue_depth", "queue_depth_hist",
-                           "graph_launches")}
-    summary = _query(report, "summary").to_pylist()[0]
+    with steps(report, NAME, _STEPS):
+        tables = {name: run_query(report, NAME, name, {"top": top})
+                  for name in ("latency", "per_kernel", "per_name", "queue_depth",
+                               "queue_depth_hist", "graph_launches")}
+        summary = run_query(report, NAME, "summary").to_pylist()[0]
     latency = {r["metric"]: r for r in tables["latency"].to_pylist()}
     for metric in _METRICS:
         for stat in ("p50", "p90", "p99", "max"):

@@ -27,7 +27,9 @@ MIN_MODE_SEPARATION = 1.4
 #: A valley between two modes must fall to this fraction of the lower peak.
 MAX_VALLEY_DEPTH = 0.35
 #: Fewest tail values for a flat_tail verdict.
-MIN_TAIL_COUNT = 30
+MIN_TAIL_COUNT = 10
+#: A flat tail must start within this factor of the body's peak (a narrow body).
+MAX_TAIL_START = 1.75
 #: flat_tail thresholds on the tail statistics (see :func:`_tail_shape`).
 _FLAT_CV, _FLAT_UR, _FLAT_HR = 0.45, 0.8, 0.3
 #: Confidence model: per verdict, logistic-regression coefficients on
@@ -373,24 +375,31 @@ def _modes(fit: mixture.MixtureFit, grid: np.ndarray, *, min_sep: float, max_dep
     return modes, best_depth
 
 
-def _tail_start(fit: mixture.MixtureFit, grid: np.ndarray) -> float:
-    """Log-time where the body ends: past its last sub-peak, density < 5 % of it.
+def _tail_start(fit: mixture.MixtureFit, grid: np.ndarray) -> tuple[float, float]:
+    """Where the body ends and the tail begins, in log time; and the body's top peak.
 
-    The body is the highest peak of the linear-scale density together with every peak
-    at least 20 % as high that lies within a factor :data:`MIN_MODE_SEPARATION` above
-    it (close sub-modes of the service time, e.g. two request sizes).
+    On the linear-scale density ``g`` of ``fit``: the body is the highest peak plus
+    every peak (at least 5 % as high) within a factor :data:`MIN_MODE_SEPARATION`
+    above it -- close sub-modes of the service time, such as two request sizes. Past
+    the body's last peak, the tail starts at the first point where ``g`` is below 5 %
+    of the top, or below half of the last peak while falling more slowly than 1/x
+    (``d ln g / d ln x > -1``: the steep edge of the body is over, as where a flat
+    plateau or a slow exponential decay takes over).
     """
     g = np.exp(fit.logpdf(grid) - grid)
+    slope = np.gradient(np.log(np.maximum(g, 1e-300)), grid)
     inner = np.flatnonzero((g[1:-1] > g[:-2]) & (g[1:-1] >= g[2:])) + 1
     top = int(np.argmax(g))
-    peaks = sorted(set(inner[g[inner] >= 0.2 * g[top]].tolist()) | {top})
     hi = top
     step = math.log(MIN_MODE_SEPARATION)
-    for p in peaks:
-        if p > hi and grid[p] - grid[top] < step:
+    for p in inner:
+        if p > hi and grid[p] - grid[top] < step and g[p] >= 0.05 * g[top]:
             hi = p
-    below = np.flatnonzero(g[hi:] < 0.05 * g[hi])
-    return float(grid[hi + below[0]]) if below.size else float(grid[-1])
+    seg = slice(hi, None)
+    cond = (g[seg] < 0.05 * g[top]) | ((g[seg] < 0.5 * g[hi]) & (slope[seg] > -1.0))
+    below = np.flatnonzero(cond)
+    t0 = float(grid[hi + below[0]]) if below.size else float(grid[-1])
+    return t0, float(grid[top])
 
 
 def _tail_shape(tail: np.ndarray, a: float) -> dict:
@@ -524,7 +533,7 @@ def _is_flat(st: dict) -> bool:
     cv, ur, hr = st["tail_cv"], st["tail_upper_ratio"], st["tail_half_ratio"]
     if not (math.isfinite(cv) and math.isfinite(ur) and math.isfinite(hr)):
         return False
-    if st["tail_count"] < MIN_TAIL_COUNT:
+    if st["tail_count"] < MIN_TAIL_COUNT or st["tail_start"] > MAX_TAIL_START * st["body_peak"]:
         return False
     return cv <= _FLAT_CV and ur <= _FLAT_UR and hr >= _FLAT_HR
 
@@ -665,8 +674,9 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     st["uniform_weight"] = fb.uniform[0]
 
     # --- the tail: values past the body, on the linear scale
-    t0 = _tail_start(fits[best_gmm], grid)
+    t0, top = _tail_start(fits[best_gmm], grid)
     tail = np.exp(y[y > t0])
+    st["body_peak"] = math.exp(top) * q50
     st["tail_start"] = math.exp(t0) * q50
     st["tail_fraction"] = tail.size / y.size
     st["tail_count"] = int(tail.size)
