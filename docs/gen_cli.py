@@ -26,7 +26,7 @@ def reference() -> str:
     parts = ["# Command-line reference", "",
              "Generated from the commands' help by `python docs/gen_cli.py`; do not edit.", ""]
     for full, cmd in [("nsysdiag", cli), *_commands(cli, "nsysdiag")]:
-        ctx = click.Context(cmd, info_name=full)
+        ctx = click.Context(cmd, info_name=full, terminal_width=100, max_content_width=100)
         parts += [f"## `{full}`", "", "```text", cmd.get_help(ctx), "```", ""]
     return "\n".join(parts)
 
