@@ -34,7 +34,7 @@ LIMIT 5;
 
 
 -- @query candidates
--- Nesting is judged on up to ~200 evenly spaced instances of each name: an instance is
+-- Nesting is judged on up to ~128 evenly spaced instances of each name: an instance is
 -- inside another name when one of that name's instances in the same process covers it
 -- (identical intervals: the alphabetically first name counts as the outer one).
 WITH closed AS (
@@ -49,7 +49,7 @@ cand AS (
     FROM closed c JOIN counts k USING (name)),
 probe AS (
     SELECT row_number() OVER () AS id, name, start_ns, end_ns, global_pid
-    FROM cand WHERE (i - 1) % greatest(1, n // 200) = 0),
+    FROM cand WHERE (i - 1) % greatest(1, n // 64) = 0),
 inside AS (
     SELECT DISTINCT p.id, p.name, o.name AS outer_name
     FROM probe p JOIN cand o
