@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from ..render.text import fmt_ns
 from ..report import Report
 from .base import OK, AnalysisResult, not_captured, run_query
 
@@ -70,12 +71,12 @@ def _single_stream(row: dict) -> bool:
 
 def _message(s: dict[str, Any]) -> str:
     if not s["copy_busy_ns"]:
-        return (f"{s['devices']} device(s): kernels busy {s['kernel_busy_ns'] / 1e6:.3f} ms "
-                f"over {s['wall_span_ns'] / 1e6:.3f} ms; no copy time to overlap")
-    return (f"{s['devices']} device(s): {s['overlap_pct']:.1f}% of "
-            f"{s['copy_busy_ns'] / 1e6:.3f} ms copy time overlapped kernels, "
-            f"{s['exposed_copy_ns'] / 1e6:.3f} ms exposed; kernels busy "
-            f"{s['kernel_busy_ns'] / 1e6:.3f} ms over {s['wall_span_ns'] / 1e6:.3f} ms")
+        return (f"{s['devices']} device(s): kernels busy {fmt_ns(s['kernel_busy_ns'])} "
+                f"over {fmt_ns(s['wall_span_ns'])}; no copy time to overlap")
+    return (f"{s['devices']} device(s): {s['overlap_pct'] or 0:.1f}% of "
+            f"{fmt_ns(s['copy_busy_ns'])} copy time overlapped kernels, "
+            f"{fmt_ns(s['exposed_copy_ns'])} exposed; kernels busy "
+            f"{fmt_ns(s['kernel_busy_ns'])} over {fmt_ns(s['wall_span_ns'])}")
 
 
 def _findings(devices: list[dict], sync: list[dict], s: dict[str, Any]) -> list[str]:
@@ -88,7 +89,7 @@ def _findings(devices: list[dict], sync: list[dict], s: dict[str, Any]) -> list[
         elif r["copies"] and r["kernels"] and (r["overlap_pct"] or 0) < LOW_OVERLAP_PCT:
             out.append(f"device {r['device_id']}: only {r['overlap_pct']:.1f}% of copy time "
                        f"overlapped kernels across {r['streams']} streams "
-                       f"({r['exposed_copy_ns'] / 1e6:.3f} ms exposed)")
+                       f"({fmt_ns(r['exposed_copy_ns'])} exposed)")
     if sync and (s["sync_copy_time_pct"] or 0) >= SYNC_COPY_PCT:
         names = ", ".join(sorted({r["api_name"] for r in sync}))
         out.append(f"{s['sync_copies']} copies ({s['sync_copy_time_pct']:.0f}% of copy time) come "
