@@ -206,3 +206,11 @@ def test_corpus_runs(path):
         s = res.summary
         assert s["matched"] + s["unmatched"] == s["kernels"]
         assert s["depth_at_launch_max"] is None or s["depth_at_launch_max"] >= 0
+
+
+def test_detail_false_gives_the_same_summary(standard_export):
+    with nsysdiag.open(standard_export, cache=False) as rep:
+        full = launch_latency.run(rep)
+        lean = launch_latency.run(rep, detail=False)
+    assert lean.summary == full.summary
+    assert "per_kernel" not in lean.tables and "per_kernel" in full.tables

@@ -38,7 +38,7 @@ CLI_OPTIONS = [
 
 
 
-def run(report: Report, *, top: int | None = None) -> AnalysisResult:
+def run(report: Report, *, top: int | None = None, detail: bool = True) -> AnalysisResult:
     """Time every kernel launch and follow the dispatch queue.
 
     Parameters
@@ -47,6 +47,9 @@ def run(report: Report, *, top: int | None = None) -> AnalysisResult:
         An opened export with kernels and CUDA API calls.
     top : int, optional
         ``per_name`` keeps the ``top`` names launched most often. Default: every name.
+    detail : bool
+        With False (what the diagnosis uses), skip the per-stream queue depth and the
+        large per-kernel and depth-series tables; the summary is the same.
 
     Returns
     -------
@@ -73,10 +76,11 @@ def run(report: Report, *, top: int | None = None) -> AnalysisResult:
     missing = not_captured(NAME, report, "kernels", "api_calls")
     if missing:
         return missing
-    with steps(report, NAME, _STEPS):
-        tables = {name: run_query(report, NAME, name, {"top": top})
-                  for name in ("latency", "per_kernel", "per_name", "queue_depth",
-                               "queue_depth_hist", "graph_launches")}
+    names = ("latency", "per_name", "queue_depth_hist", "graph_launches")
+    if detail:
+        names += ("per_kernel", "queue_depth")
+    with steps(report, NAME, _STEPS, {"streams": detail}):
+        tables = {name: run_query(report, NAME, name, {"top": top}) for name in names}
         summary = run_query(report, NAME, "summary").to_pylist()[0]
     latency = {r["metric"]: r for r in tables["latency"].to_pylist()}
     for metric in _METRICS:

@@ -92,7 +92,7 @@ def _diagnose(report: Report, range_name: str | None, baseline: str | Path | Non
     for name, kw in (
         ("launch_gaps", {"normal_threshold_us": settings.gap_normal_ns / 1e3,
                          "p99_threshold_us": settings.gap_p99_ns / 1e3}),
-        ("launch_latency", {}),
+        ("launch_latency", {"detail": False}),
         ("transfers", {"baseline": str(baseline) if baseline else None}),
         ("overlap", {}),
         ("graphs", {}),

@@ -71,6 +71,7 @@ FROM launches
 WHERE start_ns > api_end_ns
 
 -- @query depth_series
+-- (the per-stream rows only when $streams is true: the diagnosis needs the device level)
 SELECT 'device' AS level, device_id, NULL::BIGINT AS global_pid, NULL::BIGINT AS pid,
        NULL::BIGINT AS context_id, NULL::BIGINT AS stream_id, t_ns,
        (sum(change) OVER w)::BIGINT AS depth, lead(t_ns) OVER w - t_ns AS span_ns
@@ -82,7 +83,8 @@ SELECT 'stream', device_id, global_pid, pid, context_id, stream_id, t_ns,
        (sum(change) OVER w)::BIGINT, lead(t_ns) OVER w - t_ns
 FROM (SELECT device_id, global_pid, any_value(pid) AS pid, context_id, stream_id, t_ns,
              sum(delta) AS change
-      FROM queue_events GROUP BY device_id, global_pid, context_id, stream_id, t_ns)
+      FROM queue_events WHERE $streams
+      GROUP BY device_id, global_pid, context_id, stream_id, t_ns)
 WHERE change <> 0
 WINDOW w AS (PARTITION BY device_id, global_pid, context_id, stream_id ORDER BY t_ns
              ROWS UNBOUNDED PRECEDING)
