@@ -19,3 +19,16 @@ def cache_dir() -> Path:
     """
     env = os.environ.get(CACHE_ENV)
     return Path(env) if env else Path(platformdirs.user_cache_dir("nsysdiag"))
+
+
+MEMORY_ENV = "NSYSDIAG_MEMORY_LIMIT"
+DEFAULT_MEMORY_LIMIT = "1536MB"
+
+
+def memory_limit() -> str:
+    """DuckDB's memory limit: ``$NSYSDIAG_MEMORY_LIMIT`` (e.g. ``4GB``), default 1536MB.
+
+    Past the limit DuckDB spills sorts, joins and windows to ``<cache dir>/spill``, so a
+    10-million-kernel trace stays within about 2 GB of memory.
+    """
+    return os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY_LIMIT

@@ -15,9 +15,10 @@ import duckdb
 from . import __version__
 from .adapters.base import Source
 from .adapters.detect import open_source
+from .config import MEMORY_ENV, memory_limit
 from .config import cache_dir as default_cache_dir
 from .errors import InputError, UsageError
-from .views.build import VIEW_FORMAT, ViewStore
+from .views.build import VIEW_FORMAT, ViewStore, sql_string
 from .views.definitions import VIEWS
 from .views.probe import Probe, probe
 
@@ -32,6 +33,12 @@ def duckdb_connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
         config["threads"] = threads
     con = duckdb.connect(config=config)
     con.execute("SET enable_progress_bar = false")
+    spill = default_cache_dir() / "spill"
+    try:
+        con.execute("SET memory_limit = ?", [memory_limit()])
+    except duckdb.Error as exc:
+        raise UsageError(f"bad ${MEMORY_ENV}: {str(exc).splitlines()[0]}") from None
+    con.execute(f"SET temp_directory = {sql_string(str(spill))}")
     return con
 
 
