@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,12 +13,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import nsysdiag  # noqa: E402
 from fixtures.make_fixtures import standard  # noqa: E402
 from fixtures.nsysbuild import TraceBuilder  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 CORPUS = SHARED / "corpus"
 H200 = CORPUS / "h200"
+
+
+_CORPUS_CACHE = Path(tempfile.mkdtemp(prefix="nsysdiag-test-corpus-"))
+atexit.register(shutil.rmtree, _CORPUS_CACHE, True)
+
+
+def open_corpus(path: Path) -> nsysdiag.Report:
+    """Open a shared-corpus export with one cache for the whole test session.
+
+    The corpus loops of the analysis tests all read the same 56 files; with a shared
+    cache each file's views are built once, by whichever test asks first.
+    """
+    return nsysdiag.open(path, cache_dir=_CORPUS_CACHE)
 
 
 def corpus_sqlite_files() -> list[Path]:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from conftest import corpus_sqlite_files
-
-import nsysdiag
+from conftest import corpus_sqlite_files, open_corpus
 
 FILES = corpus_sqlite_files()
 
@@ -32,7 +30,7 @@ def source_count(path, table):
 @pytest.mark.skipif(not FILES, reason="shared corpus not available")
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_corpus_file_normalizes_with_exact_row_counts(path):
-    with nsysdiag.open(path, cache=False) as rep:
+    with open_corpus(path) as rep:
         info = rep.info()
         assert info.format == "sqlite"
         for view, table in COUNTED.items():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import H200, ROOT, corpus_sqlite_files, need
+from conftest import H200, ROOT, corpus_sqlite_files, need, open_corpus
 
 import nsysdiag
 from nsysdiag.analyses import graphs
@@ -149,7 +149,7 @@ def corpus_results():
     """graphs on every corpus file, run once for the tests below."""
     out = {}
     for path in CORPUS:
-        with nsysdiag.open(path, cache=False) as rep:
+        with open_corpus(path) as rep:
             out[path] = graphs.run(rep)
     return out
 

@@ -8,7 +8,7 @@ import math
 
 import pytest
 from click.testing import CliRunner
-from conftest import H200, corpus_sqlite_files, need
+from conftest import H200, corpus_sqlite_files, need, open_corpus
 
 import nsysdiag
 from nsysdiag.analyses import kernel_summary
@@ -120,7 +120,7 @@ def test_equals_nsys_stats_cuda_gpu_kern_sum():
 
 @pytest.mark.parametrize("path", corpus_sqlite_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_corpus_runs(path):
-    with nsysdiag.open(path, cache=False) as rep:
+    with open_corpus(path) as rep:
         res = kernel_summary.run(rep)
     assert res.status in ("ok", "empty", "not_captured")
     if res.ok:

@@ -10,7 +10,7 @@ import sqlite3
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import CORPUS, H200, corpus_sqlite_files, need
+from conftest import CORPUS, H200, corpus_sqlite_files, need, open_corpus
 
 import nsysdiag
 from nsysdiag.analyses import launch_gaps
@@ -251,7 +251,7 @@ def test_cli(streams, tmp_path):
 @functools.cache
 def corpus_result(path):
     """One run per corpus file, shared by the tests below."""
-    with nsysdiag.open(path, cache=False) as rep:
+    with open_corpus(path) as rep:
         return launch_gaps.run(rep)
 
 

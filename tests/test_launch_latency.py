@@ -7,7 +7,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import CORPUS, H200, corpus_sqlite_files, need
+from conftest import CORPUS, H200, corpus_sqlite_files, need, open_corpus
 
 import nsysdiag
 from nsysdiag.analyses import launch_latency
@@ -178,7 +178,7 @@ def test_top_and_cli(three_queued, tmp_path):
 @functools.cache
 def corpus_result(path):
     """One run per corpus file, shared by the tests below."""
-    with nsysdiag.open(path, cache=False) as rep:
+    with open_corpus(path) as rep:
         return launch_latency.run(rep)
 
 

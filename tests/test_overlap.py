@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import H200, corpus_sqlite_files, need
+from conftest import H200, corpus_sqlite_files, need, open_corpus
 
 import nsysdiag
 from nsysdiag.analyses import overlap
@@ -178,7 +178,7 @@ def corpus_results():
     """overlap on every corpus file, run once for the tests below."""
     out = {}
     for path in CORPUS:
-        with nsysdiag.open(path, cache=False) as rep:
+        with open_corpus(path) as rep:
             out[path] = overlap.run(rep)
     return out
 

@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 import pytest
-from conftest import CORPUS, H200, corpus_sqlite_files, need
+from conftest import CORPUS, H200, corpus_sqlite_files, need, open_corpus
 
 import nsysdiag
 from fixtures.nsysbuild import TraceBuilder
@@ -319,7 +319,7 @@ def test_bad_options(core, kw):
 
 @functools.cache
 def corpus_result(path):
-    with nsysdiag.open(path, cache=False) as rep:
+    with open_corpus(path) as rep:
         return ranges.run(rep)
 
 

@@ -11,7 +11,7 @@ import random
 
 import pyarrow.compute as pc
 import pytest
-from conftest import H200, ROOT, corpus_sqlite_files, need
+from conftest import H200, ROOT, corpus_sqlite_files, need, open_corpus
 
 import nsysdiag
 from nsysdiag.analyses import transfers
@@ -353,7 +353,7 @@ def corpus_results():
     """transfers on every corpus file, run once for the tests below."""
     out = {}
     for path in CORPUS:
-        with nsysdiag.open(path, cache=False) as rep:
+        with open_corpus(path) as rep:
             out[path] = transfers.run(rep)
     return out
 
