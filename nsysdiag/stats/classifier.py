@@ -11,7 +11,7 @@ from typing import Any
 
 import diptest
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from nsysdiag.stats import mixture
 
@@ -30,12 +30,20 @@ MAX_VALLEY_DEPTH = 0.35
 MIN_TAIL_COUNT = 10
 #: A flat tail must start within this factor of the body's peak (a narrow body).
 MAX_TAIL_START = 1.75
+#: A cluster in the tail: density rising this much after a dip, with this z-score.
+_BUMP_RISE, _BUMP_Z = 2.5, 3.5
 #: flat_tail thresholds on the tail statistics (see :func:`_tail_shape`).
 _FLAT_CV, _FLAT_UR, _FLAT_HR = 0.45, 0.8, 0.3
 #: Confidence model: per verdict, logistic-regression coefficients on
 #: :func:`_calibration_features`, fitted by ``python bench/classifier.py --calibrate``
 #: on synthetic samples drawn with seeds other than the benchmark's.
-_CALIBRATION: dict[str, list[float]] = {}
+_CALIBRATION: dict[str, list[float]] = {
+    # python bench/classifier.py --calibrate --seed 21 --count 2400 (benchmark: --seed 1)
+    "tight": [5.0788, 1.3928, 3.3584, 0.0, 0.0, 0.0, 0.0],
+    "right_skewed": [2.7832, 0.0013, 1.8299, -0.9267, 0.0, 0.1244, -0.8219],
+    "multimodal": [-0.7802, -0.1676, 0.3375, -1.2574, 0.5360, 0.9316, 2.4890],
+    "flat_tail": [0.7585, 1.0065, 1.4758, 1.6778, 0.2012, 1.2477, 0.0],
+}
 #: Candidate model names, in the order they are fitted.
 CANDIDATES = ("lognormal", "gmm2", "gmm3", "gmm4", "body_uniform")
 
@@ -117,7 +125,6 @@ class TailShapeResult:
     statistics: dict = field(default_factory=dict)
     success: bool = True
     message: str = ""
-    _scale: float = field(default=1.0, repr=False, compare=False)
 
     def pdf(self, x: Any) -> np.ndarray:
         """Density of the best model at ``x`` on the original (not log) scale.
@@ -160,7 +167,7 @@ class TailShapeResult:
 
     def __str__(self) -> str:
         st = self.statistics
-        lines = [f"TailShapeResult: {self.shape} (confidence {self.confidence:.2f}, n={self.n})"]
+        lines = [f"TailShapeResult: {self.shape} (confidence {self.confidence:.3f}, n={self.n})"]
         if "p50" in st:
             lines.append(
                 f"  p50={_fmt(st['p50'])} p90={_fmt(st['p90'])} p99={_fmt(st['p99'])}"
@@ -175,8 +182,8 @@ class TailShapeResult:
         if self.candidates:
             best = min(c.bic for c in self.candidates.values())
             parts = [
-                f"{c.name} {c.bic - best:+.1f}" for c in sorted(
-                    self.candidates.values(), key=lambda c: c.bic)
+                f"{c.name} {c.bic - best:+.1f}"
+                for c in sorted(self.candidates.values(), key=lambda c: c.bic)
             ]
             lines.append("  dBIC: " + ", ".join(parts))
         if self.message:
@@ -236,11 +243,17 @@ def _validate(durations, min_n, tight_ratio, max_samples, rng):
         )
     if isinstance(min_n, bool) or not isinstance(min_n, (int, np.integer)) or min_n < 10:
         raise ValueError(f"`min_n` must be an integer >= 10; got {min_n!r}")
-    if not (isinstance(tight_ratio, (int, float, np.floating)) and tight_ratio > 1.0
-            and math.isfinite(tight_ratio)):
+    if not (
+        isinstance(tight_ratio, (int, float, np.floating))
+        and tight_ratio > 1.0
+        and math.isfinite(tight_ratio)
+    ):
         raise ValueError(f"`tight_ratio` must be a finite number > 1; got {tight_ratio!r}")
-    if (isinstance(max_samples, bool) or not isinstance(max_samples, (int, np.integer))
-            or max_samples < 1000):
+    if (
+        isinstance(max_samples, bool)
+        or not isinstance(max_samples, (int, np.integer))
+        or max_samples < 1000
+    ):
         raise ValueError(f"`max_samples` must be an integer >= 1000; got {max_samples!r}")
     try:
         gen = np.random.default_rng(rng)
@@ -253,8 +266,9 @@ def _validate(durations, min_n, tight_ratio, max_samples, rng):
     return x[keep], n_drop, gen
 
 
-def _isolated_extremes(v: np.ndarray, n: int, *, c: float = 8.0,
-                       min_gap: float = math.log(1.3)) -> int:
+def _isolated_extremes(
+    v: np.ndarray, n: int, *, c: float = 8.0, min_gap: float = math.log(1.3)
+) -> int:
     """Count isolated extreme values at one end of a sample.
 
     ``v`` holds the log-durations nearest that end, ordered from the extreme inwards
@@ -321,15 +335,17 @@ def _quantile_se(x: np.ndarray, p: float) -> float:
     return 0.5 * math.log(hi / lo)
 
 
-def _modes(fit: mixture.MixtureFit, grid: np.ndarray, *, min_sep: float, max_depth: float,
-           min_mass: float):
+def _modes(
+    fit: mixture.MixtureFit, grid: np.ndarray, *, min_sep: float, max_depth: float, min_mass: float
+):
     """Modes of a fitted density on the linear scale, merging insignificant ones.
 
     The fitted log-scale density f(y) is turned into the linear-scale density
     g = f(y) exp(-y) on ``grid``. Adjacent modes are merged unless they are at least
     ``min_sep`` apart in log time, the density between them drops to at most
     ``max_depth`` of the lower peak, and each side holds ``min_mass`` of the mass.
-    Returns a list of (location y, mass, height) and the smallest depth ratio kept.
+    Returns a list of (location y, mass, height) and the deepest valley kept (its
+    density over the lower neighbouring peak's; 1.0 with a single mode).
     """
     f = np.exp(fit.logpdf(grid))
     g = f * np.exp(-grid)
@@ -344,9 +360,11 @@ def _modes(fit: mixture.MixtureFit, grid: np.ndarray, *, min_sep: float, max_dep
         peaks.append(len(g) - 1)
     if not peaks:
         peaks = [int(np.argmax(g))]
-    best_depth = 1.0
     while True:
-        valleys = [p1 + int(np.argmin(g[p1:p2 + 1])) for p1, p2 in zip(peaks[:-1], peaks[1:])]
+        valleys = [
+            p1 + int(np.argmin(g[p1 : p2 + 1]))
+            for p1, p2 in zip(peaks[:-1], peaks[1:], strict=True)
+        ]
         bounds = [0] + valleys + [len(g) - 1]
         masses = [cum[bounds[i + 1]] - cum[bounds[i]] for i in range(len(peaks))]
         worst = None
@@ -365,14 +383,15 @@ def _modes(fit: mixture.MixtureFit, grid: np.ndarray, *, min_sep: float, max_dep
         i = worst
         drop = i if g[peaks[i]] < g[peaks[i + 1]] else i + 1
         del peaks[drop]
-    valleys = [p1 + int(np.argmin(g[p1:p2 + 1])) for p1, p2 in zip(peaks[:-1], peaks[1:])]
+    valleys = [
+        p1 + int(np.argmin(g[p1 : p2 + 1])) for p1, p2 in zip(peaks[:-1], peaks[1:], strict=True)
+    ]
     bounds = [0] + valleys + [len(g) - 1]
     modes = []
     for i, p in enumerate(peaks):
         modes.append((float(grid[p]), float(cum[bounds[i + 1]] - cum[bounds[i]]), float(g[p])))
-    for i, v in enumerate(valleys):
-        best_depth = min(best_depth, float(g[v] / min(g[peaks[i]], g[peaks[i + 1]])))
-    return modes, best_depth
+    depths = [float(g[v] / min(g[peaks[i]], g[peaks[i + 1]])) for i, v in enumerate(valleys)]
+    return modes, min(depths, default=1.0)
 
 
 def _tail_start(fit: mixture.MixtureFit, grid: np.ndarray) -> tuple[float, float]:
@@ -406,7 +425,8 @@ def _tail_shape(tail: np.ndarray, a: float) -> dict:
     """Shape statistics of the tail values ``tail`` (sorted, linear scale) above ``a``.
 
     Only the tail up to its 95th percentile is used, so that a few stray extreme values
-    do not stretch the range (a uniform tail cut at a quantile is still uniform). Returned (NaN when fewer than 8 values):
+    do not stretch the range (a uniform tail cut at a quantile is still uniform).
+    Returned (NaN, and flatness 0, when there are fewer than 8 values):
 
     - ``tail_flatness``: 1 - Kolmogorov distance between the tail and a uniform
       distribution over its range (1 = perfectly flat).
@@ -426,8 +446,10 @@ def _tail_shape(tail: np.ndarray, a: float) -> dict:
     if b <= a:
         return out
     u = (tail - a) / (b - a)
-    ks = max(float(np.max(np.arange(1, u.size + 1) / u.size - u)),
-             float(np.max(u - np.arange(u.size) / u.size)))
+    ks = max(
+        float(np.max(np.arange(1, u.size + 1) / u.size - u)),
+        float(np.max(u - np.arange(u.size) / u.size)),
+    )
     out["tail_flatness"] = 1.0 - ks
     q25, q75, q95 = np.quantile(tail, [0.25, 0.75, 0.95])
     out["tail_upper_ratio"] = float((q95 - q75) / max(q75 - q25, 1e-300 * b))
@@ -440,10 +462,42 @@ def _tail_shape(tail: np.ndarray, a: float) -> dict:
     return out
 
 
+def _tail_bump(tail: np.ndarray, a: float, body_peak: float) -> float:
+    """Strongest rise of the tail's density after a dip, as a z-score (0 if none).
+
+    The tail (linear scale, all of it) is cut into ``clip(sqrt(n), 5, 25)`` bins of
+    equal width over ``[a, max]``. For bins ``i < j`` with ``c_j >= 2.5 (c_i + 1)``
+    (the density more than doubles after a dip) and bin ``j`` at least
+    :data:`MIN_MODE_SEPARATION` times ``body_peak``, the z-score is
+    ``(c_j - c_i) / sqrt(c_i + c_j)``. A mixture with a BIC penalty cannot afford a
+    component for a small, sparse cluster in a short sample; this catches it.
+    """
+    if tail.size < 10 or tail[-1] <= a:
+        return 0.0
+    nb = int(min(25, max(5, round(math.sqrt(tail.size)))))
+    c, edges = np.histogram(tail, bins=nb, range=(a, float(tail[-1])))
+    c = c.astype(float)
+    centres = 0.5 * (edges[1:] + edges[:-1])
+    ci, cj = c[:, None], c[None, :]
+    z = (cj - ci) / np.sqrt(np.maximum(ci + cj, 1.0))
+    ok = (
+        np.triu(np.ones((nb, nb), bool), 1)
+        & (cj >= _BUMP_RISE * (ci + 1.0))
+        & (centres[None, :] >= MIN_MODE_SEPARATION * body_peak)
+    )
+    return float(z[ok].max()) if np.any(ok) else 0.0
+
+
 def _insufficient(n, message, stats_=None) -> TailShapeResult:
     return TailShapeResult(
-        shape="insufficient_data", confidence=0.0, n=int(n), candidates={}, best_model="",
-        statistics=stats_ or {}, success=False, message=message,
+        shape="insufficient_data",
+        confidence=0.0,
+        n=int(n),
+        candidates={},
+        best_model="",
+        statistics=stats_ or {},
+        success=False,
+        message=message,
     )
 
 
@@ -458,27 +512,97 @@ def classify_tail(
     tight_ratio: float = DEFAULT_TIGHT_RATIO,
     max_samples: int = 200_000,
 ) -> TailShapeResult:
-    """Classify the tail of a latency distribution.
+    """Classify the shape of a latency distribution's tail.
+
+    Says whether the tail is abnormal (p99/p50 above ``tight_ratio``) and, if so,
+    whether it is ``right_skewed`` (one mode, decaying tail: CPU-side queueing),
+    ``multimodal`` (separated modes: GPU execution jitter) or ``flat_tail`` (a narrow
+    body and a long roughly uniform tail: PCIe contention).
 
     Parameters
     ----------
     durations : array_like, 1-D
-        Positive durations (any unit). Non-finite values and values <= 0 are dropped
-        (the count is reported in ``message``).
+        Positive durations in any unit (nsys gives nanoseconds). Non-finite values and
+        values <= 0 are dropped; ``message`` says how many.
     rng : None, int or numpy.random.Generator, default 0
-        Seeds the k-means++ restarts of the mixture fits; the result is deterministic
-        for a fixed value.
+        Seeds the k-means++ restarts of the mixture fits. The result is deterministic
+        for a fixed seed.
     min_n : int, default 50
-        Fewer valid values than this give ``insufficient_data``.
+        Fewer valid values than this give ``insufficient_data``. Must be >= 10.
     tight_ratio : float, default 2.0
-        p99/p50 at or below which the tail is ``tight`` (not abnormal).
+        p99/p50 at or below which the tail is ``tight`` (not abnormal). The healthy H200
+        serving trace has 1.57, the one with planted GPU jitter 3.72.
     max_samples : int, default 200000
-        Larger samples are reduced to this many evenly spaced order statistics before
-        the fits (percentiles always use all values).
+        Larger samples are fitted on this many evenly spaced order statistics
+        (deterministic); percentiles always use every value. Must be >= 1000.
 
     Returns
     -------
     TailShapeResult
+        ``shape``, ``confidence``, ``n``, ``candidates`` (every model with its BIC),
+        ``best_model``, ``statistics``, ``success``, ``message``; ``pdf(x)`` and
+        ``to_dict()``.
+
+    Raises
+    ------
+    ValueError
+        If ``durations`` is not 1-D or not numeric, or another argument is out of range.
+
+    Notes
+    -----
+    The steps (details in ``docs/classifier.md``):
+
+    1. Drop invalid values; fewer than ``min_n`` left, or all equal, give
+       ``insufficient_data`` with ``success=False``.
+    2. Set aside isolated extreme values at either end (at most ``max(5, 0.2 % n)``),
+       found with Rényi's spacing representation: warm-up requests must not decide.
+    3. Gate: robust p99/p50 <= ``tight_ratio`` gives ``tight``.
+    4. Spread tied values (discretised timers) over their rounding interval; fit on
+       log-time a log-normal, Gaussian mixtures of 2-4 components (EM, best of three
+       starts) and a normal body plus a uniform tail; compare by BIC.
+    5. Count separated modes of the best mixture on the linear scale (at least 1.4x
+       apart, valley <= 0.35 of the lower peak, each >= 1.5 % of the mass), and
+       measure the flatness of the tail past the body.
+    6. Decide: flat tail if the tail past a narrow body is flat; else multimodal with
+       two or more separated modes, or a significant cluster in the tail (density
+       more than doubling after a dip); else right-skewed.
+    7. ``confidence``: a logistic model per verdict on the gate's z-score, sample size,
+       tail statistics and mode masses, fitted on synthetic data (see
+       ``bench/classifier.py --calibrate``).
+
+    The verdict depends only on the sorted values and on ratios: it is invariant to
+    the order of the values and to the unit.
+
+    References
+    ----------
+    .. [1] J. A. Hartigan and P. M. Hartigan, "The Dip Test of Unimodality",
+       Annals of Statistics 13(1), 1985.
+    .. [2] A. Rényi, "On the theory of order statistics", Acta Math. Acad. Sci. Hung.
+       4, 1953 (spacings of exponential order statistics).
+    .. [3] G. Schwarz, "Estimating the dimension of a model", Annals of Statistics
+       6(2), 1978 (BIC).
+
+    Examples
+    --------
+    A quarter of the requests take 2.5x longer (GPU jitter):
+
+    >>> import numpy as np
+    >>> from nsysdiag.stats.classifier import classify_tail
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.concatenate([rng.lognormal(np.log(2e6), 0.05, 3000),
+    ...                     rng.lognormal(np.log(5e6), 0.05, 1000)])
+    >>> res = classify_tail(x)
+    >>> res.shape, res.best_model
+    ('multimodal', 'gmm2')
+    >>> [round(m / 1e6, 1) for m in res.statistics["mode_locations"]]
+    [2.0, 5.0]
+    >>> round(res.statistics["p99_over_p50"], 2)
+    2.69
+
+    The same body alone is tight:
+
+    >>> classify_tail(x[:3000]).shape
+    'tight'
     """
     x, n_drop, gen = _validate(durations, min_n, tight_ratio, max_samples, rng)
     notes = []
@@ -493,10 +617,14 @@ def classify_tail(
         notes.append(f"all {n_valid} values are equal ({x[0]:g}): no distribution to classify")
         return _insufficient(n_valid, "; ".join(notes))
     xt, y, st, fits, cands = _features(x, gen, max_samples=max_samples)
-    shape, reason = _decide(st, tight_ratio)
-    conf, probs = _confidence(st, shape, tight_ratio)
+    st["p_tight"] = float(special.ndtr(_gate_z(st, tight_ratio)))
+    if not cands:
+        # all kept values equal once the isolated extremes are set aside
+        shape, reason, conf = "tight", "all values equal apart from isolated extremes", 1.0
+    else:
+        shape, reason = _decide(st, tight_ratio)
+        conf = _confidence(st, shape, tight_ratio)
     st["reason"] = reason
-    st["p_tight"] = probs
     n_out = st["n_outliers_low"] + st["n_outliers_high"]
     if n_out:
         notes.append(
@@ -506,10 +634,16 @@ def classify_tail(
     if xt.size > max_samples:
         notes.append(f"fitted {max_samples} evenly spaced order statistics of {xt.size} values")
     notes.insert(0, reason)
-    best = min(cands, key=lambda k: cands[k].bic)
+    best = min(cands, key=lambda k: cands[k].bic) if cands else ""
     return TailShapeResult(
-        shape=shape, confidence=conf, n=int(xt.size), candidates=cands, best_model=best,
-        statistics=st, success=True, message="; ".join(notes),
+        shape=shape,
+        confidence=conf,
+        n=int(xt.size),
+        candidates=cands,
+        best_model=best,
+        statistics=st,
+        success=True,
+        message="; ".join(notes),
     )
 
 
@@ -526,6 +660,9 @@ def _decide(st: dict, tight_ratio: float) -> tuple[str, str]:
         return "flat_tail", f"{head}; flat tail (flatness {st['tail_flatness']:.2f})"
     if st["n_modes"] >= 2:
         return "multimodal", f"{head}; {st['n_modes']} separated modes"
+    if st["tail_bump_z"] >= _BUMP_Z:
+        z = st["tail_bump_z"]
+        return "multimodal", f"{head}; a separated cluster in the tail (z={z:.1f})"
     return "right_skewed", f"{head}; one mode, decaying tail"
 
 
@@ -548,10 +685,11 @@ def _gate_z(st: dict, tight_ratio: float) -> float:
 def _calibration_features(st: dict, shape: str, tight_ratio: float) -> np.ndarray:
     """Inputs of the confidence model for a verdict ``shape`` (see :data:`_CALIBRATION`).
 
-    [1, log P(gate verdict), log10(n) - 3, flat margin, second-mode mass, log10 tail count]
-    where P(gate verdict) is Phi(z) for ``tight`` and Phi(-z) otherwise, z being
-    :func:`_gate_z`; the flat margin is the smallest relative distance of the tail
-    statistics from the flat_tail thresholds (positive inside, clipped to [-2, 1]).
+    [1, log P(gate verdict), log10(n) - 3, flat margin, second-mode mass,
+    log10 tail count, tail bump z / 10 (at most 1)], where P(gate verdict) is Phi(z)
+    for ``tight`` and Phi(-z) otherwise, z being :func:`_gate_z`; the flat margin is
+    the smallest relative distance of the tail statistics from the flat_tail
+    thresholds (positive inside, clipped to [-2, 1]).
     """
     z = _gate_z(st, tight_ratio)
     p_gate = special.ndtr(z if shape == "tight" else -z)
@@ -559,26 +697,23 @@ def _calibration_features(st: dict, shape: str, tight_ratio: float) -> np.ndarra
     ln = math.log10(max(st["n_fit"], 1)) - 3.0
     cv, ur, hr = st["tail_cv"], st["tail_upper_ratio"], st["tail_half_ratio"]
     if all(math.isfinite(v) for v in (cv, ur, hr)):
-        margin = min((_FLAT_CV - cv) / _FLAT_CV, (_FLAT_UR - ur) / _FLAT_UR,
-                     (hr - _FLAT_HR) / _FLAT_HR)
+        margin = min(
+            (_FLAT_CV - cv) / _FLAT_CV, (_FLAT_UR - ur) / _FLAT_UR, (hr - _FLAT_HR) / _FLAT_HR
+        )
         margin = min(max(margin, -2.0), 1.0)
     else:
         margin = -2.0
     masses = sorted(st["mode_masses"], reverse=True)
     second = masses[1] if len(masses) > 1 else 0.0
     nt = math.log10(st["tail_count"] + 1.0)
-    return np.array([1.0, lp, ln, margin, second, nt])
+    bump = min(st["tail_bump_z"], 10.0) / 10.0
+    return np.array([1.0, lp, ln, margin, second, nt, bump])
 
 
-def _confidence(st: dict, shape: str, tight_ratio: float) -> tuple[float, float]:
-    """Calibrated probability that ``shape`` is right, and P(tight) from the gate alone."""
-    p_tight = float(special.ndtr(_gate_z(st, tight_ratio)))
-    coef = _CALIBRATION.get(shape)
+def _confidence(st: dict, shape: str, tight_ratio: float) -> float:
+    """Calibrated probability that ``shape`` is right (see :data:`_CALIBRATION`)."""
     phi = _calibration_features(st, shape, tight_ratio)
-    if coef is None:
-        return float(math.exp(phi[1])), p_tight
-    eta = float(np.dot(coef, phi))
-    return float(special.expit(eta)), p_tight
+    return float(special.expit(float(np.dot(_CALIBRATION[shape], phi))))
 
 
 def _n_params(f: mixture.MixtureFit) -> int:
@@ -586,94 +721,124 @@ def _n_params(f: mixture.MixtureFit) -> int:
     return 3 * f.means.size - 1 + (2 if f.uniform is not None else 0)
 
 
-def _end_logs(x, k):
-    return np.log(x[:k]), np.log(x[::-1][:k])
+def _skewness(v: np.ndarray) -> float:
+    """Sample skewness (biased, like scipy.stats.skew); 0 for constant data."""
+    d = v - v.mean()
+    m2 = float(np.mean(d * d))
+    if m2 <= 0.0:
+        return 0.0
+    return float(np.mean(d * d * d)) / m2**1.5
+
+
+def _robust_sample(x: np.ndarray, max_samples: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Percentiles, isolated extremes, the gate's ratio and the sample to fit.
+
+    Returns (values kept, de-tied fit sample in the caller's unit, statistics).
+    """
+    n_valid = x.size
+    p50, p90, p99 = (float(v) for v in np.quantile(x, [0.5, 0.9, 0.99]))
+    k_end = min(n_valid, 2 * max(5, int(0.002 * n_valid)) + 12)
+    n_lo = _isolated_extremes(np.log(x[:k_end]), n_valid)
+    n_hi = _isolated_extremes(-np.log(x[::-1][:k_end]), n_valid)
+    xt = x[n_lo : n_valid - n_hi]
+    q50, q99 = (float(v) for v in np.quantile(xt, [0.5, 0.99]))
+    st = {
+        "n_valid": n_valid,
+        "n_outliers_low": n_lo,
+        "n_outliers_high": n_hi,
+        "p50": p50,
+        "p90": p90,
+        "p99": p99,
+        "p99_over_p50": p99 / p50,
+        "p99_over_p50_robust": q99 / q50,
+        "se_log_ratio": math.hypot(_quantile_se(xt, 0.5), _quantile_se(xt, 0.99)),
+    }
+    xs = xt
+    if xt.size > max_samples:
+        xs = xt[np.round(np.linspace(0, xt.size - 1, max_samples)).astype(np.int64)]
+    xd, delta = _dequantize(xs)
+    st["resolution"] = delta
+    st["n_fit"] = int(xd.size)
+    return xt, xd, st
+
+
+def _fit_candidates(
+    y: np.ndarray, q50: float, resolution: float, gen: np.random.Generator
+) -> tuple[dict, dict, float]:
+    """Fit every candidate to log-durations ``y`` (= ln(x / q50)).
+
+    Returns (MixtureFit by name, CandidateFit by name, component width floor).
+    """
+    pts, wts, bin_w = mixture.bin_points(y)
+    n_fit = float(wts.sum())
+    sigma_floor = max(0.003, bin_w, (resolution / q50) / math.sqrt(12.0))
+    fits = {"lognormal": mixture.fit_normal(pts, wts, sigma_floor)}
+    for k in (2, 3, 4):
+        fits[f"gmm{k}"] = mixture.fit_gmm(pts, wts, k, gen, sigma_floor=sigma_floor)
+    best = None
+    for kb in (1, 2, 3):
+        f = mixture.fit_body_uniform(pts, wts, kb, gen, sigma_floor=sigma_floor)
+        bic = _n_params(f) * math.log(n_fit) - 2.0 * f.log_likelihood
+        if best is None or bic < best[0]:
+            best = (bic, f)
+    fits["body_uniform"] = best[1]
+    shift = math.log(q50)
+    cands = {}
+    for name, f in fits.items():
+        params = {
+            "weights": f.weights.tolist(),
+            "mu": (f.means + shift).tolist(),
+            "sigma": f.sigmas.tolist(),
+        }
+        if f.uniform is not None:
+            wu, a, b = f.uniform
+            params.update(uniform_weight=wu, uniform_low=a * q50, uniform_high=b * q50)
+        k_par = _n_params(f)
+        bic = k_par * math.log(n_fit) - 2.0 * f.log_likelihood
+        cands[name] = CandidateFit(name, params, f.log_likelihood, k_par, bic)
+    return fits, cands, sigma_floor
 
 
 def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
-    """All the evidence the decision uses, from sorted valid durations ``x``."""
-    n_valid = x.size
-    p50, p90, p99 = (float(v) for v in np.quantile(x, [0.5, 0.9, 0.99]))
-    k_end = max(5, int(0.002 * n_valid))
-    k_end = 2 * k_end + 40
-    lo_end, hi_end = _end_logs(x, min(k_end, n_valid))
-    n_lo = _isolated_extremes(lo_end, n_valid)
-    n_hi = _isolated_extremes(-hi_end, n_valid)
-    xt = x[n_lo:n_valid - n_hi]
-    n = xt.size
-    q50, q99 = (float(v) for v in np.quantile(xt, [0.5, 0.99]))
-    r_rob = q99 / q50
-    lt50 = _quantile_se(xt, 0.5)
-    lt99 = _quantile_se(xt, 0.99)
-    se_log_ratio = math.hypot(lt50, lt99)
-    if n > max_samples:
-        idx = np.round(np.linspace(0, n - 1, max_samples)).astype(np.int64)
-        xs = xt[idx]
-    else:
-        xs = xt
-    xd, delta = _dequantize(xs)
+    """All the evidence the decision uses, from sorted valid durations ``x``.
+
+    Returns (values kept, log-durations fitted, statistics, fits, candidates); fits and
+    candidates are empty when the kept values are all equal.
+    """
+    xt, xd, st = _robust_sample(x, max_samples)
+    q50 = float(np.quantile(xt, 0.5))
     y = np.log(xd) - math.log(q50)
-    st = {
-        "n_valid": n_valid, "n_outliers_low": n_lo, "n_outliers_high": n_hi,
-        "p50": p50, "p90": p90, "p99": p99, "p99_over_p50": p99 / p50,
-        "p99_over_p50_robust": r_rob, "se_log_ratio": se_log_ratio,
-        "resolution": delta, "n_fit": int(y.size),
-    }
-    st["skewness"] = float(stats.skew(xs)) if xs[-1] > xs[0] else 0.0
-    st["skewness_log"] = float(stats.skew(y)) if y[-1] > y[0] else 0.0
+    st["skewness"] = _skewness(xd)
+    st["skewness_log"] = _skewness(y)
+    if xd[-1] <= xd[0]:
+        return xt, y, st, {}, {}
     xdip = xd
     if xd.size > _DIP_MAX:
         xdip = xd[np.round(np.linspace(0, xd.size - 1, _DIP_MAX)).astype(np.int64)]
     dip, pval = diptest.diptest(xdip, sort_x=True)
     st["dip_statistic"], st["dip_pvalue"] = float(dip), float(pval)
 
-    # --- candidate fits on the log scale
-    pts, wts, bin_w = mixture.bin_points(y)
-    n_fit = float(wts.sum())
-    sigma_floor = max(0.003, bin_w, (delta / q50) / math.sqrt(12.0))
-    fits = {"lognormal": mixture.fit_normal(pts, wts, sigma_floor)}
-    for k in (2, 3, 4):
-        fits[f"gmm{k}"] = mixture.fit_gmm(pts, wts, k, gen, sigma_floor=sigma_floor)
-    bu_best = None
-    for kb in (1, 2, 3):
-        f = mixture.fit_body_uniform(pts, wts, kb, gen, sigma_floor=sigma_floor)
-        bic = _n_params(f) * math.log(n_fit) - 2.0 * f.log_likelihood
-        if bu_best is None or bic < bu_best[0]:
-            bu_best = (bic, f)
-    fits["body_uniform"] = bu_best[1]
-    shift = math.log(q50)
-    cands = {}
-    for name, f in fits.items():
-        k_par = _n_params(f)
-        params = {"weights": f.weights.tolist(), "mu": (f.means + shift).tolist(),
-                  "sigma": f.sigmas.tolist()}
-        if f.uniform is not None:
-            wu, a, b = f.uniform
-            params.update(uniform_weight=wu, uniform_low=a * q50, uniform_high=b * q50)
-        bic = k_par * math.log(n_fit) - 2.0 * f.log_likelihood
-        cands[name] = CandidateFit(name, params, f.log_likelihood, k_par, bic)
-    st["sigma_floor"] = sigma_floor
+    fits, cands, st["sigma_floor"] = _fit_candidates(y, q50, st["resolution"], gen)
 
-    # --- modes of the best Gaussian-mixture density, on the linear scale
-    gmm_names = ("lognormal", "gmm2", "gmm3", "gmm4")
-    best_gmm = min(gmm_names, key=lambda k: cands[k].bic)
+    # modes of the best Gaussian mixture, on the linear scale
+    best_gmm = min(("lognormal", "gmm2", "gmm3", "gmm4"), key=lambda k: cands[k].bic)
     grid = np.linspace(y[0], y[-1], _N_GRID)
-    min_mass = max(0.015, 4.0 / y.size)
-    mode_kw = dict(min_sep=math.log(MIN_MODE_SEPARATION), max_depth=MAX_VALLEY_DEPTH, min_mass=min_mass)
-    modes, depth = _modes(fits[best_gmm], grid, **mode_kw)
-    fb = fits["body_uniform"]
-    body = mixture.MixtureFit(fb.weights / fb.weights.sum(), fb.means, fb.sigmas, 0.0, 0, True)
-    bmodes, bdepth = _modes(body, grid, **mode_kw)
+    modes, depth = _modes(
+        fits[best_gmm],
+        grid,
+        min_sep=math.log(MIN_MODE_SEPARATION),
+        max_depth=MAX_VALLEY_DEPTH,
+        min_mass=max(0.015, 4.0 / y.size),
+    )
     st["best_gmm"] = best_gmm
     st["n_modes"] = len(modes)
     st["mode_locations"] = [math.exp(m[0]) * q50 for m in modes]
     st["mode_masses"] = [m[1] for m in modes]
     st["valley_depth"] = depth
-    st["n_modes_body"] = len(bmodes)
-    st["body_mode_locations"] = [math.exp(m[0]) * q50 for m in bmodes]
-    st["uniform_weight"] = fb.uniform[0]
+    st["uniform_weight"] = fits["body_uniform"].uniform[0]
+    st["dbic_body_uniform"] = cands["body_uniform"].bic - cands[best_gmm].bic
 
-    # --- the tail: values past the body, on the linear scale
+    # the tail: values past the body, on the linear scale
     t0, top = _tail_start(fits[best_gmm], grid)
     tail = np.exp(y[y > t0])
     st["body_peak"] = math.exp(top) * q50
@@ -681,7 +846,5 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     st["tail_fraction"] = tail.size / y.size
     st["tail_count"] = int(tail.size)
     st.update(_tail_shape(tail, math.exp(t0)))
-    best_all = min(cands, key=lambda k: cands[k].bic)
-    st["dbic_body_uniform"] = cands["body_uniform"].bic - cands[best_gmm].bic
-    st["best_model"] = best_all
+    st["tail_bump_z"] = _tail_bump(tail, math.exp(t0), math.exp(top))
     return xt, y, st, fits, cands

@@ -133,7 +133,8 @@ def _em(y, w, weights, means, sigmas, sigma_floor, max_iter, tol):
     prev = -np.inf
     converged = False
     it = 0
-    for it in range(1, max_iter + 1):
+    for step in range(1, max_iter + 1):
+        it = step
         lp = _component_logpdf(y, weights, means, sigmas)
         m = lp.max(axis=0)
         # float32 exp: several times faster than float64 on CPUs without AVX-512,
@@ -250,8 +251,8 @@ def fit_body_uniform(
     *,
     sigma_floor: float,
     z: float = 2.0,
-    max_iter: int = 150,
-    tol: float = 1e-6,
+    max_iter: int = 80,
+    tol: float = 1e-5,
 ) -> MixtureFit:
     """A ``k_body``-component normal body (log scale) plus a flat (uniform) tail.
 
@@ -264,14 +265,14 @@ def fit_body_uniform(
     total = float(w.sum())
     cut = float(_weighted_quantile(y, w, 0.85))
     low = y <= cut
-    init = fit_gmm(y[low], w[low], k_body, rng, sigma_floor=sigma_floor, n_init=1,
-                   max_iter=40)
+    init = fit_gmm(y[low], w[low], k_body, rng, sigma_floor=sigma_floor, n_init=1, max_iter=40)
     pis, means, sigmas = init.weights.copy(), init.means.copy(), init.sigmas.copy()
     wu = 0.15
     prev = -np.inf
     it = 0
     converged = False
-    for it in range(1, max_iter + 1):
+    for step in range(1, max_iter + 1):
+        it = step
         a = float(np.exp(mixture_quantile(pis, means, sigmas, ndtr(z))))
         if a >= b:
             wu = 0.0
@@ -298,7 +299,8 @@ def fit_body_uniform(
     if a >= b:
         wu = 0.0
     order = np.argsort(means)
-    fit = MixtureFit(pis[order] * (1.0 - wu), means[order], sigmas[order], 0.0, it,
-                     converged, (wu, a, b))
+    fit = MixtureFit(
+        pis[order] * (1.0 - wu), means[order], sigmas[order], 0.0, it, converged, (wu, a, b)
+    )
     ll = float(np.dot(w, fit.logpdf(y)))
     return MixtureFit(fit.weights, fit.means, fit.sigmas, ll, it, converged, fit.uniform)
