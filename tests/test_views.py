@@ -131,3 +131,14 @@ def test_sqlite_and_parquet_exports_give_identical_rows():
         for view in VIEWS:
             q = f"SELECT * FROM {view} ORDER BY ALL"
             assert rows(a, q) == rows(b, q), view
+
+
+def test_notebook_html_reprs_escape_trace_text(builder, tmp_path):
+    from nsysdiag.analyses import kernel_summary
+
+    b = builder("current")
+    b.launch(0, 10, 20, 30, name="<b>evil</b>")
+    with nsysdiag.open(b.write(tmp_path / "h.sqlite")) as rep:
+        assert "<table>" in rep._repr_html_()
+        html = kernel_summary.run(rep)._repr_html_()
+    assert "&lt;b&gt;evil&lt;/b&gt;" in html and "<b>evil" not in html
