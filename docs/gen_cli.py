@@ -26,7 +26,8 @@ def reference() -> str:
     parts = ["# Command-line reference", "",
              "Generated from the commands' help by `python docs/gen_cli.py`; do not edit.", ""]
     for full, cmd in [("nsysdiag", cli), *_commands(cli, "nsysdiag")]:
-        ctx = click.Context(cmd, info_name=full, terminal_width=100, max_content_width=100)
+        ctx = click.Context(cmd, info_name=full, terminal_width=100, max_content_width=100,
+                            help_option_names=["-h", "--help"])
         parts += [f"## `{full}`", "", "```text", cmd.get_help(ctx), "```", ""]
     return "\n".join(parts)
 
