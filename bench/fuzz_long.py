@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-seconds", type=float, default=None, help="stop after this long")
     ap.add_argument("--progress", type=int, default=100, help="print progress every N cases")
     args = ap.parse_args(argv)
+    warnings.simplefilter("error")  # as the test suite does: a warning is a failure
 
     rng = random.Random(args.seed)
     failures: dict[str, list[tuple[int, str, list, str]]] = collections.defaultdict(list)

@@ -6,8 +6,10 @@ directory, ...). For each, ``info`` and ``diagnose`` must exit 0 (it still works
 input cannot be read) or 4 (it lacks the data), print at most three lines on stderr and no
 traceback, and leave the input's bytes and mtime as they were.
 
-The last tests run ``diagnose`` over every export of the shared corpus (skipped without it)
-in two worker processes, one Python process each, with the same checks.
+``test_corpus_diagnose_clean_and_untouched`` runs ``diagnose`` over every export of the
+shared corpus (skipped without it) in two worker processes, with the same checks. The last
+tests pin what the views make of nonsense values and how a damaged or unwritable view
+cache is handled.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import CORPUS, H200, ROOT, need
 
-from fixtures.fuzz import BAD_UTF8, INJECTION, _steps
+from fixtures.fuzz import BAD_UTF8, INJECTION, steps_trace
 from fixtures.make_fixtures import standard
 from fixtures.parquetdir import sqlite_to_parquet_dir
 from nsysdiag.cli.main import main
@@ -104,8 +106,15 @@ def _truncate(src: bytes, dst: Path, pct: int) -> Path:
     return dst
 
 
+def _truncated_steps(d: Path, pct: int) -> Path:
+    full = steps_trace("current").write(d / "full.sqlite")
+    out = _truncate(full.read_bytes(), d / f"trunc{pct}.sqlite", pct)
+    full.unlink()
+    return out
+
+
 def _flip_middle_pages(d: Path) -> Path:
-    p = _steps("current").write(d / "flipped.sqlite")
+    p = steps_trace("current").write(d / "flipped.sqlite")
     data = bytearray(p.read_bytes())
     rnd = random.Random(3)
     for i in range(len(data) // 3, 2 * len(data) // 3, 61):
@@ -131,12 +140,13 @@ def _not_nsys(d: Path) -> Path:
 def _odd_table_names(d: Path) -> Path:
     p = _fixture(d, "odd_names.sqlite")
     return _edit(p, 'CREATE TABLE "x""; DROP TABLE StringIds; --" ("a""b" INTEGER)',
-                 "CREATE TABLE \"it's\" (v)", "CREATE VIEW \"broken view\" AS SELECT * FROM missing_t")
+                 "CREATE TABLE \"it's\" (v)",
+                 "CREATE VIEW \"broken view\" AS SELECT * FROM missing_t")
 
 
 def _bad_utf8(d: Path, as_blob: bool) -> Path:
     p = _fixture(d, f"bad_utf8_{'blob' if as_blob else 'text'}.sqlite")
-    cast = "CAST(? || CAST({c} AS BLOB) AS BLOB)" if as_blob else "CAST(? || CAST({c} AS BLOB) AS TEXT)"
+    cast = "CAST(? || CAST({c} AS BLOB) AS %s)" % ("BLOB" if as_blob else "TEXT")
     blob = sqlite3.Binary(BAD_UTF8)
     return _edit(
         p,
@@ -263,9 +273,7 @@ CASES: dict[str, tuple[Callable[[Path], Path], frozenset[int]]] = {
     "plain_text": (lambda d: _write(d / "notes.txt", b"hello\nworld\n"), UNREADABLE),
     "raw_report_garbage": (lambda d: _write(d / "r.nsys-rep", b"garbage"), UNREADABLE),
     "missing_path": (lambda d: d / "does-not-exist.sqlite", UNREADABLE),
-    **{f"truncated_{pct}pct": (
-        lambda d, pct=pct: _truncate(_steps("current").write(d / "full.sqlite").read_bytes(),
-                                     d / f"trunc{pct}.sqlite", pct), ANY)
+    **{f"truncated_{pct}pct": (lambda d, pct=pct: _truncated_steps(d, pct), ANY)
        for pct in (10, 50, 90)},
     "corrupt_middle_pages": (_flip_middle_pages, ANY),
     "sqlite_not_nsys": (_not_nsys, UNREADABLE),
@@ -303,6 +311,8 @@ CASES: dict[str, tuple[Callable[[Path], Path], frozenset[int]]] = {
     "invalid_utf8_blob": (lambda d: _bad_utf8(d, as_blob=True), USABLE),
     "text_in_integer_columns": (_text_in_int, USABLE),
     "all_tables_empty": (_all_tables_empty, USABLE),
+    "two_valued_unit_durations": (lambda d: steps_trace("current", jitter=False)
+                                  .write(d / "two_valued.sqlite"), USABLE),
     "directory_not_export": (_dir_not_export, UNREADABLE),
     "empty_directory": (lambda d: _mkdir(d / "empty_dir"), UNREADABLE),
     "parquet_not_nsys": (_pq_not_nsys, UNREADABLE),
@@ -329,8 +339,20 @@ def bad_inputs(tmp_path_factory) -> dict[str, Path]:
     return built
 
 
-@pytest.mark.parametrize("command", ["info", "diagnose"])
-@pytest.mark.parametrize("case", list(CASES))
+#: (case, command) that fail because of a bug in code owned elsewhere, reported to its owner
+#: (none open at the moment; overlap.py's NULL kernel_busy_ns, found here, is fixed)
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
+
+
+def _params():
+    for case in CASES:
+        for command in ("info", "diagnose"):
+            reason = KNOWN_BUGS.get((case, command))
+            marks = [pytest.mark.xfail(reason=reason, strict=False)] if reason else []
+            yield pytest.param(case, command, marks=marks, id=f"{case}-{command}")
+
+
+@pytest.mark.parametrize(("case", "command"), list(_params()))
 def test_bad_input_gives_clean_exit(case, command, bad_inputs, capsys, monkeypatch):
     monkeypatch.setenv("NSYSDIAG_NSYS", "/nonexistent/nsys")  # raw reports: no nsys here
     path = bad_inputs[case]
@@ -458,3 +480,89 @@ def test_corpus_diagnose_clean_and_untouched(tmp_path):
     assert not bad, "\n".join(bad)
     for p in inputs:
         assert fingerprint(p) == before[p], f"{p} changed"
+
+
+# ------------------------------------------------------------- values the views reject
+
+def test_views_null_out_invalid_values(tmp_path):
+    """Hand-computed: what the views make of nonsense values (``views/definitions.py``:
+    timestamps beyond +-(2**62 - 1) and ends before starts read as NULL, byte counts outside
+    [0, 2**48] too; negative packed ids still decode)."""
+    import nsysdiag
+
+    path = _edit(
+        _fixture(tmp_path, "values.sqlite"),
+        # kernels (start order 5000, 9500, 20000): an end before its start, a huge start,
+        # and a packed process key with the top bit set
+        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = 4000 WHERE start = 5000',
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 9223372036854775807 WHERE start = 9500",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = -9223372036854775808 + (7 << 24) "
+        "WHERE start = 20000",
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = -5",
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMSET SET bytes = 9223372036854775807",
+        "UPDATE TARGET_INFO_GPU SET memoryBandwidth = NULL, clockRate = NULL",
+    )
+    with nsysdiag.open(path, cache=False) as rep:
+        got = rep.sql("SELECT start_ns, end_ns, duration_ns, pid, global_pid FROM kernels "
+                      "ORDER BY correlation_id").fetchall()
+        assert got == [
+            (5000, None, None, 4242, (1 << 48) | (4242 << 24)),
+            (None, 12000, None, 4242, (1 << 48) | (4242 << 24)),
+            (20000, 21000, 1000, 7, -(2**63) + (7 << 24)),
+        ]
+        assert rep.sql("SELECT bytes FROM memcpys").fetchall() == [(None,)]
+        assert rep.sql("SELECT bytes FROM memsets").fetchall() == [(None,)]
+        for view in ("kernels", "memcpys", "memsets", "api_calls", "nvtx_ranges", "syncs"):
+            (n,) = rep.sql(f"SELECT count(*) FROM {view} WHERE duration_ns < 0").fetchall()[0]
+            assert n == 0, view
+
+
+def test_views_legacy_device_sizes_do_not_overflow(tmp_path):
+    import nsysdiag
+
+    path = _edit(standard("legacy").write(tmp_path / "legacy.sqlite"),
+                 "ALTER TABLE TARGET_INFO_CUDA_GPU ADD COLUMN coreClockRate INTEGER",
+                 "UPDATE TARGET_INFO_CUDA_GPU SET globalMemoryBandwidth = 9223372036854775807, "
+                 "coreClockRate = -9223372036854775807, globalMemorySize = -1")
+    with nsysdiag.open(path, cache=False) as rep:
+        got = rep.sql("SELECT memory_bandwidth_bytes_per_s, clock_rate_hz, total_memory_bytes "
+                      "FROM devices").fetchall()
+    assert got == [(None, None, -1)]
+
+
+def test_sql_syntax_error_is_usage_error(tmp_path, capsys):
+    path = _fixture(tmp_path, "t.sqlite")
+    rc, _, err = run_cli(capsys, "sql", str(path), "SELEC count(*) FROM kernels")
+    assert rc == 2 and err.startswith("nsysdiag: error: SQL error") and "Traceback" not in err
+
+
+def test_sql_runtime_error_is_usage_error(tmp_path, capsys):
+    path = _fixture(tmp_path, "t.sqlite")
+    rc, _, err = run_cli(capsys, "sql", str(path),
+                         "SELECT 9223372036854775807 + start_ns FROM kernels")
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert rc == 2, err
+
+
+# ---------------------------------------------------------------------- the view cache
+
+def test_unwritable_cache_dir_is_one_line(tmp_path, capsys, monkeypatch):
+    path = _fixture(tmp_path, "t.sqlite")
+    blocker = _write(tmp_path / "not_a_dir", b"")
+    monkeypatch.setenv("NSYSDIAG_CACHE_DIR", str(blocker / "sub"))
+    rc, _, err = run_cli(capsys, "kernel-summary", str(path))
+    assert_clean_exit(rc, err, UNREADABLE, "unwritable cache")
+    assert "cache" in err and "--no-cache" in err
+
+
+@pytest.mark.parametrize("damage", [b"", b"PAR1garbagePAR1", None])
+def test_damaged_cache_file_is_rebuilt(damage, tmp_path, capsys, monkeypatch):
+    path = _fixture(tmp_path, "t.sqlite")
+    monkeypatch.setenv("NSYSDIAG_CACHE_DIR", str(tmp_path / "cache"))
+    rc, first, _ = run_cli(capsys, "kernel-summary", str(path))
+    assert rc == 0
+    (cached,) = (tmp_path / "cache").rglob("kernels.parquet")
+    cached.write_bytes(cached.read_bytes()[:100] if damage is None else damage)
+    rc, again, err = run_cli(capsys, "kernel-summary", str(path))
+    assert rc == 0, err
+    assert again == first

@@ -12,12 +12,17 @@ Cases, 500 in all by default (``NSYSDIAG_FUZZ_SCALE`` multiplies them, e.g. 0.2 
 quick run, 10 for a long one; ``bench/fuzz_long.py`` runs thousands without stopping at
 the first failure):
 
-* ``test_fuzz_full``: open + info + every view + kernel_summary + jitter + diagnose (which
-  runs launch_gaps, launch_latency, transfers, overlap, graphs and ranges) - the costly
-  kind, about 1 s of CPU each;
-* ``test_fuzz_views``: the same without diagnose - about 0.3 s each;
-* ``test_fuzz_parquet``: the mutated export converted to a Parquet directory, without
-  diagnose.
+* ``test_fuzz_full`` (120): open + info + diagnose, which runs launch_gaps, launch_latency,
+  transfers, overlap, graphs and ranges (each result checked) and the tail classifier -
+  the costly kind, about 0.8 s each on the 2-core machine;
+* ``test_fuzz_views`` (330): open + info + every view (durations >= 0) + kernel_summary +
+  jitter - about 0.3 s each;
+* ``test_fuzz_parquet`` (50): as ``test_fuzz_views``, on the mutated export converted to a
+  Parquet directory.
+
+Bugs found in analyses and diagnosis code and reported to their owners are listed in
+``fixtures.fuzz.KNOWN_BUGS``; they pass as "known bug" events (``--hypothesis-show-statistics``
+counts them) so that these tests keep guarding the rest.
 
 Examples are derandomized (the same every run) and not stored in a database.
 """
@@ -78,8 +83,11 @@ VALUE = st.one_of(
 )
 
 
+ALL_BASES = tuple(sorted(BASE_BUILDERS))
+
+
 @st.composite
-def cases(draw, bases=tuple(sorted(BASE_BUILDERS))):
+def cases(draw, bases=ALL_BASES):
     base = draw(st.sampled_from(bases))
     schema = _schema(base)
     tables = sorted(schema)

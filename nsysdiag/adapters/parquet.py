@@ -66,7 +66,13 @@ class ParquetDirSource(Source):
             return 0
         if table not in self._counts:
             f = _sql_string(str(self._file(table)))
-            (n,) = self._con.execute(f"SELECT count(*) FROM read_parquet({f})").fetchone()
+            try:
+                (n,) = self._con.execute(f"SELECT count(*) FROM read_parquet({f})").fetchone()
+            except duckdb.Error as exc:
+                raise InputError(
+                    f"{table}.parquet cannot be read ({str(exc).splitlines()[0]})",
+                    path=str(self.path),
+                ) from None
             self._counts[table] = n
         return self._counts[table]
 

@@ -44,6 +44,7 @@ class SqliteSource(Source):
         self._tables: dict[str, dict[str, str]] | None = None
         self._counts: dict[str, int] = {}
         self._adbc = None
+        self._cursors: set = set()  # open ADBC cursors: closed by close() if never drained
         try:
             self._db = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
             self._db.text_factory = lambda b: b.decode("utf-8", "replace")
@@ -103,6 +104,7 @@ class SqliteSource(Source):
 
                 self._adbc = adbc.connect(_uri(self.path))
             cur = self._adbc.cursor()
+            self._cursors.add(cur)
             cur.execute(query)
             reader = cur.fetch_record_batch()
         except Exception as exc:  # the driver raises its own DB-API error types
@@ -120,6 +122,7 @@ class SqliteSource(Source):
                 ) from None
             finally:
                 cur.close()
+                self._cursors.discard(cur)
 
         return pa.RecordBatchReader.from_batches(reader.schema, batches())
 
@@ -130,6 +133,9 @@ class SqliteSource(Source):
 
     def close(self) -> None:
         self._db.close()
+        for cur in list(self._cursors):  # streams never read to the end (an error midway)
+            cur.close()
+        self._cursors.clear()
         if self._adbc is not None:
             self._adbc.close()
             self._adbc = None

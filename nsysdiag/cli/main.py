@@ -12,10 +12,18 @@ import traceback
 from pathlib import Path
 
 import click
+import duckdb
 
 from .. import __version__, analyses
 from ..analyses.base import NOT_CAPTURED, AnalysisResult
-from ..errors import EXIT_INTERNAL, EXIT_REGRESSION, EXIT_USAGE, MissingDataError, NsysdiagError
+from ..errors import (
+    EXIT_INTERNAL,
+    EXIT_REGRESSION,
+    EXIT_USAGE,
+    MissingDataError,
+    NsysdiagError,
+    UsageError,
+)
 from ..render.tables import FORMATS, dumps, format_rows
 from ..report import Report
 
@@ -87,7 +95,10 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) 
         if rel is None:
             return
         columns = list(rel.columns)
-        rows = rel.fetchall()
+        try:
+            rows = rel.fetchall()
+        except duckdb.Error as exc:  # relations are lazy: errors can surface only now
+            raise UsageError(f"SQL error: {str(exc).splitlines()[0]}") from None
     if limit is not None:
         rows = rows[:limit]
     click.echo(format_rows(columns, rows, fmt))

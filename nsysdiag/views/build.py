@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..adapters.base import Source
 from ..errors import InputError
-from .definitions import API_CATEGORY_SQL, TIME_MACROS, VIEWS, RawInput, ViewSpec
+from .definitions import API_CATEGORY_SQL, CHECK_MACROS, VIEWS, RawInput, ViewSpec
 from .enums import ENUM_TABLES, enum_table
 
 #: bump when a view's columns or meaning change, so old caches are not reused
@@ -59,33 +59,45 @@ class ViewStore:
         target = self.path(spec.name)
         if not target.exists():
             self._build(spec, target)
+        try:
+            self._create_view(spec, target)
+        except duckdb.Error:
+            # a damaged cache file (disk full, edited by hand, ...): build it again, once
+            target.unlink(missing_ok=True)
+            self._build(spec, target)
+            self._create_view(spec, target)
+        self._ready.add(spec.name)
+
+    def _create_view(self, spec: ViewSpec, target: Path) -> None:
         self.con.execute(
             f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM read_parquet({sql_string(str(target))})"
         )
-        self._ready.add(spec.name)
 
     def _build(self, spec: ViewSpec, target: Path) -> None:
         self._ensure_helpers()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{spec.name}.", suffix=".tmp", dir=self.directory)
+            os.close(fd)
+        except OSError as exc:
+            raise InputError(
+                f"cannot write the view cache in {self.directory} ({exc.strerror or exc})",
+                hint="set NSYSDIAG_CACHE_DIR or --cache-dir to a writable directory, "
+                     "or pass --no-cache",
+            ) from None
         registered = []
         try:
             for raw in spec.inputs:
                 name = f"raw_{raw.alias}"
                 self.con.register(name, self._read(raw))
                 registered.append(name)
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{spec.name}.", suffix=".tmp", dir=self.directory)
-            os.close(fd)
-            try:
-                self._run(
-                    f"COPY ({spec.sql}) TO {sql_string(tmp)} (FORMAT parquet, COMPRESSION zstd)"
-                )
-                os.replace(tmp, target)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            self._run(f"COPY ({spec.sql}) TO {sql_string(tmp)} (FORMAT parquet, COMPRESSION zstd)")
+            os.replace(tmp, target)
         finally:
             for name in registered:
                 self.con.unregister(name)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
     def _read(self, raw: RawInput) -> pa.RecordBatchReader:
         tables = self.source.tables()
@@ -108,7 +120,7 @@ class ViewStore:
     def _ensure_helpers(self) -> None:
         if self._helpers_ready:
             return
-        for macro in TIME_MACROS:
+        for macro in CHECK_MACROS:
             self._run(macro)
         strings = self.source.read("StringIds", {"id": "int", "value": "text"}).read_all()
         self.con.register("_strings_arrow", strings)

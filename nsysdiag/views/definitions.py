@@ -4,7 +4,8 @@ Each view is one SQL statement over *raw inputs* (projected reads of nsys tables
 ``raw_<alias>``), small helper tables (``_strings``, ``_api_names``, ``_enum_*``) and, for
 ``cuda_graphs``, other views. Columns an older export lacks arrive as NULL, so one
 statement serves every nsys version. Timestamps are integer nanoseconds on the trace's
-timeline; ``pid``/``tid`` are decoded from nsys's packed ``globalPid``/``globalTid``
+timeline, NULL when missing or invalid (see ``TS_LIMIT``), so durations are never
+negative; ``pid``/``tid`` are decoded from nsys's packed ``globalPid``/``globalTid``
 (``<hw:8><vm:8><pid:24><tid:24>``); ``global_pid`` keeps the packed process key (tid bits
 zero) for exact joins, since correlation ids are unique only within a process.
 """
@@ -49,13 +50,17 @@ _GPID = "({g} & -16777216)"  # tid bits cleared; a shift left would fail on nega
 #: other value (a corrupt or hand-edited export) reads as NULL, so that every difference of
 #: two timestamps fits in 64 bits. An end before its start reads as NULL too: durations
 #: are never negative. The checks are the SQL macros ``_ts(t)`` and ``_end_ts(start, end)``
-#: (``TIME_MACROS``, created with the helper tables).
+#: (``CHECK_MACROS``, created with the helper tables). Likewise a byte count outside
+#: [0, 2**48] (256 TiB) reads as NULL (``_size(b)``).
 TS_LIMIT = (1 << 62) - 1
+SIZE_LIMIT = 1 << 48
 
-TIME_MACROS = (
+CHECK_MACROS = (
     f"CREATE OR REPLACE TEMP MACRO _ts(t) AS "
     f"CASE WHEN t BETWEEN {-TS_LIMIT} AND {TS_LIMIT} THEN t END",
-    "CREATE OR REPLACE TEMP MACRO _end_ts(s, e) AS CASE WHEN _ts(e) >= coalesce(_ts(s), e) THEN e END",
+    "CREATE OR REPLACE TEMP MACRO _end_ts(s, e) AS "
+    "CASE WHEN _ts(e) >= coalesce(_ts(s), e) THEN e END",
+    f"CREATE OR REPLACE TEMP MACRO _size(b) AS CASE WHEN b BETWEEN 0 AND {SIZE_LIMIT} THEN b END",
 )
 
 
@@ -70,6 +75,7 @@ def _scaled(col: str, factor: int) -> str:
     """``col * factor``, NULL where the product would not fit in 64 bits."""
     bound = (2**63 - 1) // factor
     return f"CASE WHEN {col} BETWEEN {-bound} AND {bound} THEN {col} * {factor} END"
+
 
 _GPU_OP_COLUMNS = {
     "start": "int", "end": "int", "deviceId": "int", "contextId": "int", "streamId": "int",
@@ -86,8 +92,8 @@ def _gpu_common(a: str) -> str:
 
 
 _GPU_COMMON_DOC = {
-    "start_ns": "GPU start time, ns on the trace timeline",
-    "end_ns": "GPU end time, ns",
+    "start_ns": "GPU start time, ns on the trace timeline (NULL if missing or invalid)",
+    "end_ns": "GPU end time, ns (NULL if missing, invalid or before start_ns)",
     "duration_ns": "end_ns - start_ns, ns",
     "device_id": "GPU id (joins devices.device_id)",
     "context_id": "CUDA context id (per process)",
@@ -149,7 +155,7 @@ MEMCPYS = ViewSpec(
         ),
     ),
     sql=f"""
-SELECT {_gpu_common('m')}, m.bytes AS bytes,
+SELECT {_gpu_common('m')}, _size(m.bytes) AS bytes,
        coalesce(ck.name, 'kind_' || m.copyKind) AS copy_kind, m.copyKind AS copy_kind_id,
        coalesce(ck.label, 'kind ' || m.copyKind) AS copy_kind_label,
        coalesce(sk.name, 'kind_' || m.srcKind) AS src_kind,
@@ -163,7 +169,7 @@ LEFT JOIN _enum_mem_kind sk ON sk.id = m.srcKind
 LEFT JOIN _enum_mem_kind dk ON dk.id = m.dstKind""",
     columns={
         **_GPU_COMMON_DOC,
-        "bytes": "bytes copied",
+        "bytes": "bytes copied (NULL if missing or invalid)",
         "copy_kind": "direction: HtoD, DtoH, DtoD, HtoH, PtoP, UVM_HtoD, ...",
         "copy_kind_id": "CUPTI copy kind id",
         "copy_kind_label": "nsys display label, e.g. Host-to-Device",
@@ -189,11 +195,11 @@ MEMSETS = ViewSpec(
         ),
     ),
     sql=f"""
-SELECT {_gpu_common('m')}, m.bytes AS bytes,
+SELECT {_gpu_common('m')}, _size(m.bytes) AS bytes,
        coalesce(mk.name, 'kind_' || m.memKind) AS mem_kind, m.value AS value
 FROM {_timed('raw_memset')} m
 LEFT JOIN _enum_mem_kind mk ON mk.id = m.memKind""",
-    columns={**_GPU_COMMON_DOC, "bytes": "bytes set", "mem_kind": "memory kind",
+    columns={**_GPU_COMMON_DOC, "bytes": "bytes set (NULL if missing or invalid)", "mem_kind": "memory kind",
              "value": "byte value written"},
     source_tables=("CUPTI_ACTIVITY_KIND_MEMSET",),
     capture_hint="nsys profile --trace=cuda",
@@ -375,9 +381,11 @@ j AS (
            coalesce(g.busLocation, nullif(c.pciBusId, '<UNKNOWN_BUS_ID>')) AS bus_location,
            g.uuid AS uuid, g.chipName AS chip_name,
            coalesce(g.totalMemory,
-                    CASE WHEN c.globalMemorySize BETWEEN 0 AND 1048575 THEN c.globalMemorySize * 1048576
+                    CASE WHEN c.globalMemorySize BETWEEN 0 AND 1048575
+                         THEN c.globalMemorySize * 1048576
                          ELSE c.globalMemorySize END) AS total_memory_bytes,
-           coalesce(g.memoryBandwidth, {_scaled('c.globalMemoryBandwidth', 1000)}) AS memory_bandwidth_bytes_per_s,
+           coalesce(g.memoryBandwidth, {_scaled('c.globalMemoryBandwidth', 1000)})
+               AS memory_bandwidth_bytes_per_s,
            coalesce(g.clockRate, {_scaled('c.coreClockRate', 1000)}) AS clock_rate_hz,
            coalesce(g.smCount, c.numMultiprocessors) AS sm_count,
            coalesce(g.computeMajor, c.computeCapabilityMajor) || '.' ||
@@ -443,7 +451,8 @@ WITH info AS (SELECT typeId, metricId, any_value(metricName) AS metric_name,
 SELECT m.timestamp AS timestamp_ns, m.typeId & 255 AS device_id, m.typeId AS type_id,
        i.type_name, coalesce(i.metric_name, 'metric ' || m.metricId) AS metric_name,
        m.value AS value
-FROM {_timed('raw_metric', 'timestamp', None)} m LEFT JOIN info i ON i.typeId = m.typeId AND i.metricId = m.metricId""",
+FROM {_timed('raw_metric', 'timestamp', None)} m
+LEFT JOIN info i ON i.typeId = m.typeId AND i.metricId = m.metricId""",
     columns={"timestamp_ns": "sample time, ns",
              "device_id": "GPU (typeId & 255, the convention NVIDIA's recipes use)",
              "type_id": "nsys metric type id", "type_name": "metric set name",
