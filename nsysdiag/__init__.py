@@ -11,7 +11,6 @@ from .errors import InputError, MissingDataError, NsysdiagError, UsageError  # n
 from .report import Report, ReportInfo, open  # noqa: E402
 
 
-
 def diagnose(target, **kwargs):  # noqa: ANN001, ANN201 - documented in diagnosis.engine
     """Diagnose a trace (path or open Report); see :func:`nsysdiag.diagnosis.engine.diagnose`."""
     from .diagnosis.engine import diagnose as _diagnose

@@ -114,10 +114,16 @@ class DiffRow:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"section": self.section, "metric": self.metric, "a": self.a, "b": self.b,
-                "unit": self.unit,
-                "change_pct": None if self.change is None else round(100 * self.change, 3),
-                "status": self.status, "note": self.note}
+        return {
+            "section": self.section,
+            "metric": self.metric,
+            "a": self.a,
+            "b": self.b,
+            "unit": self.unit,
+            "change_pct": None if self.change is None else round(100 * self.change, 3),
+            "status": self.status,
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)
@@ -168,10 +174,18 @@ class DiffResult:
         return [r for r in self.rows if r.status == status]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "a": self.a, "b": self.b, "regressed": self.regressed,
-                "noise_pct": round(self.noise * 100, 6), "min_abs_ns": self.min_abs_ns,
-                "min_abs_gbps": self.min_abs_gbps, "counts": self.counts(),
-                "rows": [r.to_dict() for r in self.rows], "notes": list(self.notes)}
+        return {
+            "schema": SCHEMA,
+            "a": self.a,
+            "b": self.b,
+            "regressed": self.regressed,
+            "noise_pct": round(self.noise * 100, 6),
+            "min_abs_ns": self.min_abs_ns,
+            "min_abs_gbps": self.min_abs_gbps,
+            "counts": self.counts(),
+            "rows": [r.to_dict() for r in self.rows],
+            "notes": list(self.notes),
+        }
 
     def to_json(self, indent: int | None = 2) -> str:
         return dumps(self.to_dict(), indent=indent)
@@ -194,12 +208,23 @@ class DiffResult:
             f"{fmt_ns(self.min_abs_ns)} / {self.min_abs_gbps:g} GB/s",
             "",
         ]
-        rows = [(r.section, _compact(r.metric), _fmt(r.a, r.unit), _fmt(r.b, r.unit),
-                 _fmt_change(r.change),
-                 r.status.upper() if r.status in (REGRESSED, IMPROVED) else r.status, r.note)
-                for r in self.rows]
-        lines.append(format_rows(["section", "figure", "A", "B", "change", "status", "note"], rows,
-                                 max_width=64))
+        rows = [
+            (
+                r.section,
+                _compact(r.metric),
+                _fmt(r.a, r.unit),
+                _fmt(r.b, r.unit),
+                _fmt_change(r.change),
+                r.status.upper() if r.status in (REGRESSED, IMPROVED) else r.status,
+                r.note,
+            )
+            for r in self.rows
+        ]
+        lines.append(
+            format_rows(
+                ["section", "figure", "A", "B", "change", "status", "note"], rows, max_width=64
+            )
+        )
         if self.notes:
             lines += ["", *(f"note: {n}" for n in self.notes)]
         return "\n".join(lines)
@@ -259,8 +284,9 @@ def _num(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _judge(a: float | None, b: float | None, *, higher_is_worse: bool, noise: float,
-           floor: float) -> tuple[float | None, str]:
+def _judge(
+    a: float | None, b: float | None, *, higher_is_worse: bool, noise: float, floor: float
+) -> tuple[float | None, str]:
     """Relative change and status of a number that is better when lower (or higher)."""
     if a is None and b is None:
         return None, MISSING
@@ -281,22 +307,34 @@ class _Rows:
         self.noise, self.min_abs_ns, self.min_abs_gbps = noise, min_abs_ns, min_abs_gbps
         self.rows: list[DiffRow] = []
 
-    def number(self, section: str, metric: str, a: Any, b: Any, unit: str, *,
-               higher_is_worse: bool = True, floor: float | None = None, note: str = "",
-               judge: bool = True) -> DiffRow:
+    def number(
+        self,
+        section: str,
+        metric: str,
+        a: Any,
+        b: Any,
+        unit: str,
+        *,
+        higher_is_worse: bool = True,
+        floor: float | None = None,
+        note: str = "",
+        judge: bool = True,
+    ) -> DiffRow:
         a_, b_ = _num(a), _num(b)
         if floor is None:
             floor = {"ns": self.min_abs_ns, "GB/s": self.min_abs_gbps}.get(unit, 0.0)
-        change, status = _judge(a_, b_, higher_is_worse=higher_is_worse, noise=self.noise,
-                                floor=floor)
+        change, status = _judge(
+            a_, b_, higher_is_worse=higher_is_worse, noise=self.noise, floor=floor
+        )
         if not judge and status in (REGRESSED, IMPROVED, UNCHANGED):
             status = INFO
         row = DiffRow(section, metric, a_, b_, unit, change, status, note)
         self.rows.append(row)
         return row
 
-    def category(self, section: str, metric: str, a: str | None, b: str | None, status: str,
-                 note: str = "") -> None:
+    def category(
+        self, section: str, metric: str, a: str | None, b: str | None, status: str, note: str = ""
+    ) -> None:
         self.rows.append(DiffRow(section, metric, a, b, "", None, status, note))
 
 
@@ -327,8 +365,9 @@ def _kernel_summary(report: Report) -> AnalysisResult | None:
         return None
 
 
-def _load(target: Any, *, range_name: str | None, settings: Settings | None,
-          open_kwargs: dict[str, Any]) -> _Side:
+def _load(
+    target: Any, *, range_name: str | None, settings: Settings | None, open_kwargs: dict[str, Any]
+) -> _Side:
     from .diagnosis.engine import diagnose
     from .report import Report
 
@@ -349,8 +388,10 @@ def _load(target: Any, *, range_name: str | None, settings: Settings | None,
         except UsageError:
             if range_name is None:
                 raise
-            note = (f"{target}: no range {range_name!r} to match the other trace's unit; "
-                    "its own unit was chosen")
+            note = (
+                f"{target}: no range {range_name!r} to match the other trace's unit; "
+                "its own unit was chosen"
+            )
             d = diagnose(rep, settings=settings)
         return _Side(d, _kernel_summary(rep), note)
 
@@ -358,11 +399,19 @@ def _load(target: Any, *, range_name: str | None, settings: Settings | None,
 # ============================================================================ the diff
 
 
-def diff(a: Diagnosis | str | os.PathLike[str], b: Diagnosis | str | os.PathLike[str], *,
-         noise: float = DEFAULT_NOISE, min_abs_ns: float = DEFAULT_MIN_ABS_NS,
-         min_abs_gbps: float = DEFAULT_MIN_ABS_GBPS, min_count: int = DEFAULT_MIN_COUNT,
-         top_kernels: int = DEFAULT_TOP_KERNELS, range_name: str | None = None,
-         settings: Settings | None = None, **open_kwargs: Any) -> DiffResult:
+def diff(
+    a: Diagnosis | str | os.PathLike[str],
+    b: Diagnosis | str | os.PathLike[str],
+    *,
+    noise: float = DEFAULT_NOISE,
+    min_abs_ns: float = DEFAULT_MIN_ABS_NS,
+    min_abs_gbps: float = DEFAULT_MIN_ABS_GBPS,
+    min_count: int = DEFAULT_MIN_COUNT,
+    top_kernels: int = DEFAULT_TOP_KERNELS,
+    range_name: str | None = None,
+    settings: Settings | None = None,
+    **open_kwargs: Any,
+) -> DiffResult:
     """Compare trace B against trace A, figure by figure.
 
     Parameters
@@ -400,8 +449,11 @@ def diff(a: Diagnosis | str | os.PathLike[str], b: Diagnosis | str | os.PathLike
     UsageError
         A bad threshold, or an input that is neither a Diagnosis nor a path.
     """
-    for name, value in (("noise", noise), ("min_abs_ns", min_abs_ns),
-                        ("min_abs_gbps", min_abs_gbps)):
+    for name, value in (
+        ("noise", noise),
+        ("min_abs_ns", min_abs_ns),
+        ("min_abs_gbps", min_abs_gbps),
+    ):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} must be a number >= 0, got {value!r}")
     if noise >= 1:
@@ -412,11 +464,11 @@ def diff(a: Diagnosis | str | os.PathLike[str], b: Diagnosis | str | os.PathLike
         raise UsageError(f"top_kernels must be a positive integer, got {top_kernels!r}")
     for name, target in (("a", a), ("b", b)):
         if not (_is_diagnosis(target) or isinstance(target, (str, os.PathLike))):
-            raise UsageError(f"diff needs a Diagnosis or a path for {name}, got "
-                             f"{type(target).__name__}")
+            raise UsageError(
+                f"diff needs a Diagnosis or a path for {name}, got {type(target).__name__}"
+            )
 
-    same = (not _is_diagnosis(a) and not _is_diagnosis(b)
-            and Path(a).resolve() == Path(b).resolve())  # type: ignore[arg-type]
+    same = not _is_diagnosis(a) and not _is_diagnosis(b) and Path(a).resolve() == Path(b).resolve()  # type: ignore[arg-type]
     side_a = _load(a, range_name=range_name, settings=settings, open_kwargs=open_kwargs)
     if same:
         side_b = side_a
@@ -433,8 +485,9 @@ def diff(a: Diagnosis | str | os.PathLike[str], b: Diagnosis | str | os.PathLike
     notes += _gap_rows(rows, da, db)
     notes += _kernel_rows(rows, side_a, side_b, min_count, top_kernels)
     notes += _transfer_rows(rows, da, db, min_count)
-    return DiffResult(str(da.path), str(db.path), tuple(rows.rows), noise, min_abs_ns, min_abs_gbps,
-                      tuple(notes))
+    return DiffResult(
+        str(da.path), str(db.path), tuple(rows.rows), noise, min_abs_ns, min_abs_gbps, tuple(notes)
+    )
 
 
 def _verdict_rows(rows: _Rows, da: Diagnosis, db: Diagnosis) -> None:
@@ -447,8 +500,14 @@ def _verdict_rows(rows: _Rows, da: Diagnosis, db: Diagnosis) -> None:
         status = IMPROVED
     else:
         status = CHANGED
-    rows.category("verdict", "layer", la, lb, status,
-                  f"confidence {da.verdict.confidence:.2f} -> {db.verdict.confidence:.2f}")
+    rows.category(
+        "verdict",
+        "layer",
+        la,
+        lb,
+        status,
+        f"confidence {da.verdict.confidence:.2f} -> {db.verdict.confidence:.2f}",
+    )
 
 
 def _latency_rows(rows: _Rows, da: Diagnosis, db: Diagnosis) -> list[str]:
@@ -459,13 +518,16 @@ def _latency_rows(rows: _Rows, da: Diagnosis, db: Diagnosis) -> list[str]:
         which = "A" if not ta.unit else "B"
         return [f"latency: trace {which} has no repeated unit of work; not compared"]
     if ta.unit != tb.unit:
-        return [f"latency: the units differ ({ta.unit!r} in A, {tb.unit!r} in B); not compared "
-                "(pass range_name / --range)"]
+        return [
+            f"latency: the units differ ({ta.unit!r} in A, {tb.unit!r} in B); not compared "
+            "(pass range_name / --range)"
+        ]
     unit = ta.unit
     rows.number("latency", f"{unit} units", ta.n, tb.n, "count", judge=False)
     for key in ("p50_ns", "p90_ns", "p99_ns"):
-        rows.number("latency", f"{unit} {key[:-3].upper()}", getattr(ta, key), getattr(tb, key),
-                    "ns")
+        rows.number(
+            "latency", f"{unit} {key[:-3].upper()}", getattr(ta, key), getattr(tb, key), "ns"
+        )
     rows.number("latency", f"{unit} P99/P50", ta.p99_over_p50, tb.p99_over_p50, "ratio")
     la, lb = _LEVELS.get(ta.level), _LEVELS.get(tb.level)
     if la is None or lb is None:
@@ -481,8 +543,14 @@ def _latency_rows(rows: _Rows, da: Diagnosis, db: Diagnosis) -> list[str]:
         st = IMPROVED
     else:
         st = CHANGED
-    rows.category("latency", f"{unit} shape", ta.shape, tb.shape, st,
-                  f"confidence {ta.shape_confidence:.2f} -> {tb.shape_confidence:.2f}")
+    rows.category(
+        "latency",
+        f"{unit} shape",
+        ta.shape,
+        tb.shape,
+        st,
+        f"confidence {ta.shape_confidence:.2f} -> {tb.shape_confidence:.2f}",
+    )
     return []
 
 
@@ -519,34 +587,60 @@ def _kernel_rows(rows: _Rows, sa: _Side, sb: _Side, min_count: int, top: int) ->
     tot_a = sum(_num(r.get("total_ns")) or 0 for r in ka.values())
     tot_b = sum(_num(r.get("total_ns")) or 0 for r in kb.values())
     if ta.unit and ta.unit == tb.unit and ta.n and tb.n:
-        rows.number("kernels", f"kernel time per {ta.unit}", tot_a / ta.n, tot_b / tb.n, "ns",
-                    note="all kernels' GPU time / units")
+        rows.number(
+            "kernels",
+            f"kernel time per {ta.unit}",
+            tot_a / ta.n,
+            tot_b / tb.n,
+            "ns",
+            note="all kernels' GPU time / units",
+        )
     else:
-        rows.number("kernels", "kernel time (all)", tot_a, tot_b, "ns", judge=False,
-                    note="not per unit: depends on how long each capture ran")
+        rows.number(
+            "kernels",
+            "kernel time (all)",
+            tot_a,
+            tot_b,
+            "ns",
+            judge=False,
+            note="not per unit: depends on how long each capture ran",
+        )
     names = list(dict.fromkeys(_top(ka, top) + _top(kb, top)))
     for name in names:
         ra, rb = ka.get(name), kb.get(name)
         label = name
         if ra is None or rb is None:
             r = ra or rb
-            rows.category("kernels", label, _fmt(_num(ra["median_ns"]), "ns") if ra else None,
-                          _fmt(_num(rb["median_ns"]), "ns") if rb else None,
-                          ADDED if ra is None else REMOVED,
-                          f"{int(r.get('instances') or 0):,} launches, "
-                          f"{fmt_ns(_num(r.get('total_ns')))} GPU time")
+            rows.category(
+                "kernels",
+                label,
+                _fmt(_num(ra["median_ns"]), "ns") if ra else None,
+                _fmt(_num(rb["median_ns"]), "ns") if rb else None,
+                ADDED if ra is None else REMOVED,
+                f"{int(r.get('instances') or 0):,} launches, "
+                f"{fmt_ns(_num(r.get('total_ns')))} GPU time",
+            )
             continue
         na, nb = int(ra.get("instances") or 0), int(rb.get("instances") or 0)
         few = min(na, nb) < min_count
         note = f"median per launch; {na:,} -> {nb:,} launches"
         if few:
             note += f" (fewer than {min_count}: not judged)"
-        rows.number("kernels", label, ra.get("median_ns"), rb.get("median_ns"), "ns",
-                          note=note, judge=not few)
+        rows.number(
+            "kernels",
+            label,
+            ra.get("median_ns"),
+            rb.get("median_ns"),
+            "ns",
+            note=note,
+            judge=not few,
+        )
     dropped = len(set(ka) | set(kb)) - len(names)
     if dropped > 0:
-        notes.append(f"kernels: {dropped} kernel names outside each side's top {top} by GPU time "
-                     "not compared")
+        notes.append(
+            f"kernels: {dropped} kernel names outside each side's top {top} by GPU time "
+            "not compared"
+        )
     return notes
 
 
@@ -582,19 +676,37 @@ def _transfer_rows(rows: _Rows, da: Diagnosis, db: Diagnosis, min_count: int) ->
             r = ra or rb
             va = _fmt(_num(ra.get("median_gbps")), "GB/s") if ra else None
             vb = _fmt(_num(rb.get("median_gbps")), "GB/s") if rb else None
-            rows.category("transfers", f"{key} median", va, vb, ADDED if ra is None else REMOVED,
-                          f"{int(r.get('copies') or 0):,} copies")
+            rows.category(
+                "transfers",
+                f"{key} median",
+                va,
+                vb,
+                ADDED if ra is None else REMOVED,
+                f"{int(r.get('copies') or 0):,} copies",
+            )
             continue
         na, nb = int(ra.get("copies") or 0), int(rb.get("copies") or 0)
         few = min(na, nb) < min_count
         note = f"median per copy; {na:,} -> {nb:,} copies"
         if few:
             note += f" (fewer than {min_count}: not judged)"
-        rows.number("transfers", f"{key} median", ra.get("median_gbps"), rb.get("median_gbps"),
-                    "GB/s", higher_is_worse=False, note=note, judge=not few)
+        rows.number(
+            "transfers",
+            f"{key} median",
+            ra.get("median_gbps"),
+            rb.get("median_gbps"),
+            "GB/s",
+            higher_is_worse=False,
+            note=note,
+            judge=not few,
+        )
     return []
 
 
 def _ordered(a: dict[str, Any], b: dict[str, Any]) -> Iterable[str]:
-    return sorted(set(a) | set(b), key=lambda k: -max((a.get(k) or {}).get("total_bytes") or 0,
-                                                      (b.get(k) or {}).get("total_bytes") or 0))
+    return sorted(
+        set(a) | set(b),
+        key=lambda k: (
+            -max((a.get(k) or {}).get("total_bytes") or 0, (b.get(k) or {}).get("total_bytes") or 0)
+        ),
+    )

@@ -90,9 +90,16 @@ class Report:
         Called with every SQL statement nsysdiag runs (``--explain``).
     """
 
-    def __init__(self, path: str | Path, *, cache: bool = True, cache_dir: str | Path | None = None,
-                 nsys: str | None = None, threads: int | None = None,
-                 tracer: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        cache: bool = True,
+        cache_dir: str | Path | None = None,
+        nsys: str | None = None,
+        threads: int | None = None,
+        tracer: Callable[[str], None] | None = None,
+    ):
         self.path = Path(path)
         self.source: Source = open_source(self.path, nsys=nsys)
         self.tracer = tracer
@@ -166,8 +173,14 @@ class Report:
             "SELECT device_id, name, bus_location, total_memory_bytes, sm_count, "
             "compute_capability FROM devices ORDER BY device_id"
         ).fetchall()
-        gpu_cols = ["device_id", "name", "bus_location", "total_memory_bytes", "sm_count",
-                    "compute_capability"]
+        gpu_cols = [
+            "device_id",
+            "name",
+            "bus_location",
+            "total_memory_bytes",
+            "sm_count",
+            "compute_capability",
+        ]
         active = [v for v in ("kernels", "api_calls") if pr.present(v)]
         procs: list[dict] = []
         if active:
@@ -181,8 +194,10 @@ class Report:
                 f"FROM ({union}) u LEFT JOIN processes p ON p.global_pid = u.global_pid "
                 f"GROUP BY u.pid ORDER BY u.pid"
             ).fetchall()
-            procs = [{"pid": r[0], "name": r[1], "kernels": int(r[2] or 0),
-                      "api_calls": int(r[3] or 0)} for r in rows]
+            procs = [
+                {"pid": r[0], "name": r[1], "kernels": int(r[2] or 0), "api_calls": int(r[3] or 0)}
+                for r in rows
+            ]
         start, end = self._time_span(active)
         return ReportInfo(
             path=str(self.path),
@@ -195,20 +210,29 @@ class Report:
             end_ns=end,
             duration_ns=None if start is None or end is None else end - start,
             row_counts={k: v.source_rows for k, v in pr.views.items()},
-            captured={k: {"status": v.status, "reason": v.reason, "hint": v.hint}
-                      for k, v in pr.views.items()},
+            captured={
+                k: {"status": v.status, "reason": v.reason, "hint": v.hint}
+                for k, v in pr.views.items()
+            },
         )
 
     def _time_span(self, active: list[str]) -> tuple[int | None, int | None]:
         if "ANALYSIS_DETAILS" in self.source.tables():
-            rows = self.source.read("ANALYSIS_DETAILS", {"startTime": "int", "stopTime": "int"}).read_all()
-            spans = [(r["startTime"], r["stopTime"]) for r in rows.to_pylist()
-                     if r["startTime"] is not None and r["stopTime"] is not None]
+            rows = self.source.read(
+                "ANALYSIS_DETAILS", {"startTime": "int", "stopTime": "int"}
+            ).read_all()
+            spans = [
+                (r["startTime"], r["stopTime"])
+                for r in rows.to_pylist()
+                if r["startTime"] is not None and r["stopTime"] is not None
+            ]
             if spans:
                 return min(s for s, _ in spans), max(e for _, e in spans)
         if not active:
             return None, None
-        union = " UNION ALL ".join(f"SELECT min(start_ns) s, max(end_ns) e FROM {v}" for v in active)
+        union = " UNION ALL ".join(
+            f"SELECT min(start_ns) s, max(end_ns) e FROM {v}" for v in active
+        )
         ((s, e),) = self.execute(f"SELECT min(s), max(e) FROM ({union})")
         return s, e
 

@@ -8,8 +8,16 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-ANALYSES = ("kernel_summary", "launch_gaps", "launch_latency", "transfers", "overlap", "graphs",
-            "jitter", "ranges")
+ANALYSES = (
+    "kernel_summary",
+    "launch_gaps",
+    "launch_latency",
+    "transfers",
+    "overlap",
+    "graphs",
+    "jitter",
+    "ranges",
+)
 
 
 def module(name: str) -> ModuleType:

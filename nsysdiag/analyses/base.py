@@ -57,8 +57,9 @@ def run_query(report: Report, module: str, query: str, params: dict | None = Non
 
 
 @contextlib.contextmanager
-def steps(report: Report, module: str, names: tuple[str, ...],
-          params: dict | None = None) -> Iterator[None]:
+def steps(
+    report: Report, module: str, names: tuple[str, ...], params: dict | None = None
+) -> Iterator[None]:
     """Compute intermediate queries of an SQL file once, as temporary tables.
 
     Each step (in order; a step may read the earlier ones) becomes a temporary table
@@ -69,8 +70,9 @@ def steps(report: Report, module: str, names: tuple[str, ...],
     made = []
     try:
         for name in names:
-            report.sql(f"CREATE OR REPLACE TEMP TABLE {name} AS\n{sql[name]}",
-                       _bind(sql[name], params))
+            report.sql(
+                f"CREATE OR REPLACE TEMP TABLE {name} AS\n{sql[name]}", _bind(sql[name], params)
+            )
             made.append(name)
         yield
     finally:
@@ -112,7 +114,9 @@ class AnalysisResult:
     def table(self, name: str | None = None) -> pa.Table:
         key = name or self.main or next(iter(self.tables), None)
         if key is None or key not in self.tables:
-            raise KeyError(f"{self.analysis} has no table {name!r}; tables: {', '.join(self.tables)}")
+            raise KeyError(
+                f"{self.analysis} has no table {name!r}; tables: {', '.join(self.tables)}"
+            )
         return self.tables[key]
 
     def to_arrow(self, table: str | None = None) -> pa.Table:
@@ -125,9 +129,13 @@ class AnalysisResult:
 
     def to_dict(self, tables: bool = True, max_rows: int | None = None) -> dict[str, Any]:
         """JSON-ready dict; ``tables=False`` keeps only the summary."""
-        out: dict[str, Any] = {"analysis": self.analysis, "status": self.status,
-                               "message": self.message, "summary": self.summary,
-                               "findings": list(self.findings)}
+        out: dict[str, Any] = {
+            "analysis": self.analysis,
+            "status": self.status,
+            "message": self.message,
+            "summary": self.summary,
+            "findings": list(self.findings),
+        }
         if tables:
             out["tables"] = {
                 k: (t.slice(0, max_rows) if max_rows is not None else t).to_pylist()
@@ -149,7 +157,9 @@ class AnalysisResult:
         if self.tables:
             t = self.table()
             lines.append("")
-            lines.append(format_rows(t.column_names, [tuple(r.values()) for r in t.slice(0, 20).to_pylist()]))
+            lines.append(
+                format_rows(t.column_names, [tuple(r.values()) for r in t.slice(0, 20).to_pylist()])
+            )
             if t.num_rows > 20:
                 lines.append(f"  ... {t.num_rows - 20} more rows")
         return "\n".join(lines)
@@ -157,8 +167,13 @@ class AnalysisResult:
     def _repr_html_(self) -> str:
         from ..render.notebook import html_table
 
-        parts = [html_table(["figure", "value"], list(self.summary.items()),
-                            caption=f"{self.analysis}: {self.status} {self.message}")]
+        parts = [
+            html_table(
+                ["figure", "value"],
+                list(self.summary.items()),
+                caption=f"{self.analysis}: {self.status} {self.message}",
+            )
+        ]
         if self.tables:
             t = self.table().slice(0, 50)
             parts.append(html_table(t.column_names, [tuple(r.values()) for r in t.to_pylist()]))

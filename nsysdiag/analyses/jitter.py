@@ -15,10 +15,20 @@ from ..report import Report
 from .base import OK, AnalysisResult, not_captured, run_query
 
 CLI_OPTIONS = [
-    click.option("--top", type=int, default=10, show_default=True,
-                 help="Kernel names to examine, by total GPU time."),
-    click.option("--slow", type=float, default=1.5, show_default=True,
-                 help="A launch is slow above this multiple of its kernel's median."),
+    click.option(
+        "--top",
+        type=int,
+        default=10,
+        show_default=True,
+        help="Kernel names to examine, by total GPU time.",
+    ),
+    click.option(
+        "--slow",
+        type=float,
+        default=1.5,
+        show_default=True,
+        help="A launch is slow above this multiple of its kernel's median.",
+    ),
 ]
 
 
@@ -40,19 +50,26 @@ def run(report: Report, *, top: int = 10, slow: float = 1.5) -> AnalysisResult:
     rows = per.to_pylist()
     summary: dict = {"kernels_examined": len(rows)}
     if rows:
-        worst = max(rows, key=lambda r: (r["p99_over_p50"] or 0))
+        worst = max(rows, key=lambda r: r["p99_over_p50"] or 0)
         total = sum(r["total_ns"] for r in rows) or 1
-        summary.update({
-            "worst_kernel": worst["name"],
-            "worst_p99_over_p50": worst["p99_over_p50"],
-            "worst_slow_pct": worst["slow_pct"],
-            "time_weighted_slow_pct": sum(r["slow_pct"] * r["total_ns"] for r in rows) / total,
-            "time_weighted_p99_over_p50": sum((r["p99_over_p50"] or 1) * r["total_ns"]
-                                              for r in rows) / total,
-        })
+        summary.update(
+            {
+                "worst_kernel": worst["name"],
+                "worst_p99_over_p50": worst["p99_over_p50"],
+                "worst_slow_pct": worst["slow_pct"],
+                "time_weighted_slow_pct": sum(r["slow_pct"] * r["total_ns"] for r in rows) / total,
+                "time_weighted_p99_over_p50": sum(
+                    (r["p99_over_p50"] or 1) * r["total_ns"] for r in rows
+                )
+                / total,
+            }
+        )
     pct = [r["concurrent_pct"] for r in conc.to_pylist() if r["concurrent_pct"] is not None]
     summary["concurrent_pct"] = max(pct) if pct else 0.0
-    msg = (f"{len(rows)} kernels examined; time-weighted {summary.get('time_weighted_slow_pct', 0):.1f}% "
-           f"of launches slower than {slow}x their median")
-    return AnalysisResult("jitter", OK, msg, summary, {"per_kernel": per, "concurrency": conc},
-                          main="per_kernel")
+    msg = (
+        f"{len(rows)} kernels examined; time-weighted {summary.get('time_weighted_slow_pct', 0):.1f}% "
+        f"of launches slower than {slow}x their median"
+    )
+    return AnalysisResult(
+        "jitter", OK, msg, summary, {"per_kernel": per, "concurrency": conc}, main="per_kernel"
+    )

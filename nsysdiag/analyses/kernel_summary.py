@@ -15,8 +15,12 @@ from .base import OK, AnalysisResult, not_captured, run_query
 NAME = "kernel_summary"
 
 CLI_OPTIONS = [
-    click.option("--top", type=click.IntRange(min=1), default=None,
-                 help="Show only the N kernel names with the most GPU time [default: all]."),
+    click.option(
+        "--top",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Show only the N kernel names with the most GPU time [default: all].",
+    ),
 ]
 
 
@@ -57,7 +61,10 @@ def run(report: Report, *, top: int | None = None) -> AnalysisResult:
         summary["top_name"] = first[0]["name"]
         summary["top_time_pct"] = first[0]["time_pct"]
         findings = (f"{first[0]['short_name']} takes {first[0]['time_pct']:.1f}% of kernel time",)
-    message = (f"{summary['kernels']} kernels of {summary['names']} names, "
-               f"{summary['total_ns'] / 1e6:.3f} ms of GPU time")
-    return AnalysisResult(NAME, OK, message, summary, {"per_name": per_name}, main="per_name",
-                          findings=findings)
+    message = (
+        f"{summary['kernels']} kernels of {summary['names']} names, "
+        f"{summary['total_ns'] / 1e6:.3f} ms of GPU time"
+    )
+    return AnalysisResult(
+        NAME, OK, message, summary, {"per_name": per_name}, main="per_name", findings=findings
+    )

@@ -26,26 +26,39 @@ _STEPS = ("sequence", "gaps", "main_gaps", "gap_bins")
 _PRELAUNCHED_PCT = 10.0
 
 CLI_OPTIONS = [
-    click.option("--normal-threshold-us", type=click.FloatRange(min=0), default=5.0,
-                 show_default=True, help="Gaps above this are not normal (us)."),
-    click.option("--p99-threshold-us", type=click.FloatRange(min=0), default=20.0,
-                 show_default=True,
-                 help="A P99 gap above this signals a CPU-side bottleneck (us)."),
+    click.option(
+        "--normal-threshold-us",
+        type=click.FloatRange(min=0),
+        default=5.0,
+        show_default=True,
+        help="Gaps above this are not normal (us).",
+    ),
+    click.option(
+        "--p99-threshold-us",
+        type=click.FloatRange(min=0),
+        default=20.0,
+        show_default=True,
+        help="A P99 gap above this signals a CPU-side bottleneck (us).",
+    ),
 ]
 
 
-
 def _thresholds(normal_threshold_us: float, p99_threshold_us: float) -> dict[str, int]:
-    for name, value in (("normal_threshold_us", normal_threshold_us),
-                        ("p99_threshold_us", p99_threshold_us)):
+    for name, value in (
+        ("normal_threshold_us", normal_threshold_us),
+        ("p99_threshold_us", p99_threshold_us),
+    ):
         if not value >= 0:
             raise UsageError(f"{name} must be a number >= 0, got {value!r}")
-    return {"normal_ns": round(normal_threshold_us * 1000),
-            "p99_ns": round(p99_threshold_us * 1000)}
+    return {
+        "normal_ns": round(normal_threshold_us * 1000),
+        "p99_ns": round(p99_threshold_us * 1000),
+    }
 
 
-def gap_summary(report: Report, *, normal_threshold_us: float = 5.0,
-                p99_threshold_us: float = 20.0) -> dict[str, Any]:
+def gap_summary(
+    report: Report, *, normal_threshold_us: float = 5.0, p99_threshold_us: float = 20.0
+) -> dict[str, Any]:
     """The main launch-gap distribution in figures (gaps before non-graph kernels).
 
     Parameters
@@ -81,8 +94,9 @@ def _summary(report: Report, params: dict[str, int]) -> dict[str, Any]:
     return summary
 
 
-def run(report: Report, *, normal_threshold_us: float = 5.0,
-        p99_threshold_us: float = 20.0) -> AnalysisResult:
+def run(
+    report: Report, *, normal_threshold_us: float = 5.0, p99_threshold_us: float = 20.0
+) -> AnalysisResult:
     """Measure the gaps between kernels per GPU, per stream and inside CUDA graphs.
 
     Parameters
@@ -121,43 +135,63 @@ def run(report: Report, *, normal_threshold_us: float = 5.0,
         return missing
     with steps(report, NAME, _STEPS, params):
         summary = _summary(report, params)
-        tables = {name: run_query(report, NAME, name, params)
-                  for name in ("per_device", "per_stream", "graph", "distribution", "histogram",
-                               "device_counts")}
+        tables = {
+            name: run_query(report, NAME, name, params)
+            for name in (
+                "per_device",
+                "per_stream",
+                "graph",
+                "distribution",
+                "histogram",
+                "device_counts",
+            )
+        }
     device_counts = tables.pop("device_counts")
     graph = {r["kind"]: r for r in tables["graph"].to_pylist()}
     intra = graph.get("graph_node", {})
-    summary.update({
-        "graph_gaps": sum(r["count"] for r in graph.values()),
-        "intra_graph_gap_p50_ns": intra.get("p50_ns"),
-        "intra_graph_gap_p99_ns": intra.get("p99_ns"),
-        "gaps_per_device": {str(r["device_id"]): r["gaps"]
-                            for r in device_counts.to_pylist()},
-    })
-    return AnalysisResult(NAME, OK, _message(summary), summary, tables, main="per_device",
-                          findings=_findings(summary))
+    summary.update(
+        {
+            "graph_gaps": sum(r["count"] for r in graph.values()),
+            "intra_graph_gap_p50_ns": intra.get("p50_ns"),
+            "intra_graph_gap_p99_ns": intra.get("p99_ns"),
+            "gaps_per_device": {str(r["device_id"]): r["gaps"] for r in device_counts.to_pylist()},
+        }
+    )
+    return AnalysisResult(
+        NAME, OK, _message(summary), summary, tables, main="per_device", findings=_findings(summary)
+    )
 
 
 def _message(s: dict[str, Any]) -> str:
     if not s["count"]:
         return f"no gap between kernels ({s['kernels']} kernels outside CUDA graphs)"
     verdict = "CPU-bound" if s["cpu_bound"] else "within the P99 threshold"
-    return (f"{s['count']} gaps over {s['kernels']} kernels: P50 {s['p50_ns'] / 1e3:.2f} us, "
-            f"P99 {s['p99_ns'] / 1e3:.2f} us ({verdict})")
+    return (
+        f"{s['count']} gaps over {s['kernels']} kernels: P50 {s['p50_ns'] / 1e3:.2f} us, "
+        f"P99 {s['p99_ns'] / 1e3:.2f} us ({verdict})"
+    )
 
 
 def _findings(s: dict[str, Any]) -> tuple[str, ...]:
     out = []
     if s["cpu_bound"]:
-        out.append(f"P99 launch gap {s['p99_ns'] / 1e3:.1f} us > "
-                   f"{s['p99_threshold_ns'] / 1e3:g} us: CPU-side scheduling bottleneck")
+        out.append(
+            f"P99 launch gap {s['p99_ns'] / 1e3:.1f} us > "
+            f"{s['p99_threshold_ns'] / 1e3:g} us: CPU-side scheduling bottleneck"
+        )
     if s["count"] and s["share_above_normal_pct"]:
-        out.append(f"{s['share_above_normal_pct']:.1f}% of gaps exceed the normal "
-                   f"{s['normal_threshold_ns'] / 1e3:g} us")
+        out.append(
+            f"{s['share_above_normal_pct']:.1f}% of gaps exceed the normal "
+            f"{s['normal_threshold_ns'] / 1e3:g} us"
+        )
     if s["prelaunched_gaps"] and s["prelaunched_idle_pct"] >= _PRELAUNCHED_PCT:
-        out.append(f"{s['prelaunched_idle_pct']:.1f}% of the idle time is in gaps before kernels "
-                   "already launched: not launch overhead (GPU shared, stream waits or copies)")
+        out.append(
+            f"{s['prelaunched_idle_pct']:.1f}% of the idle time is in gaps before kernels "
+            "already launched: not launch overhead (GPU shared, stream waits or copies)"
+        )
     if s["graph_kernels"]:
-        out.append(f"{s['graph_kernels']} kernels ran inside CUDA graphs; their gaps are "
-                   "reported apart (table graph)")
+        out.append(
+            f"{s['graph_kernels']} kernels ran inside CUDA graphs; their gaps are "
+            "reported apart (table graph)"
+        )
     return tuple(out)

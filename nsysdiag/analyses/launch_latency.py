@@ -24,18 +24,27 @@ NAME = "launch_latency"
 _STEPS = ("launches", "queue_events", "depth_series", "depth_at_launch")
 
 #: rows of the ``latency`` table, flattened into the summary as ``<metric>_<stat>_ns``
-_METRICS = ("api_duration", "api_start_to_kernel_start", "api_end_to_kernel_start", "queue",
-            "graph_api_duration", "graph_launch_to_start")
+_METRICS = (
+    "api_duration",
+    "api_start_to_kernel_start",
+    "api_end_to_kernel_start",
+    "queue",
+    "graph_api_duration",
+    "graph_launch_to_start",
+)
 
 #: depth at launch: P90 at or below _SHALLOW_DEPTH is a near-empty queue; P50 (or only P99)
 #: at or above _DEEP_DEPTH a queue that stays deep (or backs up at times)
 _SHALLOW_DEPTH, _DEEP_DEPTH = 1, 4
 
 CLI_OPTIONS = [
-    click.option("--top", type=click.IntRange(min=1), default=None,
-                 help="per_name: only the N kernel names launched most often [default: all]."),
+    click.option(
+        "--top",
+        type=click.IntRange(min=1),
+        default=None,
+        help="per_name: only the N kernel names launched most often [default: all].",
+    ),
 ]
-
 
 
 def run(report: Report, *, top: int | None = None, detail: bool = True) -> AnalysisResult:
@@ -86,8 +95,9 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
     for metric in _METRICS:
         for stat in ("p50", "p90", "p99", "max"):
             summary[f"{metric}_{stat}_ns"] = latency.get(metric, {}).get(f"{stat}_ns")
-    return AnalysisResult(NAME, OK, _message(summary), summary, tables, main="latency",
-                          findings=_findings(summary))
+    return AnalysisResult(
+        NAME, OK, _message(summary), summary, tables, main="latency", findings=_findings(summary)
+    )
 
 
 def _us(ns: float | None) -> str:
@@ -96,27 +106,37 @@ def _us(ns: float | None) -> str:
 
 def _message(s: dict[str, Any]) -> str:
     depth = "n/a" if s["mean_depth"] is None else f"{s['mean_depth']:.2f}"
-    return (f"{s['kernels']} kernels: launch call P50 {_us(s['api_duration_p50_ns'])}, "
-            f"call to start P50 {_us(s['api_start_to_kernel_start_p50_ns'])}, "
-            f"queue P50 {_us(s['queue_p50_ns'])}; mean queue depth {depth}")
+    return (
+        f"{s['kernels']} kernels: launch call P50 {_us(s['api_duration_p50_ns'])}, "
+        f"call to start P50 {_us(s['api_start_to_kernel_start_p50_ns'])}, "
+        f"queue P50 {_us(s['queue_p50_ns'])}; mean queue depth {depth}"
+    )
 
 
 def _findings(s: dict[str, Any]) -> tuple[str, ...]:
     out = []
     if s["unmatched"]:
-        out.append(f"{s['unmatched']} kernels ({s['unmatched_pct']:.1f}%) have no traced "
-                   "launch call")
+        out.append(
+            f"{s['unmatched']} kernels ({s['unmatched_pct']:.1f}%) have no traced launch call"
+        )
     if s["negative_queue"]:
-        out.append(f"{s['negative_queue']} kernels ({s['negative_queue_pct']:.1f}%) started "
-                   "before their launch call returned")
+        out.append(
+            f"{s['negative_queue']} kernels ({s['negative_queue_pct']:.1f}%) started "
+            "before their launch call returned"
+        )
     p50, p90, p99 = (s[f"depth_at_launch_{q}"] for q in ("p50", "p90", "p99"))
     if p90 is not None and p90 <= _SHALLOW_DEPTH:
-        out.append(f"dispatch queue near-empty (depth at launch P90 {p90:g}): the GPU waits on "
-                   "the CPU whenever launch gaps are large")
+        out.append(
+            f"dispatch queue near-empty (depth at launch P90 {p90:g}): the GPU waits on "
+            "the CPU whenever launch gaps are large"
+        )
     elif p50 is not None and p50 >= _DEEP_DEPTH:
-        out.append(f"dispatch queue stays deep (depth at launch P50 {p50:g}): the GPU is the "
-                   "bottleneck")
+        out.append(
+            f"dispatch queue stays deep (depth at launch P50 {p50:g}): the GPU is the bottleneck"
+        )
     elif p99 is not None and p99 >= _DEEP_DEPTH:
-        out.append(f"dispatch queue backs up at times (depth at launch P90 {p90:g}, P99 {p99:g}):"
-                   " the GPU falls behind in bursts")
+        out.append(
+            f"dispatch queue backs up at times (depth at launch P90 {p90:g}, P99 {p99:g}):"
+            " the GPU falls behind in bursts"
+        )
     return tuple(out)

@@ -30,8 +30,14 @@ DIRECTIONS = ("HtoD", "DtoH")
 #: theoretical payload rate of one PCIe lane per direction, GB/s, by generation
 #: (transfer rate x line-code efficiency / 8: 8b/10b for Gen1-2, 128b/130b for Gen3-5,
 #: FLIT mode 242/256 for Gen6)
-PCIE_LANE_GBPS = {1: 2.5 * 8 / 10 / 8, 2: 5.0 * 8 / 10 / 8, 3: 8.0 * 128 / 130 / 8,
-                  4: 16.0 * 128 / 130 / 8, 5: 32.0 * 128 / 130 / 8, 6: 64.0 * 242 / 256 / 8}
+PCIE_LANE_GBPS = {
+    1: 2.5 * 8 / 10 / 8,
+    2: 5.0 * 8 / 10 / 8,
+    3: 8.0 * 128 / 130 / 8,
+    4: 16.0 * 128 / 130 / 8,
+    5: 32.0 * 128 / 130 / 8,
+    6: 64.0 * 242 / 256 / 8,
+}
 
 #: NVLink-C2C between Grace and Hopper/Blackwell: 900 GB/s total, 450 GB/s per direction
 NVLINK_C2C_GBPS = 450.0
@@ -39,13 +45,22 @@ NVLINK_C2C_GBPS = 450.0
 #: GPU name pattern (lower case, first match wins) -> (link description, per-direction GB/s)
 DEFAULT_LINKS: tuple[tuple[str, str, float], ...] = (
     (r"\bg[hb]\d{3}\b|grace", "NVLink-C2C", NVLINK_C2C_GBPS),
-    (r"\bh(100|200|800|20)\b|\bb(100|200)\b|rtx 50\d\d|blackwell",
-     "PCIe Gen5 x16", 16 * PCIE_LANE_GBPS[5]),
+    (
+        r"\bh(100|200|800|20)\b|\bb(100|200)\b|rtx 50\d\d|blackwell",
+        "PCIe Gen5 x16",
+        16 * PCIE_LANE_GBPS[5],
+    ),
     (r"\ba2\b", "PCIe Gen4 x8", 8 * PCIE_LANE_GBPS[4]),
-    (r"\ba(100|800|30|40|10g?|16)\b|\bl(4|20|40s?)\b|rtx a\d{4}|rtx [34]0\d\d|\bada\b",
-     "PCIe Gen4 x16", 16 * PCIE_LANE_GBPS[4]),
-    (r"\bv100|\bt4\b|\bp(100|40|4)\b|rtx 20\d\d|titan|quadro|gtx",
-     "PCIe Gen3 x16", 16 * PCIE_LANE_GBPS[3]),
+    (
+        r"\ba(100|800|30|40|10g?|16)\b|\bl(4|20|40s?)\b|rtx a\d{4}|rtx [34]0\d\d|\bada\b",
+        "PCIe Gen4 x16",
+        16 * PCIE_LANE_GBPS[4],
+    ),
+    (
+        r"\bv100|\bt4\b|\bp(100|40|4)\b|rtx 20\d\d|titan|quadro|gtx",
+        "PCIe Gen3 x16",
+        16 * PCIE_LANE_GBPS[3],
+    ),
 )
 
 #: what an unknown GPU is assumed to have
@@ -157,14 +172,27 @@ def resolve_links(devices: list[dict[str, Any]], baseline: Baseline | None = Non
         gen, width = dev.get("pcie_generation"), dev.get("pcie_width")
         traced = pcie_gbps(gen, width) if gen and width else None
         for direction in DIRECTIONS:
-            measured = (baseline.gbps.get(direction, {}).get(dev["device_id"])
-                        if baseline is not None else None)
+            measured = (
+                baseline.gbps.get(direction, {}).get(dev["device_id"])
+                if baseline is not None
+                else None
+            )
             if traced is not None:
-                link = Link(dev["device_id"], direction, traced, "trace",
-                            f"PCIe Gen{gen} x{width} recorded in the trace (theoretical)")
+                link = Link(
+                    dev["device_id"],
+                    direction,
+                    traced,
+                    "trace",
+                    f"PCIe Gen{gen} x{width} recorded in the trace (theoretical)",
+                )
             elif measured is not None:
-                link = Link(dev["device_id"], direction, measured, "baseline",
-                            f"nvbandwidth {baseline.testcases[direction]} ({baseline.path})")
+                link = Link(
+                    dev["device_id"],
+                    direction,
+                    measured,
+                    "baseline",
+                    f"nvbandwidth {baseline.testcases[direction]} ({baseline.path})",
+                )
             else:
                 gbps, note = default_link(dev.get("name"))
                 link = Link(dev["device_id"], direction, gbps, "default", note)
@@ -227,8 +255,9 @@ def parse_nvbandwidth(path: str | Path) -> Baseline:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise UsageError(f"cannot read the bandwidth baseline ({exc.strerror or exc})",
-                         path=str(path)) from None
+        raise UsageError(
+            f"cannot read the bandwidth baseline ({exc.strerror or exc})", path=str(path)
+        ) from None
     hint = "give the output of: nvbandwidth -j -t host_to_device_memcpy_ce device_to_host_memcpy_ce"
     start = text.find("{")
     try:
@@ -249,8 +278,12 @@ def parse_nvbandwidth(path: str | Path) -> Baseline:
                 gbps[direction], used[direction] = values, name
                 break
     if not gbps:
-        raise UsageError("the bandwidth baseline has no passed host_to_device_memcpy_ce or "
-                         "device_to_host_memcpy_ce result", path=str(path), hint=hint)
+        raise UsageError(
+            "the bandwidth baseline has no passed host_to_device_memcpy_ce or "
+            "device_to_host_memcpy_ce result",
+            path=str(path),
+            hint=hint,
+        )
     return Baseline(str(path), gbps, used, version)
 
 

@@ -58,11 +58,19 @@ def run(report: Report) -> AnalysisResult:
     summary.update({k: v for k, v in total.items() if k != "device_id"})
     summary["single_stream"] = any(_single_stream(r) for r in dev_rows)
     summary["sync_copies"] = sum(r["copies"] for r in sync)
-    summary["sync_copy_time_pct"] = (sum(r["copy_time_pct"] or 0.0 for r in sync)
-                                     if api_rows else None)
+    summary["sync_copy_time_pct"] = (
+        sum(r["copy_time_pct"] or 0.0 for r in sync) if api_rows else None
+    )
     tables = {"devices": devices, "streams": streams, "copy_apis": apis}
-    return AnalysisResult(NAME, OK, _message(summary), summary, tables, main="devices",
-                          findings=tuple(_findings(dev_rows, sync, summary)))
+    return AnalysisResult(
+        NAME,
+        OK,
+        _message(summary),
+        summary,
+        tables,
+        main="devices",
+        findings=tuple(_findings(dev_rows, sync, summary)),
+    )
 
 
 def _single_stream(row: dict) -> bool:
@@ -71,28 +79,38 @@ def _single_stream(row: dict) -> bool:
 
 def _message(s: dict[str, Any]) -> str:
     if not s["copy_busy_ns"]:
-        return (f"{s['devices']} device(s): kernels busy {fmt_ns(s['kernel_busy_ns'])} "
-                f"over {fmt_ns(s['wall_span_ns'])}; no copy time to overlap")
-    return (f"{s['devices']} device(s): {s['overlap_pct'] or 0:.1f}% of "
-            f"{fmt_ns(s['copy_busy_ns'])} copy time overlapped kernels, "
-            f"{fmt_ns(s['exposed_copy_ns'])} exposed; kernels busy "
-            f"{fmt_ns(s['kernel_busy_ns'])} over {fmt_ns(s['wall_span_ns'])}")
+        return (
+            f"{s['devices']} device(s): kernels busy {fmt_ns(s['kernel_busy_ns'])} "
+            f"over {fmt_ns(s['wall_span_ns'])}; no copy time to overlap"
+        )
+    return (
+        f"{s['devices']} device(s): {s['overlap_pct'] or 0:.1f}% of "
+        f"{fmt_ns(s['copy_busy_ns'])} copy time overlapped kernels, "
+        f"{fmt_ns(s['exposed_copy_ns'])} exposed; kernels busy "
+        f"{fmt_ns(s['kernel_busy_ns'])} over {fmt_ns(s['wall_span_ns'])}"
+    )
 
 
 def _findings(devices: list[dict], sync: list[dict], s: dict[str, Any]) -> list[str]:
     out = []
     for r in devices:
         if _single_stream(r):
-            out.append(f"device {r['device_id']}: all {r['kernels']} kernels and {r['copies']} "
-                       "copies ran on a single stream: copies cannot overlap compute "
-                       "(use separate copy streams and pinned memory)")
+            out.append(
+                f"device {r['device_id']}: all {r['kernels']} kernels and {r['copies']} "
+                "copies ran on a single stream: copies cannot overlap compute "
+                "(use separate copy streams and pinned memory)"
+            )
         elif r["copies"] and r["kernels"] and (r["overlap_pct"] or 0) < LOW_OVERLAP_PCT:
-            out.append(f"device {r['device_id']}: only {r['overlap_pct']:.1f}% of copy time "
-                       f"overlapped kernels across {r['streams']} streams "
-                       f"({fmt_ns(r['exposed_copy_ns'])} exposed)")
+            out.append(
+                f"device {r['device_id']}: only {r['overlap_pct']:.1f}% of copy time "
+                f"overlapped kernels across {r['streams']} streams "
+                f"({fmt_ns(r['exposed_copy_ns'])} exposed)"
+            )
     if sync and (s["sync_copy_time_pct"] or 0) >= SYNC_COPY_PCT:
         names = ", ".join(sorted({r["api_name"] for r in sync}))
-        out.append(f"{s['sync_copies']} copies ({s['sync_copy_time_pct']:.0f}% of copy time) come "
-                   f"from synchronous APIs ({names}): the host blocks on each and they run on "
-                   "the default stream; use cudaMemcpyAsync on a non-default stream")
+        out.append(
+            f"{s['sync_copies']} copies ({s['sync_copy_time_pct']:.0f}% of copy time) come "
+            f"from synchronous APIs ({names}): the host blocks on each and they run on "
+            "the default stream; use cudaMemcpyAsync on a non-default stream"
+        )
     return out

@@ -43,22 +43,43 @@ MEANING = {
     "gpu_own_copy": "its own copies ran longer: transfers",
     "gpu_other": "other GPU work ran meanwhile: contention from other streams or processes",
     "gpu_pending_idle": "submitted work waited while the GPU looked idle: work this trace does "
-                        "not show (another process) or GPU-side scheduling delayed it",
+    "not show (another process) or GPU-side scheduling delayed it",
     "gpu_idle": "the GPU waited for the host",
 }
 _NVTX_HINT = "annotate requests/iterations with NVTX ranges and run nsys profile --trace=cuda,nvtx"
 
 CLI_OPTIONS = (
-    click.option("--range", "range_name", default=None, metavar="NAME",
-                 help="NVTX range that delimits one request/iteration (NAME or DOMAIN:NAME); "
-                      "default: chosen automatically."),
-    click.option("--tail-pct", "tail_pct", type=float, default=1.0, show_default=True,
-                 help="Percent of slowest instances compared with the median band."),
-    click.option("--min-instances", "min_instances", type=int, default=MIN_INSTANCES,
-                 show_default=True,
-                 help="Instances a range name needs to be chosen automatically."),
-    click.option("--scope", type=click.Choice(SCOPES), default="auto", show_default=True,
-                 help="Whose CUDA calls count into a range: its thread or its whole process."),
+    click.option(
+        "--range",
+        "range_name",
+        default=None,
+        metavar="NAME",
+        help="NVTX range that delimits one request/iteration (NAME or DOMAIN:NAME); "
+        "default: chosen automatically.",
+    ),
+    click.option(
+        "--tail-pct",
+        "tail_pct",
+        type=float,
+        default=1.0,
+        show_default=True,
+        help="Percent of slowest instances compared with the median band.",
+    ),
+    click.option(
+        "--min-instances",
+        "min_instances",
+        type=int,
+        default=MIN_INSTANCES,
+        show_default=True,
+        help="Instances a range name needs to be chosen automatically.",
+    ),
+    click.option(
+        "--scope",
+        type=click.Choice(SCOPES),
+        default="auto",
+        show_default=True,
+        help="Whose CUDA calls count into a range: its thread or its whole process.",
+    ),
 )
 
 
@@ -84,8 +105,10 @@ class Unit:
     def thread_local(self) -> bool:
         """True when every instance is a push/pop range (or sync interval) on one thread."""
         styles = set(self.instances.column("style").to_pylist())
-        return styles <= {"push_pop", "sync_interval"} and self.instances.column(
-            "end_tid").null_count == self.instances.num_rows
+        return (
+            styles <= {"push_pop", "sync_interval"}
+            and self.instances.column("end_tid").null_count == self.instances.num_rows
+        )
 
 
 class Durations(NamedTuple):
@@ -105,8 +128,9 @@ def _check(tail_pct: float, min_instances: int, scope: str) -> None:
         raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, not {scope!r}")
 
 
-def select_unit(report: Report, range_name: str | None = None,
-                min_instances: int = MIN_INSTANCES) -> Unit | AnalysisResult:
+def select_unit(
+    report: Report, range_name: str | None = None, min_instances: int = MIN_INSTANCES
+) -> Unit | AnalysisResult:
     """Choose the unit of work; an ``empty``/``not_captured`` result when there is none.
 
     Parameters
@@ -129,13 +153,16 @@ def select_unit(report: Report, range_name: str | None = None,
     UsageError
         ``range_name`` names no closed NVTX range of the trace.
     """
-    names = run_query(report, NAME, "names").to_pylist() if report.probe.present(
-        "nvtx_ranges") else []
+    names = (
+        run_query(report, NAME, "names").to_pylist() if report.probe.present("nvtx_ranges") else []
+    )
     top = ", ".join(f"{r['name']} ({r['n']})" for r in names)
     if range_name is not None:
         if not names:
-            return _no_unit(NOT_CAPTURED, f"no closed NVTX ranges, so no range {range_name!r} "
-                                          f"(capture with: {_NVTX_HINT})")
+            return _no_unit(
+                NOT_CAPTURED,
+                f"no closed NVTX ranges, so no range {range_name!r} (capture with: {_NVTX_HINT})",
+            )
         units = run_query(report, NAME, "units_nvtx", {"name": range_name})
         if units.num_rows == 0:
             raise UsageError(f"no closed NVTX range named {range_name!r}; most frequent: {top}")
@@ -149,26 +176,36 @@ def select_unit(report: Report, range_name: str | None = None,
     if units.num_rows:
         return Unit("sync-interval", "sync_fallback", units)
     if not names and not _has_syncs(report):
-        return _no_unit(NOT_CAPTURED, "no closed NVTX ranges and no host synchronizations "
-                                      f"(capture with: {_NVTX_HINT})")
-    return _no_unit(EMPTY, f"no NVTX range repeats {min_instances} times"
-                           + (f" (most frequent: {top}; pass --range NAME)" if top else "")
-                           + " and no thread synchronizes twice")
+        return _no_unit(
+            NOT_CAPTURED,
+            f"no closed NVTX ranges and no host synchronizations (capture with: {_NVTX_HINT})",
+        )
+    return _no_unit(
+        EMPTY,
+        f"no NVTX range repeats {min_instances} times"
+        + (f" (most frequent: {top}; pass --range NAME)" if top else "")
+        + " and no thread synchronizes twice",
+    )
 
 
 def _has_syncs(report: Report) -> bool:
     if not report.probe.present("api_calls"):
         return False
-    return report.sql("SELECT count(*) FROM api_calls WHERE category = 'sync' "
-                      "AND name LIKE '%Synchronize%'").fetchall()[0][0] > 0
+    return (
+        report.sql(
+            "SELECT count(*) FROM api_calls WHERE category = 'sync' AND name LIKE '%Synchronize%'"
+        ).fetchall()[0][0]
+        > 0
+    )
 
 
 def _no_unit(status: str, message: str) -> AnalysisResult:
     return AnalysisResult(NAME, status, message)
 
 
-def durations(report: Report, range_name: str | None = None, *,
-              min_instances: int = MIN_INSTANCES) -> Durations:
+def durations(
+    report: Report, range_name: str | None = None, *, min_instances: int = MIN_INSTANCES
+) -> Durations:
     """Durations of the unit's instances, without the decomposition (cheap).
 
     Parameters
@@ -244,8 +281,13 @@ def _total(table: pa.Table, column: str) -> int:
     return sum(v for v in table.column(column).to_pylist() if v is not None)
 
 
-def run(report: Report, range_name: str | None = None, tail_pct: float = 1.0,
-        min_instances: int = MIN_INSTANCES, scope: str = "auto") -> AnalysisResult:
+def run(
+    report: Report,
+    range_name: str | None = None,
+    tail_pct: float = 1.0,
+    min_instances: int = MIN_INSTANCES,
+    scope: str = "auto",
+) -> AnalysisResult:
     """Decompose every request/iteration and attribute the latency tail to components.
 
     Parameters
@@ -288,20 +330,25 @@ def run(report: Report, range_name: str | None = None, tail_pct: float = 1.0,
         attribution = run_query(report, NAME, "attribution", params)
         slowest = run_query(report, NAME, "slowest", params)
     untraced = _untraced(report)
-    attribution = attribution.filter(pa.array(
-        [c not in untraced for c in attribution.column("component").to_pylist()]))
+    attribution = attribution.filter(
+        pa.array([c not in untraced for c in attribution.column("component").to_pylist()])
+    )
     drop = [f"{c}_ns" for c in untraced]
-    tables = {"attribution": attribution, "instances": instances.drop_columns(drop),
-              "slowest": slowest.drop_columns(drop)}
+    tables = {
+        "attribution": attribution,
+        "instances": instances.drop_columns(drop),
+        "slowest": slowest.drop_columns(drop),
+    }
     if report.probe.present("nvtx_ranges"):
         tables["totals"] = run_query(report, NAME, "totals")
     summary, findings = _summarize(unit, used_scope, tail_pct, stats, attribution)
     if slowest.num_rows and slowest.column("instance")[0].as_py() == 1 and stats["n"] > 1:
         findings.append("the slowest instance is the first one (warm-up)")
-    message = (f"{stats['n']} x {unit.name} ({unit.source}); p99/p50 "
-               f"{_fmt(summary['p99_over_p50'])}"
-               + (f"; tail grew most in {summary['top_component']}"
-                  if summary["top_component"] else ""))
+    message = (
+        f"{stats['n']} x {unit.name} ({unit.source}); p99/p50 "
+        f"{_fmt(summary['p99_over_p50'])}"
+        + (f"; tail grew most in {summary['top_component']}" if summary["top_component"] else "")
+    )
     return AnalysisResult(NAME, OK, message, summary, tables, "attribution", tuple(findings))
 
 
@@ -314,8 +361,9 @@ def _untraced(report: Report) -> list[str]:
     return out
 
 
-def _summarize(unit: Unit, scope: str, tail_pct: float, stats: dict,
-               attribution: pa.Table) -> tuple[dict, list[str]]:
+def _summarize(
+    unit: Unit, scope: str, tail_pct: float, stats: dict, attribution: pa.Table
+) -> tuple[dict, list[str]]:
     rows = attribution.to_pylist()
     total = next((r for r in rows if r["family"] == "total"), None)
     parts = sorted((r for r in rows if r["family"] != "total"), key=lambda r: -(r["delta_ns"] or 0))
@@ -325,30 +373,53 @@ def _summarize(unit: Unit, scope: str, tail_pct: float, stats: dict,
 
     top_cpu, top_gpu = top("cpu"), top("gpu")
     summary = {
-        "unit": unit.name, "unit_source": unit.source, "scope": scope,
-        **{k: stats[k] for k in ("n", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns",
-                                 "mean_ns", "p99_over_p50")},
-        "n_attributed": stats["n_attributed"], "tail_pct": tail_pct, "tail_n": stats["tail_n"],
+        "unit": unit.name,
+        "unit_source": unit.source,
+        "scope": scope,
+        **{
+            k: stats[k]
+            for k in (
+                "n",
+                "p50_ns",
+                "p90_ns",
+                "p99_ns",
+                "p999_ns",
+                "max_ns",
+                "mean_ns",
+                "p99_over_p50",
+            )
+        },
+        "n_attributed": stats["n_attributed"],
+        "tail_pct": tail_pct,
+        "tail_n": stats["tail_n"],
         "median_band_n": stats["median_band_n"],
         # the GPU side names the work that grew; an idler GPU means the host side did
         "top_component": top_gpu if top_gpu not in (None, "gpu_idle") else top_cpu or top_gpu,
-        "top_cpu_component": top_cpu, "top_gpu_component": top_gpu,
-        "attribution": {r["component"]: {k: r[k] for k in ("tail_mean_ns", "median_mean_ns",
-                                                            "delta_ns", "share_of_delta")}
-                        for r in parts},
+        "top_cpu_component": top_cpu,
+        "top_gpu_component": top_gpu,
+        "attribution": {
+            r["component"]: {
+                k: r[k] for k in ("tail_mean_ns", "median_mean_ns", "delta_ns", "share_of_delta")
+            }
+            for r in parts
+        },
     }
     findings = []
     if total and total["delta_ns"]:
         sides = []
         for family in ("cpu", "gpu"):
-            grew = [f"{r['component']} {_fmt(100 * r['share_of_delta'])}%" for r in parts
-                    if r["family"] == family and (r["share_of_delta"] or 0) >= 0.2]
+            grew = [
+                f"{r['component']} {_fmt(100 * r['share_of_delta'])}%"
+                for r in parts
+                if r["family"] == family and (r["share_of_delta"] or 0) >= 0.2
+            ]
             if grew:
                 sides.append(f"{family.upper()} side: {', '.join(grew)}")
         findings.append(
             f"the slowest {stats['tail_n']} {unit.name} instances take "
             f"{_duration(total['delta_ns'])} longer than the median band"
-            + (f" ({'; '.join(sides)} of the difference)" if sides else ""))
+            + (f" ({'; '.join(sides)} of the difference)" if sides else "")
+        )
         top = summary["top_component"]
         if top in MEANING:
             findings.append(f"tail grew most in {top}: {MEANING[top]}")
@@ -356,7 +427,8 @@ def _summarize(unit: Unit, scope: str, tail_pct: float, stats: dict,
         findings.append(
             f"{stats['n'] - stats['n_attributed']} of {stats['n']} instances lie outside the span "
             "with CUDA trace data (CUDA events lost, or tracing stopped early): they count in "
-            "the percentiles, not in the attribution")
+            "the percentiles, not in the attribution"
+        )
     if stats["n"] < 100:
         findings.append(f"only {stats['n']} instances: p99 and the tail rest on few samples")
     return summary, findings

@@ -28,14 +28,19 @@ CONTENTION_PCT = 10.0
 MIN_FINDING_COPIES = 3
 
 CLI_OPTIONS = [
-    click.option("--baseline", type=click.Path(dir_okay=False), default=None,
-                 help="nvbandwidth -j JSON output measured on the traced machine "
-                      "(host_to_device_memcpy_ce / device_to_host_memcpy_ce)."),
+    click.option(
+        "--baseline",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="nvbandwidth -j JSON output measured on the traced machine "
+        "(host_to_device_memcpy_ce / device_to_host_memcpy_ce).",
+    ),
 ]
 
 
-def run(report: Report, *, baseline: str | None = None,
-        large_bytes: int = LARGE_BYTES) -> AnalysisResult:
+def run(
+    report: Report, *, baseline: str | None = None, large_bytes: int = LARGE_BYTES
+) -> AnalysisResult:
     """Bandwidth of every memcpy and memset, against the host link, with contention.
 
     Parameters
@@ -83,27 +88,52 @@ def run(report: Report, *, baseline: str | None = None,
             "link_sources": [lk.source for lk in links],
             "link_notes": [lk.note for lk in links],
         }
-        tables = {q: run_query(report, NAME, q, params)
-                  for q in ("by_kind", "mem_time", "host", "contention", "copies")}
+        tables = {
+            q: run_query(report, NAME, q, params)
+            for q in ("by_kind", "mem_time", "host", "contention", "copies")
+        }
         (totals,) = run_query(report, NAME, "totals").to_pylist()
     finally:
         report.sql(load_sql(NAME)["_drop"])
     tables["links"] = _links_table(links)
     summary = _summary(totals, tables["host"].to_pylist(), tables["contention"].to_pylist(), links)
-    return AnalysisResult(NAME, OK, _message(summary), summary, tables, main="by_kind",
-                          findings=tuple(_findings(summary, tables["host"].to_pylist(),
-                                                   tables["contention"].to_pylist())))
+    return AnalysisResult(
+        NAME,
+        OK,
+        _message(summary),
+        summary,
+        tables,
+        main="by_kind",
+        findings=tuple(
+            _findings(summary, tables["host"].to_pylist(), tables["contention"].to_pylist())
+        ),
+    )
 
 
 def _links_table(links: list[Link]):
     import pyarrow as pa
 
     return pa.Table.from_pylist(
-        [{"device_id": lk.device_id, "direction": lk.direction, "link_gbps": lk.gbps,
-          "link_source": lk.source, "link_note": lk.note} for lk in links],
-        schema=pa.schema([("device_id", pa.int64()), ("direction", pa.string()),
-                          ("link_gbps", pa.float64()), ("link_source", pa.string()),
-                          ("link_note", pa.string())]))
+        [
+            {
+                "device_id": lk.device_id,
+                "direction": lk.direction,
+                "link_gbps": lk.gbps,
+                "link_source": lk.source,
+                "link_note": lk.note,
+            }
+            for lk in links
+        ],
+        schema=pa.schema(
+            [
+                ("device_id", pa.int64()),
+                ("direction", pa.string()),
+                ("link_gbps", pa.float64()),
+                ("link_source", pa.string()),
+                ("link_note", pa.string()),
+            ]
+        ),
+    )
 
 
 def _busiest(rows: list[dict], direction: str) -> dict | None:
@@ -112,15 +142,17 @@ def _busiest(rows: list[dict], direction: str) -> dict | None:
     return max(rows, key=lambda r: (r["total_bytes"] or 0, -r["device_id"])) if rows else None
 
 
-def _summary(totals: dict, host: list[dict], contention: list[dict],
-             links: list[Link]) -> dict[str, Any]:
+def _summary(
+    totals: dict, host: list[dict], contention: list[dict], links: list[Link]
+) -> dict[str, Any]:
     summary: dict[str, Any] = dict(totals)
     by_dir = {r["direction"]: r for r in contention}
     summary["contention_share_pct"] = (by_dir.get("all") or {}).get("contention_share_pct")
     chosen = {d: _busiest(host, d) for d in ("HtoD", "DtoH")}
     link_device = next((r["device_id"] for r in chosen.values() if r), None)
-    dev_links = {lk.direction: lk for lk in links
-                 if link_device is None or lk.device_id == link_device}
+    dev_links = {
+        lk.direction: lk for lk in links if link_device is None or lk.device_id == link_device
+    }
     first = dev_links.get("HtoD") or next(iter(dev_links.values()), None)
     summary["link_source"] = first.source if first else None
     for d in ("HtoD", "DtoH"):
@@ -128,14 +160,18 @@ def _summary(totals: dict, host: list[dict], contention: list[dict],
         lk = dev_links.get(d)
         summary[f"link_{p}_gbps"] = lk.gbps if lk else None
         row = chosen[d] or {}
-        for key, col in (("copies", "copies"), ("bytes", "total_bytes"),
-                         ("median_gbps", "median_gbps"), ("p90_gbps", "p90_gbps"),
-                         ("aggregate_gbps", "aggregate_gbps"),
-                         ("pinned_median_gbps", "pinned_median_gbps"),
-                         ("pageable_median_gbps", "pageable_median_gbps"),
-                         ("pageable_vs_pinned_pct", "pageable_vs_pinned_pct"),
-                         ("achieved_pct_of_link", "achieved_pct_of_link"),
-                         ("aggregate_pct_of_link", "aggregate_pct_of_link")):
+        for key, col in (
+            ("copies", "copies"),
+            ("bytes", "total_bytes"),
+            ("median_gbps", "median_gbps"),
+            ("p90_gbps", "p90_gbps"),
+            ("aggregate_gbps", "aggregate_gbps"),
+            ("pinned_median_gbps", "pinned_median_gbps"),
+            ("pageable_median_gbps", "pageable_median_gbps"),
+            ("pageable_vs_pinned_pct", "pageable_vs_pinned_pct"),
+            ("achieved_pct_of_link", "achieved_pct_of_link"),
+            ("aggregate_pct_of_link", "aggregate_pct_of_link"),
+        ):
             summary[f"{p}_{key}"] = row.get(col, 0 if key in ("copies", "bytes") else None)
         c = by_dir.get(d) or {}
         for key in ("contention_share_pct", "overlapped_median_gbps", "alone_median_gbps"):
@@ -144,13 +180,17 @@ def _summary(totals: dict, host: list[dict], contention: list[dict],
 
 
 def _message(s: dict[str, Any]) -> str:
-    text = (f"{s['copies']} copies + {s['memsets']} memsets, {s['total_bytes'] / 1e6:.1f} MB "
-            f"in {s['total_time_ns'] / 1e6:.3f} ms")
+    text = (
+        f"{s['copies']} copies + {s['memsets']} memsets, {s['total_bytes'] / 1e6:.1f} MB "
+        f"in {s['total_time_ns'] / 1e6:.3f} ms"
+    )
     for d in ("htod", "dtoh"):
         if s[f"{d}_copies"] and s[f"{d}_aggregate_gbps"] is not None:
-            text += (f"; {d[0].upper()}to{d[-1].upper()} {s[f'{d}_aggregate_gbps']:.1f} GB/s "
-                     f"aggregate = {s[f'{d}_aggregate_pct_of_link']:.0f}% of "
-                     f"{s[f'link_{d}_gbps']:.1f} GB/s ({s['link_source']} link)")
+            text += (
+                f"; {d[0].upper()}to{d[-1].upper()} {s[f'{d}_aggregate_gbps']:.1f} GB/s "
+                f"aggregate = {s[f'{d}_aggregate_pct_of_link']:.0f}% of "
+                f"{s[f'link_{d}_gbps']:.1f} GB/s ({s['link_source']} link)"
+            )
     return text
 
 
@@ -161,34 +201,55 @@ def _findings(s: dict[str, Any], host: list[dict], contention: list[dict]) -> li
             continue
         where = f"device {r['device_id']} {r['direction']}"
         if r["pageable_copies"]:
-            ratio = (f"{r['pageable_vs_pinned_pct']:.0f}% of pinned bandwidth"
-                     if r["pageable_vs_pinned_pct"] is not None else
-                     "pageable copies typically reach 30-50% of pinned bandwidth")
-            out.append(f"{where}: {r['pageable_copies']} of {r['copies']} copies use pageable "
-                       f"host memory ({ratio}); pin the buffers (cudaHostAlloc/cudaHostRegister)")
+            ratio = (
+                f"{r['pageable_vs_pinned_pct']:.0f}% of pinned bandwidth"
+                if r["pageable_vs_pinned_pct"] is not None
+                else "pageable copies typically reach 30-50% of pinned bandwidth"
+            )
+            out.append(
+                f"{where}: {r['pageable_copies']} of {r['copies']} copies use pageable "
+                f"host memory ({ratio}); pin the buffers (cudaHostAlloc/cudaHostRegister)"
+            )
         pct = r["achieved_pct_of_link"]
         if pct is not None and pct < LOW_LINK_PCT:
             if r["achieved_basis"] == "p90_large":
-                out.append(f"{where}: p90 bandwidth of large copies is {pct:.0f}% of the "
-                           f"{r['link_gbps']:.1f} GB/s link ({r['link_source']})")
+                out.append(
+                    f"{where}: p90 bandwidth of large copies is {pct:.0f}% of the "
+                    f"{r['link_gbps']:.1f} GB/s link ({r['link_source']})"
+                )
             else:
-                out.append(f"{where}: copies are small (median {r['median_bytes'] / 1024:.0f} KiB) "
-                           f"and reach {pct:.0f}% of the {r['link_gbps']:.1f} GB/s link at p90: "
-                           f"per-copy overhead dominates; batch them")
+                out.append(
+                    f"{where}: copies are small (median {r['median_bytes'] / 1024:.0f} KiB) "
+                    f"and reach {pct:.0f}% of the {r['link_gbps']:.1f} GB/s link at p90: "
+                    f"per-copy overhead dominates; batch them"
+                )
     for c in contention:
         share = c["contention_share_pct"]
-        if (c["direction"] != "all" and c["copies"] >= MIN_FINDING_COPIES
-                and share is not None and share >= CONTENTION_PCT):
+        if (
+            c["direction"] != "all"
+            and c["copies"] >= MIN_FINDING_COPIES
+            and share is not None
+            and share >= CONTENTION_PCT
+        ):
             ov, alone = c["overlapped_median_gbps"], c["alone_median_gbps"]
-            cmp = (f"; median {ov:.1f} GB/s overlapped vs {alone:.1f} GB/s alone"
-                   if ov is not None and alone is not None else "")
-            out.append(f"{share:.0f}% of {c['direction']} copy time overlapped other "
-                       f"{c['direction']} copies ({c['processes']} process(es), "
-                       f"{c['devices']} device(s)){cmp}")
+            cmp = (
+                f"; median {ov:.1f} GB/s overlapped vs {alone:.1f} GB/s alone"
+                if ov is not None and alone is not None
+                else ""
+            )
+            out.append(
+                f"{share:.0f}% of {c['direction']} copy time overlapped other "
+                f"{c['direction']} copies ({c['processes']} process(es), "
+                f"{c['devices']} device(s)){cmp}"
+            )
     if s["uvm_copies"]:
-        out.append(f"{s['uvm_copies']} unified-memory migrations ({s['uvm_bytes'] / 1e6:.1f} MB) "
-                   "are kept apart from explicit copies")
+        out.append(
+            f"{s['uvm_copies']} unified-memory migrations ({s['uvm_bytes'] / 1e6:.1f} MB) "
+            "are kept apart from explicit copies"
+        )
     if s["zero_duration_copies"]:
-        out.append(f"{s['zero_duration_copies']} copies have zero duration: no bandwidth, "
-                   "left out of the bandwidth figures")
+        out.append(
+            f"{s['zero_duration_copies']} copies have zero duration: no bandwidth, "
+            "left out of the bandwidth figures"
+        )
     return out

@@ -7,15 +7,19 @@ from pathlib import Path
 
 from ..config import cache_dir
 
-
 SUBDIRS = ("views", "exports")
 
 
 def cache_size(root: Path | None = None) -> tuple[int, int]:
     """(files, bytes) that nsysdiag keeps under the cache root."""
     root = root or cache_dir()
-    files = [p for sub in SUBDIRS if (root / sub).exists() for p in (root / sub).rglob("*")
-             if p.is_file()]
+    files = [
+        p
+        for sub in SUBDIRS
+        if (root / sub).exists()
+        for p in (root / sub).rglob("*")
+        if p.is_file()
+    ]
     return len(files), sum(p.stat().st_size for p in files)
 
 

@@ -77,27 +77,57 @@ def diagnose_one(path: str, options: dict[str, Any]) -> dict[str, Any]:
 
     record: dict[str, Any] = {"report": path, "status": "ok", "error": None}
     try:
-        with Report(path, cache=options.get("cache", True), cache_dir=options.get("cache_dir"),
-                    nsys=options.get("nsys")) as rep:
+        with Report(
+            path,
+            cache=options.get("cache", True),
+            cache_dir=options.get("cache_dir"),
+            nsys=options.get("nsys"),
+        ) as rep:
             d = diagnose(rep, range_name=options.get("range_name"))
             ks = module("kernel_summary").run(rep)
             kernels = ks.to_arrow().to_pylist() if ks.ok else []
         t, v, g = d.tail, d.verdict, d.launch_gaps
-        record.update({
-            "verdict": v.layer, "confidence": v.confidence, "summary": v.summary,
-            "unit": t.unit, "n": t.n, "p50_ns": t.p50_ns, "p90_ns": t.p90_ns, "p99_ns": t.p99_ns,
-            "p99_over_p50": t.p99_over_p50, "shape": t.shape, "shape_confidence": t.shape_confidence,
-            "launch_gap_count": g.get("count"), "launch_gap_p50_ns": g.get("p50_ns"),
-            "launch_gap_p99_ns": g.get("p99_ns"), "cuda_graphs": bool(d.cuda_graphs.get("in_use")),
-            "findings": [f.to_dict() for f in d.findings],
-            "kernels": [{k: r.get(k) for k in ("name", "instances", "total_ns", "avg_ns", "med_ns",
-                                                 "min_ns", "max_ns")} for r in kernels],
-        })
+        record.update(
+            {
+                "verdict": v.layer,
+                "confidence": v.confidence,
+                "summary": v.summary,
+                "unit": t.unit,
+                "n": t.n,
+                "p50_ns": t.p50_ns,
+                "p90_ns": t.p90_ns,
+                "p99_ns": t.p99_ns,
+                "p99_over_p50": t.p99_over_p50,
+                "shape": t.shape,
+                "shape_confidence": t.shape_confidence,
+                "launch_gap_count": g.get("count"),
+                "launch_gap_p50_ns": g.get("p50_ns"),
+                "launch_gap_p99_ns": g.get("p99_ns"),
+                "cuda_graphs": bool(d.cuda_graphs.get("in_use")),
+                "findings": [f.to_dict() for f in d.findings],
+                "kernels": [
+                    {
+                        k: r.get(k)
+                        for k in (
+                            "name",
+                            "instances",
+                            "total_ns",
+                            "avg_ns",
+                            "med_ns",
+                            "min_ns",
+                            "max_ns",
+                        )
+                    }
+                    for r in kernels
+                ],
+            }
+        )
     except NsysdiagError as exc:
         record.update(status="error", error=exc.one_line(), exit_code=exc.exit_code)
     except Exception as exc:  # one bad report must not stop the batch
-        record.update(status="error", error=f"internal error: {type(exc).__name__}: {exc}",
-                      exit_code=70)
+        record.update(
+            status="error", error=f"internal error: {type(exc).__name__}: {exc}", exit_code=70
+        )
     return record
 
 
@@ -112,8 +142,10 @@ class BatchSummary:
     failed: int
 
     def __str__(self) -> str:
-        return (f"{self.total} reports: {self.done} diagnosed, {self.skipped} already done, "
-                f"{self.failed} failed -> {self.output}")
+        return (
+            f"{self.total} reports: {self.done} diagnosed, {self.skipped} already done, "
+            f"{self.failed} failed -> {self.output}"
+        )
 
 
 def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
@@ -135,12 +167,18 @@ def _save_part(parts: Path, key: str, record: dict[str, Any]) -> None:
     _write_atomic(parts / f"{key}.json", lambda tmp: Path(tmp).write_text(text))
 
 
-def _results(paths: list[Path], todo: list[tuple[str, Path]], options: dict[str, Any],
-             workers: int | None, dask: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+def _results(
+    paths: list[Path],
+    todo: list[tuple[str, Path]],
+    options: dict[str, Any],
+    workers: int | None,
+    dask: str | None,
+) -> Iterator[tuple[str, dict[str, Any]]]:
     if not todo:
         return
     if dask:
-        from distributed import Client, as_completed as dask_completed
+        from distributed import Client
+        from distributed import as_completed as dask_completed
 
         with Client(dask) as client:
             futures = {client.submit(diagnose_one, str(p), options, pure=False): k for k, p in todo}
@@ -157,10 +195,19 @@ def _results(paths: list[Path], todo: list[tuple[str, Path]], options: dict[str,
             yield futures[fut], fut.result()
 
 
-def run_batch(inputs: Iterable[str], output: str | Path, *, force: bool = False,
-              workers: int | None = None, dask: str | None = None, range_name: str | None = None,
-              cache: bool = True, cache_dir: str | None = None, nsys: str | None = None,
-              progress: Callable[[int, int], None] | None = None) -> BatchSummary:
+def run_batch(
+    inputs: Iterable[str],
+    output: str | Path,
+    *,
+    force: bool = False,
+    workers: int | None = None,
+    dask: str | None = None,
+    range_name: str | None = None,
+    cache: bool = True,
+    cache_dir: str | None = None,
+    nsys: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> BatchSummary:
     """Diagnose every report in ``inputs`` and write the combined results.
 
     Parameters
@@ -193,8 +240,11 @@ def run_batch(inputs: Iterable[str], output: str | Path, *, force: bool = False,
         done += 1
         if progress:
             progress(done, len(todo))
-    records = [json.loads((parts / f"{k}.json").read_text()) for k, _ in keyed
-               if (parts / f"{k}.json").exists()]
+    records = [
+        json.loads((parts / f"{k}.json").read_text())
+        for k, _ in keyed
+        if (parts / f"{k}.json").exists()
+    ]
     _combine(records, out)
     failed = sum(1 for r in records if r["status"] != "ok")
     return BatchSummary(out, len(paths), done, len(paths) - len(todo), failed)
@@ -207,7 +257,12 @@ def _combine(records: list[dict[str, Any]], out: Path) -> None:
         f["evidence"] = "\n".join(f.get("evidence") or [])
     kernels = [{"report": r["report"], **k} for r in records for k in r.get("kernels") or []]
     stem = out.name[: -len(".parquet")]
-    for path, rows in ((out, main), (out.with_name(f"{stem}.findings.parquet"), findings),
-                       (out.with_name(f"{stem}.kernels.parquet"), kernels)):
-        table = pa.Table.from_pylist(rows) if rows else pa.table({"report": pa.array([], pa.string())})
+    for path, rows in (
+        (out, main),
+        (out.with_name(f"{stem}.findings.parquet"), findings),
+        (out.with_name(f"{stem}.kernels.parquet"), kernels),
+    ):
+        table = (
+            pa.Table.from_pylist(rows) if rows else pa.table({"report": pa.array([], pa.string())})
+        )
         _write_atomic(path, lambda tmp, t=table: pq.write_table(t, tmp))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 import traceback
-from pathlib import Path
 
 import click
 import duckdb
@@ -31,8 +30,15 @@ from ..report import Report
 class Settings:
     """Options shared by every command."""
 
-    def __init__(self, debug: bool, quiet: bool, no_cache: bool, cache_dir: str | None,
-                 nsys: str | None, explain: bool):
+    def __init__(
+        self,
+        debug: bool,
+        quiet: bool,
+        no_cache: bool,
+        cache_dir: str | None,
+        nsys: str | None,
+        explain: bool,
+    ):
         self.debug = debug
         self.quiet = quiet
         self.cache = not no_cache
@@ -41,8 +47,12 @@ class Settings:
         self.explain = explain
 
     def open(self, path: str) -> Report:
-        tracer = (lambda sql: click.echo(f"-- SQL\n{sql.strip()};", err=True)) if self.explain else None
-        return Report(path, cache=self.cache, cache_dir=self.cache_dir, nsys=self.nsys, tracer=tracer)
+        tracer = (
+            (lambda sql: click.echo(f"-- SQL\n{sql.strip()};", err=True)) if self.explain else None
+        )
+        return Report(
+            path, cache=self.cache, cache_dir=self.cache_dir, nsys=self.nsys, tracer=tracer
+        )
 
 
 pass_settings = click.make_pass_decorator(Settings)
@@ -55,14 +65,30 @@ PATH_ARG = click.argument("path", type=click.Path(dir_okay=True, path_type=str))
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the Parquet cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), envvar="NSYSDIAG_CACHE_DIR",
-              help="Cache directory [env NSYSDIAG_CACHE_DIR; default: the user cache dir].")
-@click.option("--nsys", "nsys", type=click.Path(dir_okay=False), envvar="NSYSDIAG_NSYS",
-              help="nsys executable used to export raw .nsys-rep/.qdrep reports [env NSYSDIAG_NSYS].")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    envvar="NSYSDIAG_CACHE_DIR",
+    help="Cache directory [env NSYSDIAG_CACHE_DIR; default: the user cache dir].",
+)
+@click.option(
+    "--nsys",
+    "nsys",
+    type=click.Path(dir_okay=False),
+    envvar="NSYSDIAG_NSYS",
+    help="nsys executable used to export raw .nsys-rep/.qdrep reports [env NSYSDIAG_NSYS].",
+)
 @click.option("--explain", is_flag=True, help="Print every SQL statement nsysdiag runs (stderr).")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, quiet: bool, no_cache: bool, cache_dir: str | None,
-        nsys: str | None, explain: bool) -> None:
+def cli(
+    ctx: click.Context,
+    debug: bool,
+    quiet: bool,
+    no_cache: bool,
+    cache_dir: str | None,
+    nsys: str | None,
+    explain: bool,
+) -> None:
     """Diagnose NVIDIA Nsight Systems traces: where does the latency tail come from?
 
     PATH is an `nsys export --type sqlite` file, an `nsys export --type parquetdir`
@@ -106,40 +132,83 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) 
 
 @cli.command()
 @PATH_ARG
-@click.option("--range", "range_name", default=None,
-              help="NVTX range that is the unit of latency (default: the most frequent repeated range).")
-@click.option("--baseline", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="nvbandwidth -j JSON measured on the capture machine (link bandwidth baseline).")
+@click.option(
+    "--range",
+    "range_name",
+    default=None,
+    help="NVTX range that is the unit of latency (default: the most frequent repeated range).",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="nvbandwidth -j JSON measured on the capture machine (link bandwidth baseline).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the versioned JSON document.")
-@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write a self-contained HTML report to this file.")
-@click.option("--tail-ratio", type=float, default=2.0, show_default=True,
-              help="P99/P50 above which the tail is abnormal.")
-@click.option("--elevated-ratio", type=float, default=1.3, show_default=True,
-              help="P99/P50 above which the tail is elevated (a cause is named only with corroboration).")
-@click.option("--tail-pct", type=float, default=1.0, show_default=True,
-              help="Slowest percent of units compared with the median band.")
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write a self-contained HTML report to this file.",
+)
+@click.option(
+    "--tail-ratio",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="P99/P50 above which the tail is abnormal.",
+)
+@click.option(
+    "--elevated-ratio",
+    type=float,
+    default=1.3,
+    show_default=True,
+    help="P99/P50 above which the tail is elevated (a cause is named only with corroboration).",
+)
+@click.option(
+    "--tail-pct",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Slowest percent of units compared with the median band.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the classifier.")
 @pass_settings
-def diagnose(settings: Settings, path: str, range_name: str | None, baseline: str | None,
-             as_json: bool, html_out: str | None, tail_ratio: float, elevated_ratio: float,
-             tail_pct: float, seed: int) -> None:
+def diagnose(
+    settings: Settings,
+    path: str,
+    range_name: str | None,
+    baseline: str | None,
+    as_json: bool,
+    html_out: str | None,
+    tail_ratio: float,
+    elevated_ratio: float,
+    tail_pct: float,
+    seed: int,
+) -> None:
     """Diagnose the latency tail: its shape, the layer it comes from, and the evidence."""
     from ..diagnosis.engine import Settings as DiagSettings
     from ..diagnosis.engine import diagnose as run_diagnosis
     from ..render.terminal import print_diagnosis
 
     if not (tail_ratio > elevated_ratio >= 1.0):
-        raise click.BadParameter("need --tail-ratio > --elevated-ratio >= 1", param_hint="--tail-ratio")
+        raise click.BadParameter(
+            "need --tail-ratio > --elevated-ratio >= 1", param_hint="--tail-ratio"
+        )
     if not 0 < tail_pct < 50:
         raise click.BadParameter("must be in (0, 50)", param_hint="--tail-pct")
     with settings.open(path) as rep:
         if not (rep.probe.present("kernels") or rep.probe.present("api_calls")):
             rep.probe.require("kernels", command="diagnose")
-        result = run_diagnosis(rep, range_name=range_name, baseline=baseline,
-                               settings=DiagSettings(tail_ratio=tail_ratio,
-                                                     elevated_ratio=elevated_ratio,
-                                                     tail_pct=tail_pct, seed=seed))
+        result = run_diagnosis(
+            rep,
+            range_name=range_name,
+            baseline=baseline,
+            settings=DiagSettings(
+                tail_ratio=tail_ratio, elevated_ratio=elevated_ratio, tail_pct=tail_pct, seed=seed
+            ),
+        )
         if html_out:
             from ..render.html import collect_timelines, write_html
 
@@ -154,16 +223,35 @@ def diagnose(settings: Settings, path: str, range_name: str | None, baseline: st
 @click.argument("a", type=click.Path(exists=True, dir_okay=True, path_type=str))
 @click.argument("b", type=click.Path(exists=True, dir_okay=True, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--fail-on-regression", is_flag=True,
-              help="Exit with status 1 when B regressed against A (a CI gate).")
-@click.option("--noise", "noise_pct", type=click.FloatRange(min=0, max=100, max_open=True),
-              default=5.0, show_default=True,
-              help="Relative change (percent) below which a figure is unchanged.")
-@click.option("--range", "range_name", default=None,
-              help="NVTX range that is the unit of latency in both traces (default: A's unit).")
+@click.option(
+    "--fail-on-regression",
+    is_flag=True,
+    help="Exit with status 1 when B regressed against A (a CI gate).",
+)
+@click.option(
+    "--noise",
+    "noise_pct",
+    type=click.FloatRange(min=0, max=100, max_open=True),
+    default=5.0,
+    show_default=True,
+    help="Relative change (percent) below which a figure is unchanged.",
+)
+@click.option(
+    "--range",
+    "range_name",
+    default=None,
+    help="NVTX range that is the unit of latency in both traces (default: A's unit).",
+)
 @pass_settings
-def diff_cmd(settings: Settings, a: str, b: str, as_json: bool, fail_on_regression: bool,
-             noise_pct: float, range_name: str | None) -> int:
+def diff_cmd(
+    settings: Settings,
+    a: str,
+    b: str,
+    as_json: bool,
+    fail_on_regression: bool,
+    noise_pct: float,
+    range_name: str | None,
+) -> int:
     """Compare trace B against baseline A: latency, kernels, launch gaps, transfers, verdict.
 
     Each figure is regressed, improved or unchanged (within the noise floor); with
@@ -171,24 +259,50 @@ def diff_cmd(settings: Settings, a: str, b: str, as_json: bool, fail_on_regressi
     """
     from ..diff import diff as run_diff
 
-    result = run_diff(a, b, noise=noise_pct / 100, range_name=range_name,
-                      cache=settings.cache, cache_dir=settings.cache_dir, nsys=settings.nsys)
+    result = run_diff(
+        a,
+        b,
+        noise=noise_pct / 100,
+        range_name=range_name,
+        cache=settings.cache,
+        cache_dir=settings.cache_dir,
+        nsys=settings.nsys,
+    )
     click.echo(result.to_json() if as_json else str(result))
     return EXIT_REGRESSION if (fail_on_regression and result.regressed) else 0
 
 
 @cli.command()
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="Per-report results (.parquet); findings and kernels tables go beside it.")
-@click.option("--dask", "dask_address", default=None, metavar="SCHEDULER_ADDRESS",
-              help="Run on a Dask distributed cluster instead of local processes.")
-@click.option("-j", "--workers", type=int, default=None, help="Local worker processes [default: CPUs].")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Per-report results (.parquet); findings and kernels tables go beside it.",
+)
+@click.option(
+    "--dask",
+    "dask_address",
+    default=None,
+    metavar="SCHEDULER_ADDRESS",
+    help="Run on a Dask distributed cluster instead of local processes.",
+)
+@click.option(
+    "-j", "--workers", type=int, default=None, help="Local worker processes [default: CPUs]."
+)
 @click.option("--force", is_flag=True, help="Re-diagnose reports a previous run finished.")
 @click.option("--range", "range_name", default=None, help="NVTX range used as the unit.")
 @pass_settings
-def batch(settings: Settings, inputs: tuple[str, ...], output: str, dask_address: str | None,
-          workers: int | None, force: bool, range_name: str | None) -> None:
+def batch(
+    settings: Settings,
+    inputs: tuple[str, ...],
+    output: str,
+    dask_address: str | None,
+    workers: int | None,
+    force: bool,
+    range_name: str | None,
+) -> None:
     """Diagnose many reports (files, directories, globs): one row per report, resumable."""
     from ..batch.run import run_batch
 
@@ -203,10 +317,20 @@ def batch(settings: Settings, inputs: tuple[str, ...], output: str, dask_address
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
+
     try:
-        summary = run_batch(inputs, output, force=force, workers=workers, dask=dask_address,
-                            range_name=range_name, cache=settings.cache,
-                            cache_dir=settings.cache_dir, nsys=settings.nsys, progress=progress)
+        summary = run_batch(
+            inputs,
+            output,
+            force=force,
+            workers=workers,
+            dask=dask_address,
+            range_name=range_name,
+            cache=settings.cache,
+            cache_dir=settings.cache_dir,
+            nsys=settings.nsys,
+            progress=progress,
+        )
     finally:
         if bar is not None:
             bar.stop()
@@ -244,8 +368,9 @@ def cache_info(settings: Settings) -> None:
     click.echo(f"{root}: {n} files, {size / 1e6:.1f} MB")
 
 
-def emit_result(result: AnalysisResult, fmt: str, table: str | None,
-                max_rows: int | None = None) -> None:
+def emit_result(
+    result: AnalysisResult, fmt: str, table: str | None, max_rows: int | None = None
+) -> None:
     """Print an analysis result as text, CSV (one detail table) or JSON."""
     if result.status == NOT_CAPTURED:
         raise MissingDataError(f"{result.analysis}: {result.message}")
@@ -258,32 +383,52 @@ def emit_result(result: AnalysisResult, fmt: str, table: str | None,
         t = result.to_arrow(table)
         click.echo(format_rows(t.column_names, [tuple(r.values()) for r in t.to_pylist()], "csv"))
     else:
-        click.echo(str(result) if table is None else
-                   format_rows(result.to_arrow(table).column_names,
-                               [tuple(r.values()) for r in result.to_arrow(table).to_pylist()]))
+        click.echo(
+            str(result)
+            if table is None
+            else format_rows(
+                result.to_arrow(table).column_names,
+                [tuple(r.values()) for r in result.to_arrow(table).to_pylist()],
+            )
+        )
 
 
 def _analysis_command(name: str) -> click.Command:
     mod = analyses.module(name)
     doc = (mod.__doc__ or name).strip()
 
-    def callback(settings: Settings, path: str, fmt: str, table: str | None, max_rows: int,
-                 **options) -> None:
+    def callback(
+        settings: Settings, path: str, fmt: str, table: str | None, max_rows: int, **options
+    ) -> None:
         with settings.open(path) as rep:
             result = mod.run(rep, **options)
         emit_result(result, fmt, table, None if max_rows <= 0 else max_rows)
 
     params = [
         click.Argument(["path"], type=click.Path(dir_okay=True, path_type=str)),
-        click.Option(["--format", "fmt"], type=click.Choice(FORMATS), default="table",
-                     show_default=True),
-        click.Option(["--table"], default=None,
-                     help="Detail table to print (table/csv formats); default: the main one."),
-        click.Option(["--max-rows"], type=int, default=1000, show_default=True,
-                     help="Rows per detail table in JSON output (0: all)."),
+        click.Option(
+            ["--format", "fmt"], type=click.Choice(FORMATS), default="table", show_default=True
+        ),
+        click.Option(
+            ["--table"],
+            default=None,
+            help="Detail table to print (table/csv formats); default: the main one.",
+        ),
+        click.Option(
+            ["--max-rows"],
+            type=int,
+            default=1000,
+            show_default=True,
+            help="Rows per detail table in JSON output (0: all).",
+        ),
     ]
-    cmd = click.Command(name.replace("_", "-"), callback=pass_settings(callback), params=params,
-                        help=doc, short_help=doc.splitlines()[0])
+    cmd = click.Command(
+        name.replace("_", "-"),
+        callback=pass_settings(callback),
+        params=params,
+        help=doc,
+        short_help=doc.splitlines()[0],
+    )
     for opt in getattr(mod, "CLI_OPTIONS", ()):
         opt(cmd)
     return cmd
@@ -323,8 +468,11 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         msg = " ".join(str(exc).split())[:300]
-        click.echo(f"nsysdiag: internal error: {type(exc).__name__}: {msg} "
-                   "(rerun with --debug for a traceback)", err=True)
+        click.echo(
+            f"nsysdiag: internal error: {type(exc).__name__}: {msg} "
+            "(rerun with --debug for a traceback)",
+            err=True,
+        )
         code = EXIT_INTERNAL
     sys.stdout.flush()
     return code

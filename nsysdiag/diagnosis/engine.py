@@ -57,9 +57,14 @@ def _run(report: Report, name: str, **kw: Any) -> AnalysisResult | None:
         return None
 
 
-def diagnose(target: str | Path | Report, *, range_name: str | None = None,
-             baseline: str | Path | None = None, settings: Settings | None = None,
-             **open_kwargs: Any) -> Diagnosis:
+def diagnose(
+    target: str | Path | Report,
+    *,
+    range_name: str | None = None,
+    baseline: str | Path | None = None,
+    settings: Settings | None = None,
+    **open_kwargs: Any,
+) -> Diagnosis:
     """Diagnose a trace: the tail's shape, the layer it comes from, and the evidence.
 
     Parameters
@@ -85,13 +90,19 @@ def diagnose(target: str | Path | Report, *, range_name: str | None = None,
         return _diagnose(report, range_name, baseline, settings)
 
 
-def _diagnose(report: Report, range_name: str | None, baseline: str | Path | None,
-              settings: Settings) -> Diagnosis:
+def _diagnose(
+    report: Report, range_name: str | None, baseline: str | Path | None, settings: Settings
+) -> Diagnosis:
     probe = report.probe
     results: dict[str, AnalysisResult] = {}
     for name, kw in (
-        ("launch_gaps", {"normal_threshold_us": settings.gap_normal_ns / 1e3,
-                         "p99_threshold_us": settings.gap_p99_ns / 1e3}),
+        (
+            "launch_gaps",
+            {
+                "normal_threshold_us": settings.gap_normal_ns / 1e3,
+                "p99_threshold_us": settings.gap_p99_ns / 1e3,
+            },
+        ),
         ("launch_latency", {"detail": False}),
         ("transfers", {"baseline": str(baseline) if baseline else None}),
         ("overlap", {}),
@@ -119,13 +130,20 @@ def _diagnose(report: Report, range_name: str | None, baseline: str | Path | Non
 
     gaps = results.get("launch_gaps")
     gs = gaps.summary if gaps is not None and gaps.ok else {}
-    launch_gaps = {"status": gaps.status if gaps is not None else "not_captured",
-                   "count": int(gs.get("count", 0) or 0), "p50_ns": gs.get("p50_ns"),
-                   "p90_ns": gs.get("p90_ns"), "p99_ns": gs.get("p99_ns"),
-                   "max_ns": gs.get("max_ns"), "share_above_normal_pct": gs.get("share_above_normal_pct")}
+    launch_gaps = {
+        "status": gaps.status if gaps is not None else "not_captured",
+        "count": int(gs.get("count", 0) or 0),
+        "p50_ns": gs.get("p50_ns"),
+        "p90_ns": gs.get("p90_ns"),
+        "p99_ns": gs.get("p99_ns"),
+        "max_ns": gs.get("max_ns"),
+        "share_above_normal_pct": gs.get("share_above_normal_pct"),
+    }
     cuda_graphs = {"in_use": in_use}
     if graphs is not None:
-        cuda_graphs.update({k: v for k, v in graphs.summary.items() if not isinstance(v, (dict, list))})
+        cuda_graphs.update(
+            {k: v for k, v in graphs.summary.items() if not isinstance(v, (dict, list))}
+        )
         cuda_graphs["in_use"] = in_use
     return Diagnosis(
         path=str(report.path),
@@ -134,12 +152,19 @@ def _diagnose(report: Report, range_name: str | None, baseline: str | Path | Non
         findings=tuple(findings),
         launch_gaps=launch_gaps,
         cuda_graphs=cuda_graphs,
-        evidence={k: {"status": r.status, "message": r.message, "summary": r.summary}
-                  for k, r in results.items()},
+        evidence={
+            k: {"status": r.status, "message": r.message, "summary": r.summary}
+            for k, r in results.items()
+        },
         captured={k: v.status for k, v in probe.views.items()},
-        settings={"tail_ratio": settings.tail_ratio, "elevated_ratio": settings.elevated_ratio,
-                  "tail_pct": settings.tail_pct, "range": range_name,
-                  "baseline": str(baseline) if baseline else None, "seed": settings.seed},
+        settings={
+            "tail_ratio": settings.tail_ratio,
+            "elevated_ratio": settings.elevated_ratio,
+            "tail_pct": settings.tail_pct,
+            "range": range_name,
+            "baseline": str(baseline) if baseline else None,
+            "seed": settings.seed,
+        },
         classifier=classifier,
         durations_ns=durations,
         analyses=results,
@@ -154,10 +179,13 @@ def _durations(ranges: AnalysisResult | None) -> np.ndarray | None:
     return col[np.isfinite(col) & (col > 0)]
 
 
-def _tail_summary(ranges: AnalysisResult | None, d: np.ndarray | None, classifier,
-                  settings: Settings) -> TailSummary:
+def _tail_summary(
+    ranges: AnalysisResult | None, d: np.ndarray | None, classifier, settings: Settings
+) -> TailSummary:
     if ranges is None or d is None or d.size == 0:
-        return TailSummary(None, None, 0, None, None, None, None, "insufficient_data", 0.0, "unknown")
+        return TailSummary(
+            None, None, 0, None, None, None, None, "insufficient_data", 0.0, "unknown"
+        )
     p50, p90, p99 = (float(v) for v in np.percentile(d, [50, 90, 99]))
     ratio = p99 / p50 if p50 > 0 else None
     shape = classifier.shape if classifier is not None else "insufficient_data"
@@ -170,20 +198,35 @@ def _tail_summary(ranges: AnalysisResult | None, d: np.ndarray | None, classifie
     else:
         level = "normal"
     return TailSummary(
-        unit=ranges.summary.get("unit"), unit_source=ranges.summary.get("unit_source"),
-        n=int(d.size), p50_ns=p50, p90_ns=p90, p99_ns=p99, p99_over_p50=ratio, shape=shape,
+        unit=ranges.summary.get("unit"),
+        unit_source=ranges.summary.get("unit_source"),
+        n=int(d.size),
+        p50_ns=p50,
+        p90_ns=p90,
+        p99_ns=p99,
+        p99_over_p50=ratio,
+        shape=shape,
         shape_confidence=float(classifier.confidence) if classifier is not None else 0.0,
-        level=level)
+        level=level,
+    )
 
 
-def _verdict(tail: TailSummary, ev: checks.Evidence, settings: Settings, graphs_in_use: bool) -> Verdict:
+def _verdict(
+    tail: TailSummary, ev: checks.Evidence, settings: Settings, graphs_in_use: bool
+) -> Verdict:
     if tail.unit is None:
-        return Verdict("undetermined", 0.0,
-                       "No repeated unit of work to measure latency on: " + ev.unit_reason())
+        return Verdict(
+            "undetermined",
+            0.0,
+            "No repeated unit of work to measure latency on: " + ev.unit_reason(),
+        )
     if tail.shape == "insufficient_data" or tail.level == "unknown":
-        return Verdict("undetermined", 0.0,
-                       f"Insufficient data: {tail.n} instances of '{tail.unit}' are too few "
-                       "to judge a latency tail.")
+        return Verdict(
+            "undetermined",
+            0.0,
+            f"Insufficient data: {tail.n} instances of '{tail.unit}' are too few "
+            "to judge a latency tail.",
+        )
     shape_layer = SHAPE_LAYER.get(tail.shape)
     attr = ev.attribution_shares()  # layer -> share of the tail's extra latency
     scores = {}
@@ -198,39 +241,55 @@ def _verdict(tail: TailSummary, ev: checks.Evidence, settings: Settings, graphs_
     if graphs_in_use:
         ratio += ", CUDA Graphs in use"
 
-    corroborated = (attr.get(best, 0.0) >= 0.4 and ev.check_score(best) >= 0.5
-                    and (best != "cpu" or tail.shape == "right_skewed"))
+    corroborated = (
+        attr.get(best, 0.0) >= 0.4
+        and ev.check_score(best) >= 0.5
+        and (best != "cpu" or tail.shape == "right_skewed")
+    )
     if tail.level == "normal" or (tail.level == "elevated" and not corroborated):
         conf = 0.9 if tail.level == "normal" else 0.7
         if tail.shape == "tight":
             conf = max(conf, min(0.97, tail.shape_confidence))
         if tail.level == "elevated":
-            text = (f"The latency tail of '{tail.unit}' is mildly elevated ({ratio}) but no "
-                    f"layer's evidence corroborates a cause (best: {best}, score {scores[best]:.2f}).")
+            text = (
+                f"The latency tail of '{tail.unit}' is mildly elevated ({ratio}) but no "
+                f"layer's evidence corroborates a cause (best: {best}, score {scores[best]:.2f})."
+            )
         else:
             text = f"The latency tail of '{tail.unit}' is tight ({ratio})."
         return Verdict("healthy", conf, text, scores)
     if scores[best] < settings.min_score:
-        return Verdict("undetermined", round(scores[best], 3),
-                       f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape}) "
-                       "but no layer's evidence is strong enough to name a cause.", scores)
+        return Verdict(
+            "undetermined",
+            round(scores[best], 3),
+            f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape}) "
+            "but no layer's evidence is strong enough to name a cause.",
+            scores,
+        )
     others = sorted((v for k, v in scores.items() if k != best), reverse=True)
     margin = scores[best] - (others[0] if others else 0.0)
     conf = 0.45 + 0.5 * min(1.0, scores[best]) * min(1.0, 0.3 + 2 * margin)
     notes = []
     if shape_layer and shape_layer != best:
         conf *= 0.8
-        notes.append(f"the shape ({tail.shape}) points at {shape_layer}, but the tail "
-                     f"attribution and checks point at {best}")
+        notes.append(
+            f"the shape ({tail.shape}) points at {shape_layer}, but the tail "
+            f"attribution and checks point at {best}"
+        )
     if top_attr and top_attr != best and attr.get(top_attr, 0) > 0.3:
         conf *= 0.85
         notes.append(f"the tail attribution leans to {top_attr}")
     if tail.level == "elevated":
         conf *= 0.85
-    what = {"cpu": "CPU-side queueing/scheduling", "gpu": "GPU execution jitter",
-            "pcie": "PCIe transfer contention"}[best]
-    summary = (f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) comes from "
-               f"{what}: {ev.reason(best)}")
+    what = {
+        "cpu": "CPU-side queueing/scheduling",
+        "gpu": "GPU execution jitter",
+        "pcie": "PCIe transfer contention",
+    }[best]
+    summary = (
+        f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) comes from "
+        f"{what}: {ev.reason(best)}"
+    )
     if notes:
         summary += " (note: " + "; ".join(notes) + ")"
     return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores)

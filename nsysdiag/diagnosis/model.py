@@ -42,8 +42,14 @@ class Finding:
     weight: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer, "severity": self.severity, "title": self.title,
-                "evidence": list(self.evidence), "fix": self.fix, "check": self.check}
+        return {
+            "layer": self.layer,
+            "severity": self.severity,
+            "title": self.title,
+            "evidence": list(self.evidence),
+            "fix": self.fix,
+            "check": self.check,
+        }
 
 
 @dataclass(frozen=True)
@@ -56,8 +62,12 @@ class Verdict:
     scores: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer, "confidence": round(self.confidence, 3),
-                "summary": self.summary, "scores": {k: round(v, 3) for k, v in self.scores.items()}}
+        return {
+            "layer": self.layer,
+            "confidence": round(self.confidence, 3),
+            "summary": self.summary,
+            "scores": {k: round(v, 3) for k, v in self.scores.items()},
+        }
 
 
 @dataclass(frozen=True)
@@ -76,10 +86,18 @@ class TailSummary:
     level: str = "unknown"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"unit": self.unit, "unit_source": self.unit_source, "n": self.n,
-                "p50_ns": self.p50_ns, "p90_ns": self.p90_ns, "p99_ns": self.p99_ns,
-                "p99_over_p50": self.p99_over_p50, "shape": self.shape,
-                "shape_confidence": round(self.shape_confidence, 3), "level": self.level}
+        return {
+            "unit": self.unit,
+            "unit_source": self.unit_source,
+            "n": self.n,
+            "p50_ns": self.p50_ns,
+            "p90_ns": self.p90_ns,
+            "p99_ns": self.p99_ns,
+            "p99_over_p50": self.p99_over_p50,
+            "shape": self.shape,
+            "shape_confidence": round(self.shape_confidence, 3),
+            "level": self.level,
+        }
 
 
 @dataclass(frozen=True)

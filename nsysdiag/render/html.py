@@ -68,27 +68,51 @@ if TYPE_CHECKING:
 
 __all__ = ["collect_timelines", "render_html", "write_html"]
 
-LAYER_COLORS = {"healthy": "#2f9e44", "cpu": "#e8890c", "gpu": "#ae3ec9", "pcie": "#1098ad",
-                "undetermined": "#7b8794", "graph": "#1098ad", "info": "#7b8794"}
+LAYER_COLORS = {
+    "healthy": "#2f9e44",
+    "cpu": "#e8890c",
+    "gpu": "#ae3ec9",
+    "pcie": "#1098ad",
+    "undetermined": "#7b8794",
+    "graph": "#1098ad",
+    "info": "#7b8794",
+}
 SEVERITY_COLORS = {"critical": "#e03131", "warning": "#e8890c", "info": "#4c78a8"}
-LAYER_NAMES = {"healthy": "Healthy", "cpu": "CPU scheduling", "gpu": "GPU execution",
-               "pcie": "PCIe transfers", "undetermined": "Undetermined"}
+LAYER_NAMES = {
+    "healthy": "Healthy",
+    "cpu": "CPU scheduling",
+    "gpu": "GPU execution",
+    "pcie": "PCIe transfers",
+    "undetermined": "Undetermined",
+}
 #: CUDA API categories of the ``api_calls`` view and their colours in the timelines
-CATEGORY_COLORS = {"launch": "#4c78a8", "graph_launch": "#72b7b2", "memcpy": "#f58518",
-                   "memset": "#eeca3b", "sync": "#e45756", "memory": "#b279a2",
-                   "other": "#9aa5b1"}
+CATEGORY_COLORS = {
+    "launch": "#4c78a8",
+    "graph_launch": "#72b7b2",
+    "memcpy": "#f58518",
+    "memset": "#eeca3b",
+    "sync": "#e45756",
+    "memory": "#b279a2",
+    "other": "#9aa5b1",
+}
 #: NVTX ranges by nesting depth (neutral, so they do not read as API or GPU work)
 NVTX_COLORS = ("#52606d", "#7b8794", "#9aa5b1", "#616e7c")
-GPU_COLORS = {"kernel": "#54a24b", "HtoD": "#f58518", "DtoH": "#9d755d", "DtoD": "#b279a2",
-              "memset": "#eeca3b", "copy": "#ff9da6"}
+GPU_COLORS = {
+    "kernel": "#54a24b",
+    "HtoD": "#f58518",
+    "DtoH": "#9d755d",
+    "DtoD": "#b279a2",
+    "memset": "#eeca3b",
+    "copy": "#ff9da6",
+}
 SHAPE_TEXT = {
     "tight": "The distribution is tight: the tail is not abnormal.",
     "right_skewed": "One mode with a long right tail: the method reads this as CPU-side "
-                    "queueing or scheduling delay (check C).",
+    "queueing or scheduling delay (check C).",
     "multimodal": "Two or more modes: the method reads this as GPU execution time that is "
-                  "intermittently inflated (check D).",
+    "intermittently inflated (check D).",
     "flat_tail": "A flat, uniform long tail: the method reads this as PCIe bandwidth "
-                 "contention (check E).",
+    "contention (check E).",
     "insufficient_data": "Too few units to judge the shape.",
 }
 
@@ -99,8 +123,9 @@ MAX_TIMELINE_EVENTS = 2500
 # ============================================================================ public API
 
 
-def render_html(diagnosis: Diagnosis, *, timelines: Sequence[dict] | None = None,
-                title: str | None = None) -> str:
+def render_html(
+    diagnosis: Diagnosis, *, timelines: Sequence[dict] | None = None, title: str | None = None
+) -> str:
     """The report of ``diagnosis`` as one self-contained HTML document.
 
     Parameters
@@ -146,14 +171,19 @@ def render_html(diagnosis: Diagnosis, *, timelines: Sequence[dict] | None = None
         f'<div class="trace" title="{esc(d.path)}">{esc(d.path)}</div>'
         f'<div class="stamp">nsysdiag {esc(__version__)} &middot; {esc(stamp)}</div></header>'
         f'<main>{_section_verdict(d)}<nav class="toc">{nav}</nav>{body}</main>'
-        '<footer>Generated offline by nsysdiag. Plots are inline SVG; hover a bar or span '
+        "<footer>Generated offline by nsysdiag. Plots are inline SVG; hover a bar or span "
         "for its figures.</footer></body></html>\n"
     )
 
 
-def write_html(diagnosis: Diagnosis, path: str | os.PathLike[str], *,
-               timelines: Sequence[dict] | None = None, report: Report | None = None,
-               title: str | None = None) -> Path:
+def write_html(
+    diagnosis: Diagnosis,
+    path: str | os.PathLike[str],
+    *,
+    timelines: Sequence[dict] | None = None,
+    report: Report | None = None,
+    title: str | None = None,
+) -> Path:
     """Write the HTML report of ``diagnosis`` to ``path`` atomically.
 
     The text goes to a temporary file in the destination directory which then replaces
@@ -200,8 +230,14 @@ def write_html(diagnosis: Diagnosis, path: str | os.PathLike[str], *,
     return dest
 
 
-def collect_timelines(report: Report, diagnosis: Diagnosis, n: int = 3, *, median: bool = True,
-                      max_events: int = MAX_TIMELINE_EVENTS) -> list[dict]:
+def collect_timelines(
+    report: Report,
+    diagnosis: Diagnosis,
+    n: int = 3,
+    *,
+    median: bool = True,
+    max_events: int = MAX_TIMELINE_EVENTS,
+) -> list[dict]:
     """CPU and GPU activity inside the windows of the slowest units (and one median unit).
 
     Call it while ``report`` is open (the diagnosis does not keep it); pass the result to
@@ -239,10 +275,23 @@ def collect_timelines(report: Report, diagnosis: Diagnosis, n: int = 3, *, media
         units = _select_units(report, diagnosis, n, median)
         return [_unit_timeline(report, u, max_events) for u in units]
     except Exception as exc:  # noqa: BLE001 - the timelines are an extra: never sink the report
-        return [{"label": "timelines unavailable", "name": "", "rank": -1, "start_ns": 0,
-                 "end_ns": 0, "duration_ns": 0, "pid": None, "tid": None, "nvtx": [], "cpu": [],
-                 "gpu": [], "truncated": 0,
-                 "note": f"could not collect timelines: {type(exc).__name__}: {exc}"}]
+        return [
+            {
+                "label": "timelines unavailable",
+                "name": "",
+                "rank": -1,
+                "start_ns": 0,
+                "end_ns": 0,
+                "duration_ns": 0,
+                "pid": None,
+                "tid": None,
+                "nvtx": [],
+                "cpu": [],
+                "gpu": [],
+                "truncated": 0,
+                "note": f"could not collect timelines: {type(exc).__name__}: {exc}",
+            }
+        ]
 
 
 # ============================================================================ helpers
@@ -294,17 +343,26 @@ def _kv_cards(items: Sequence[tuple[str, str, str]]) -> str:
     """Small figure cards: (label, value, sub-text); all escaped here."""
     cells = "".join(
         f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div>'
-        + (f'<div class="s">{esc(s)}</div>' if s else "") + "</div>"
-        for k, v, s in items)
+        + (f'<div class="s">{esc(s)}</div>' if s else "")
+        + "</div>"
+        for k, v, s in items
+    )
     return f'<div class="cards">{cells}</div>'
 
 
-def _html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, cls: str = "",
-                numeric: Sequence[bool] | None = None) -> str:
+def _html_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    cls: str = "",
+    numeric: Sequence[bool] | None = None,
+) -> str:
     """An escaped table; cells are given as text (already formatted) or None."""
     numeric = numeric or [False] * len(columns)
-    head = "".join(f'<th class="{"num" if n else ""}">{esc(c)}</th>'
-                   for c, n in zip(columns, numeric, strict=False))
+    head = "".join(
+        f'<th class="{"num" if n else ""}">{esc(c)}</th>'
+        for c, n in zip(columns, numeric, strict=False)
+    )
     body = []
     for r in rows:
         cells = []
@@ -314,8 +372,10 @@ def _html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, cls: s
             title = f' title="{esc(text)}"' if short != text else ""
             cells.append(f'<td class="{"num" if n else ""}"{title}>{esc(short)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'<div class="tablewrap"><table class="{esc(cls)}"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table></div>')
+    return (
+        f'<div class="tablewrap"><table class="{esc(cls)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 def _pct(v: float | None, digits: int = 0) -> str:
@@ -338,19 +398,26 @@ def _section_verdict(d: Diagnosis) -> str:
         rows = []
         for layer, s in sorted(v.scores.items(), key=lambda kv: -kv[1]):
             w = max(0.0, min(1.0, float(s))) * 100
-            rows.append(f'<div class="score"><span class="sl">{esc(layer)}</span>'
-                        f'<span class="sbar"><span style="width:{w:.1f}%;background:'
-                        f'{LAYER_COLORS.get(layer, INK)}"></span></span>'
-                        f'<span class="sv">{float(s):.2f}</span></div>')
-        scores = ('<div class="scores"><div class="k">evidence score by layer</div>'
-                  + "".join(rows) + "</div>")
-    head = (f'<div class="verdict" style="border-color:{color}">'
-            f'<div class="vhead"><span class="vlabel">Verdict</span>'
-            f'<span class="vlayer" style="background:{color}">{esc(v.layer.upper())}</span>'
-            f'<span class="vname">{esc(LAYER_NAMES.get(v.layer, v.layer))}</span>'
-            f'<span class="vconf">confidence {conf:.2f}<span class="meter"><span style="width:'
-            f'{conf * 100:.1f}%;background:{color}"></span></span></span></div>'
-            f'<p class="vsummary">{esc(v.summary)}</p>{scores}</div>')
+            rows.append(
+                f'<div class="score"><span class="sl">{esc(layer)}</span>'
+                f'<span class="sbar"><span style="width:{w:.1f}%;background:'
+                f'{LAYER_COLORS.get(layer, INK)}"></span></span>'
+                f'<span class="sv">{float(s):.2f}</span></div>'
+            )
+        scores = (
+            '<div class="scores"><div class="k">evidence score by layer</div>'
+            + "".join(rows)
+            + "</div>"
+        )
+    head = (
+        f'<div class="verdict" style="border-color:{color}">'
+        f'<div class="vhead"><span class="vlabel">Verdict</span>'
+        f'<span class="vlayer" style="background:{color}">{esc(v.layer.upper())}</span>'
+        f'<span class="vname">{esc(LAYER_NAMES.get(v.layer, v.layer))}</span>'
+        f'<span class="vconf">confidence {conf:.2f}<span class="meter"><span style="width:'
+        f'{conf * 100:.1f}%;background:{color}"></span></span></span></div>'
+        f'<p class="vsummary">{esc(v.summary)}</p>{scores}</div>'
+    )
     cards: list[tuple[str, str, str]] = []
     if t.unit:
         cards += [
@@ -363,23 +430,38 @@ def _section_verdict(d: Diagnosis) -> str:
         ]
     g = d.launch_gaps or {}
     if g.get("count"):
-        cards.append(("launch gaps", f"P99 {fmt_ns(g.get('p99_ns'))}",
-                      f"P50 {fmt_ns(g.get('p50_ns'))}, {int(g['count'])} gaps"))
+        cards.append(
+            (
+                "launch gaps",
+                f"P99 {fmt_ns(g.get('p99_ns'))}",
+                f"P50 {fmt_ns(g.get('p50_ns'))}, {int(g['count'])} gaps",
+            )
+        )
     graphs = "in use" if (d.cuda_graphs or {}).get("in_use") else "not used"
     cards.append(("CUDA Graphs", graphs, ""))
     tail = _kv_cards(cards)
     if not t.unit:
-        tail = _note("No repeated unit of work was found to measure latency on; the figures "
-                     "below describe the whole trace.") + tail
+        tail = (
+            _note(
+                "No repeated unit of work was found to measure latency on; the figures "
+                "below describe the whole trace."
+            )
+            + tail
+        )
     return f'<section id="verdict">{head}{tail}</section>'
 
 
 def _section_latency(d: Diagnosis) -> str:
     t = d.tail
-    head = _h2("Unit latency distribution",
-               esc(f"Latency of each '{t.unit}' ({t.n} units), log-spaced bins; the line is the "
-                   "density of the model the tail classifier fitted, scaled to counts.")
-               if t.unit else "")
+    head = _h2(
+        "Unit latency distribution",
+        esc(
+            f"Latency of each '{t.unit}' ({t.n} units), log-spaced bins; the line is the "
+            "density of the model the tail classifier fitted, scaled to counts."
+        )
+        if t.unit
+        else "",
+    )
     x = d.durations_ns
     if x is None or len(x) == 0:
         return head + _missing(d, "ranges", "No unit latencies")
@@ -408,24 +490,35 @@ def _section_latency(d: Diagnosis) -> str:
         dln = math.log(edges[1] / edges[0])
         try:
             dens = np.asarray(c.pdf(grid), dtype=float) * grid * dln * n_fit
-            curves.append(Curve(list(grid), list(dens),
-                                f"fitted {c.best_model} model, scaled to counts"))
+            curves.append(
+                Curve(list(grid), list(dens), f"fitted {c.best_model} model, scaled to counts")
+            )
         except (ValueError, KeyError, TypeError, FloatingPointError):
             pass
     vlines = []
-    for lab, v, col in (("P50", t.p50_ns, INK), ("P90", t.p90_ns, "#616e7c"),
-                        ("P99", t.p99_ns, CURVE)):
+    for lab, v, col in (
+        ("P50", t.p50_ns, INK),
+        ("P90", t.p90_ns, "#616e7c"),
+        ("P99", t.p99_ns, CURVE),
+    ):
         if v:
             vlines.append(VLine(float(v), f"{lab} {fmt_ns(v)}", col))
-    svg = histogram(bins, title=f"Latency of {t.unit or 'units'}",
-                    x_label="unit latency (log scale)", y_label="units", curves=curves,
-                    vlines=vlines,
-                    tip=lambda a, b, n: f"{fmt_ns(a)} - {fmt_ns(b)}: {int(n)} units")
+    svg = histogram(
+        bins,
+        title=f"Latency of {t.unit or 'units'}",
+        x_label="unit latency (log scale)",
+        y_label="units",
+        curves=curves,
+        vlines=vlines,
+        tip=lambda a, b, n: f"{fmt_ns(a)} - {fmt_ns(b)}: {int(n)} units",
+    )
     leg = legend([("units per bin", BAR)] + ([("fitted model density", CURVE)] if curves else []))
     shape = t.shape
-    shape_box = (f'<div class="callout shape-{esc(shape)}">'
-                 f'<b>Shape: {esc(shape.replace("_", " "))}</b>'
-                 f" (confidence {t.shape_confidence:.2f}). {esc(SHAPE_TEXT.get(shape, ''))}")
+    shape_box = (
+        f'<div class="callout shape-{esc(shape)}">'
+        f"<b>Shape: {esc(shape.replace('_', ' '))}</b>"
+        f" (confidence {t.shape_confidence:.2f}). {esc(SHAPE_TEXT.get(shape, ''))}"
+    )
     if c is not None:
         st = getattr(c, "statistics", {}) or {}
         bits = []
@@ -442,19 +535,30 @@ def _section_latency(d: Diagnosis) -> str:
         cands = getattr(c, "candidates", {}) or {}
         if cands:
             best = min(cf.bic for cf in cands.values())
-            rows = [(cf.name, f"{cf.bic - best:+.1f}", f"{cf.log_likelihood:.1f}", cf.n_params)
-                    for cf in sorted(cands.values(), key=lambda cf: cf.bic)]
-            shape_box += ("<details><summary>model comparison (BIC)</summary>"
-                          + _html_table(["model", "ΔBIC", "log-likelihood", "parameters"], rows,
-                                        numeric=[False, True, True, True]) + "</details>")
+            rows = [
+                (cf.name, f"{cf.bic - best:+.1f}", f"{cf.log_likelihood:.1f}", cf.n_params)
+                for cf in sorted(cands.values(), key=lambda cf: cf.bic)
+            ]
+            shape_box += (
+                "<details><summary>model comparison (BIC)</summary>"
+                + _html_table(
+                    ["model", "ΔBIC", "log-likelihood", "parameters"],
+                    rows,
+                    numeric=[False, True, True, True],
+                )
+                + "</details>"
+            )
     shape_box += "</div>"
     return head + f'<div class="plotbox">{svg}{leg}</div>' + shape_box
 
 
 def _section_gaps(d: Diagnosis) -> str:
-    head = _h2("Launch gaps", "Idle time between consecutive kernels on a GPU (start minus the "
-               "running maximum of earlier kernels' ends). Normal is under 5 us; a P99 above "
-               "20 us signals a CPU-side scheduling bottleneck.")
+    head = _h2(
+        "Launch gaps",
+        "Idle time between consecutive kernels on a GPU (start minus the "
+        "running maximum of earlier kernels' ends). Normal is under 5 us; a P99 above "
+        "20 us signals a CPU-side scheduling bottleneck.",
+    )
     r = _analysis(d, "launch_gaps")
     if r is None:
         return head + _missing(d, "launch_gaps", "No launch gaps")
@@ -463,8 +567,11 @@ def _section_gaps(d: Diagnosis) -> str:
     p99t = _num(s.get("p99_threshold_ns")) or 20_000.0
     bins: list[tuple[float, float, float]] = []
     hist = r.tables.get("histogram")
-    if hist is not None and hist.num_rows and \
-            {"bin_lo_ns", "bin_hi_ns", "gaps"} <= set(hist.column_names):
+    if (
+        hist is not None
+        and hist.num_rows
+        and {"bin_lo_ns", "bin_hi_ns", "gaps"} <= set(hist.column_names)
+    ):
         for row in hist.to_pylist():
             lo_, hi_, n_ = _num(row["bin_lo_ns"]), _num(row["bin_hi_ns"]), _num(row["gaps"])
             if lo_ and hi_ and n_ is not None:
@@ -475,11 +582,13 @@ def _section_gaps(d: Diagnosis) -> str:
             g = np.asarray(dist.column("gap_ns").to_numpy(zero_copy_only=False), dtype=float)
             g = g[np.isfinite(g) & (g > 0)]
             if g.size:
-                edges = 10 ** np.arange(math.floor(math.log10(g.min()) * 5) / 5,
-                                        math.log10(g.max()) + 0.2, 0.2)
+                edges = 10 ** np.arange(
+                    math.floor(math.log10(g.min()) * 5) / 5, math.log10(g.max()) + 0.2, 0.2
+                )
                 cnt, _ = np.histogram(g, bins=edges)
-                bins = [(float(edges[i]), float(edges[i + 1]), float(cnt[i]))
-                        for i in range(len(cnt))]
+                bins = [
+                    (float(edges[i]), float(edges[i + 1]), float(cnt[i])) for i in range(len(cnt))
+                ]
     # trim empty bins at both ends, keeping the thresholds in view
     nz = [i for i, b in enumerate(bins) if b[2] > 0]
     if nz:
@@ -488,16 +597,25 @@ def _section_gaps(d: Diagnosis) -> str:
             first -= 1
         while last < len(bins) - 1 and bins[last][1] < p99t * 3:
             last += 1
-        bins = bins[first:last + 1]
-    cards = _kv_cards([
-        ("gaps", f"{int(s.get('count') or 0):,}", f"over {int(s.get('kernels') or 0):,} kernels"),
-        ("P50", fmt_ns(_num(s.get("p50_ns"))), ""),
-        ("P90", fmt_ns(_num(s.get("p90_ns"))), ""),
-        ("P99", fmt_ns(_num(s.get("p99_ns"))),
-         "CPU-bound" if s.get("cpu_bound") else "within threshold"),
-        ("above normal", _pct(_num(s.get("share_above_normal_pct")), 1), f"> {fmt_ns(normal)}"),
-        ("idle total", fmt_ns(_num(s.get("total_ns"))), "sum of gaps"),
-    ])
+        bins = bins[first : last + 1]
+    cards = _kv_cards(
+        [
+            (
+                "gaps",
+                f"{int(s.get('count') or 0):,}",
+                f"over {int(s.get('kernels') or 0):,} kernels",
+            ),
+            ("P50", fmt_ns(_num(s.get("p50_ns"))), ""),
+            ("P90", fmt_ns(_num(s.get("p90_ns"))), ""),
+            (
+                "P99",
+                fmt_ns(_num(s.get("p99_ns"))),
+                "CPU-bound" if s.get("cpu_bound") else "within threshold",
+            ),
+            ("above normal", _pct(_num(s.get("share_above_normal_pct")), 1), f"> {fmt_ns(normal)}"),
+            ("idle total", fmt_ns(_num(s.get("total_ns"))), "sum of gaps"),
+        ]
+    )
     if not bins or not any(b[2] for b in bins):
         return head + cards + _note(r.message or "No gaps between kernels.")
 
@@ -505,31 +623,56 @@ def _section_gaps(d: Diagnosis) -> str:
         mid = math.sqrt(lo_ * hi_)
         return "#54a24b" if mid < normal else ("#e8890c" if mid < p99t else "#e45756")
 
-    vl = [VLine(normal, f"{fmt_ns(normal)} normal", "#2f9e44"),
-          VLine(p99t, f"{fmt_ns(p99t)} P99 threshold", "#c92a2a")]
+    vl = [
+        VLine(normal, f"{fmt_ns(normal)} normal", "#2f9e44"),
+        VLine(p99t, f"{fmt_ns(p99t)} P99 threshold", "#c92a2a"),
+    ]
     for lab, key in (("P50", "p50_ns"), ("P99", "p99_ns")):
         v = _num(s.get(key))
         if v and v > 0:
             vl.append(VLine(v, f"{lab} {fmt_ns(v)}", INK, dash="2 3"))
     total = sum(b[2] for b in bins) or 1.0
-    svg = histogram(bins, title="Launch gap distribution",
-                    x_label="gap before a kernel (log scale)", y_label="gaps", vlines=vl,
-                    bar_color=color,
-                    tip=lambda a, b, n: f"{fmt_ns(a)} - {fmt_ns(b)}: {int(n):,} gaps "
-                                        f"({n / total:.1%})")
-    leg = legend([(f"normal (< {fmt_ns(normal)})", "#54a24b"),
-                  (f"{fmt_ns(normal)} - {fmt_ns(p99t)}", "#e8890c"),
-                  (f"> {fmt_ns(p99t)}", "#e45756")])
+    svg = histogram(
+        bins,
+        title="Launch gap distribution",
+        x_label="gap before a kernel (log scale)",
+        y_label="gaps",
+        vlines=vl,
+        bar_color=color,
+        tip=lambda a, b, n: f"{fmt_ns(a)} - {fmt_ns(b)}: {int(n):,} gaps ({n / total:.1%})",
+    )
+    leg = legend(
+        [
+            (f"normal (< {fmt_ns(normal)})", "#54a24b"),
+            (f"{fmt_ns(normal)} - {fmt_ns(p99t)}", "#e8890c"),
+            (f"> {fmt_ns(p99t)}", "#e45756"),
+        ]
+    )
     extra = ""
     per_stream = r.tables.get("per_stream")
     if per_stream is not None and per_stream.num_rows > 1:
-        rows = [(row.get("device_id"), row.get("pid"), row.get("stream_id"), row.get("kernels"),
-                 row.get("gaps"), fmt_ns(_num(row.get("p50_ns"))), fmt_ns(_num(row.get("p99_ns"))),
-                 _pct(_num(row.get("share_above_normal_pct")), 1))
-                for row in per_stream.slice(0, 20).to_pylist()]
-        extra = ("<details><summary>gaps per stream</summary>" + _html_table(
-            ["device", "pid", "stream", "kernels", "gaps", "P50", "P99", "above normal"], rows,
-            numeric=[True] * 8) + "</details>")
+        rows = [
+            (
+                row.get("device_id"),
+                row.get("pid"),
+                row.get("stream_id"),
+                row.get("kernels"),
+                row.get("gaps"),
+                fmt_ns(_num(row.get("p50_ns"))),
+                fmt_ns(_num(row.get("p99_ns"))),
+                _pct(_num(row.get("share_above_normal_pct")), 1),
+            )
+            for row in per_stream.slice(0, 20).to_pylist()
+        ]
+        extra = (
+            "<details><summary>gaps per stream</summary>"
+            + _html_table(
+                ["device", "pid", "stream", "kernels", "gaps", "P50", "P99", "above normal"],
+                rows,
+                numeric=[True] * 8,
+            )
+            + "</details>"
+        )
     return head + cards + f'<div class="plotbox">{svg}{leg}</div>' + extra
 
 
@@ -542,8 +685,11 @@ def _direction(kind: str) -> str:
 
 
 def _section_transfers(d: Diagnosis) -> str:
-    head = _h2("Transfer bandwidth", "Median bandwidth per copy kind (whiskers: P10 to P90 of "
-               "single copies) against the host link's per-direction rate (dashed).")
+    head = _h2(
+        "Transfer bandwidth",
+        "Median bandwidth per copy kind (whiskers: P10 to P90 of "
+        "single copies) against the host link's per-direction rate (dashed).",
+    )
     r = _analysis(d, "transfers")
     if r is None:
         return head + _missing(d, "transfers", "No transfers")
@@ -574,64 +720,135 @@ def _section_transfers(d: Diagnosis) -> str:
             src, dst = row.get("src_kind"), row.get("dst_kind")
             sub = f"{src}→{dst}" if src and dst and op != "memset" else (str(dst or src or ""))
             link = links.get(dirn)
-            tip = (f"{kind} {sub}: {int(row.get('copies') or 0):,} copies, "
-                   f"{fmt_bytes(row.get('total_bytes'))}; median {_gbps(med)}, "
-                   f"P10 {_gbps(_num(row.get('p10_gbps')))}, "
-                   f"P90 {_gbps(_num(row.get('p90_gbps')))}, "
-                   f"aggregate {_gbps(_num(row.get('aggregate_gbps')))}")
+            tip = (
+                f"{kind} {sub}: {int(row.get('copies') or 0):,} copies, "
+                f"{fmt_bytes(row.get('total_bytes'))}; median {_gbps(med)}, "
+                f"P10 {_gbps(_num(row.get('p10_gbps')))}, "
+                f"P90 {_gbps(_num(row.get('p90_gbps')))}, "
+                f"aggregate {_gbps(_num(row.get('aggregate_gbps')))}"
+            )
             if link:
                 tip += f"; link {_gbps(link[0])} ({link[1]})"
-            bars.append(Bar(kind, med, GPU_COLORS.get(dirn, GPU_COLORS["copy"]), tip,
-                            ref=link[0] if link else None,
-                            ref_label=f"link {fmt_num(link[0])} GB/s" if link else "",
-                            sublabel=f"{sub} ×{int(row.get('copies') or 0):,}",
-                            lo=_num(row.get("p10_gbps")), hi=_num(row.get("p90_gbps"))))
+            bars.append(
+                Bar(
+                    kind,
+                    med,
+                    GPU_COLORS.get(dirn, GPU_COLORS["copy"]),
+                    tip,
+                    ref=link[0] if link else None,
+                    ref_label=f"link {fmt_num(link[0])} GB/s" if link else "",
+                    sublabel=f"{sub} ×{int(row.get('copies') or 0):,}",
+                    lo=_num(row.get("p10_gbps")),
+                    hi=_num(row.get("p90_gbps")),
+                )
+            )
     parts = [head]
-    cards = [("copies", f"{int(s.get('copies') or 0):,}", f"{fmt_bytes(s.get('total_bytes'))}"),
-             ("copy time", fmt_ns(_num(s.get("total_time_ns"))), "")]
+    cards = [
+        ("copies", f"{int(s.get('copies') or 0):,}", f"{fmt_bytes(s.get('total_bytes'))}"),
+        ("copy time", fmt_ns(_num(s.get("total_time_ns"))), ""),
+    ]
     for dirn, p in (("HtoD", "htod"), ("DtoH", "dtoh")):
         if s.get(f"{p}_copies"):
-            cards.append((f"{dirn} aggregate", _gbps(_num(s.get(f"{p}_aggregate_gbps"))),
-                          f"{_pct(_num(s.get(f'{p}_aggregate_pct_of_link')))} of the link"))
+            cards.append(
+                (
+                    f"{dirn} aggregate",
+                    _gbps(_num(s.get(f"{p}_aggregate_gbps"))),
+                    f"{_pct(_num(s.get(f'{p}_aggregate_pct_of_link')))} of the link",
+                )
+            )
     if s.get("pageable_copies"):
-        cards.append(("pageable copies", f"{int(s['pageable_copies']):,}",
-                      f"{_pct(_num(s.get('pageable_time_pct')))} of copy time"))
-    cards.append(("same-direction contention", _pct(_num(s.get("contention_share_pct"))),
-                  "of copy time overlapped"))
+        cards.append(
+            (
+                "pageable copies",
+                f"{int(s['pageable_copies']):,}",
+                f"{_pct(_num(s.get('pageable_time_pct')))} of copy time",
+            )
+        )
+    cards.append(
+        (
+            "same-direction contention",
+            _pct(_num(s.get("contention_share_pct"))),
+            "of copy time overlapped",
+        )
+    )
     parts.append(_kv_cards(cards))
     if bars:
-        svg = bar_chart(bars, title="Transfer bandwidth by copy kind", y_label="GB/s",
-                        y_fmt=lambda v: fmt_num(v))
-        leg = legend([(k, c) for k, c in GPU_COLORS.items()
-                      if any(b.color == c for b in bars)] + [("host link rate", CURVE)])
+        svg = bar_chart(
+            bars,
+            title="Transfer bandwidth by copy kind",
+            y_label="GB/s",
+            y_fmt=lambda v: fmt_num(v),
+        )
+        leg = legend(
+            [(k, c) for k, c in GPU_COLORS.items() if any(b.color == c for b in bars)]
+            + [("host link rate", CURVE)]
+        )
         parts.append(f'<div class="plotbox">{svg}{leg}</div>')
     else:
         parts.append(_note(r.message or "No copies to plot."))
     notes = sorted({v[1] for v in links.values() if v[1]})
     if notes:
-        parts.append(_note("Link: " + "; ".join(notes)
-                           + ("" if s.get("link_source") != "default" else
-                              " - pass --baseline with nvbandwidth -j output for a measured "
-                              "figure."),
-                           "note small"))
+        parts.append(
+            _note(
+                "Link: "
+                + "; ".join(notes)
+                + (
+                    ""
+                    if s.get("link_source") != "default"
+                    else " - pass --baseline with nvbandwidth -j output for a measured figure."
+                ),
+                "note small",
+            )
+        )
     host = r.tables.get("host")
     if host is not None and host.num_rows:
-        rows = [(row.get("device_id"), row.get("direction"), f"{int(row.get('copies') or 0):,}",
-                 fmt_bytes(row.get("median_bytes")), _gbps(_num(row.get("median_gbps"))),
-                 _gbps(_num(row.get("p90_gbps"))), _gbps(_num(row.get("aggregate_gbps"))),
-                 _gbps(_num(row.get("link_gbps"))), _pct(_num(row.get("achieved_pct_of_link"))))
-                for row in host.to_pylist()]
-        parts.append("<details><summary>host link per device and direction</summary>" + _html_table(
-            ["device", "direction", "copies", "median size", "median", "P90", "aggregate", "link",
-             "achieved of link"], rows, numeric=[True, False] + [True] * 7) + "</details>")
+        rows = [
+            (
+                row.get("device_id"),
+                row.get("direction"),
+                f"{int(row.get('copies') or 0):,}",
+                fmt_bytes(row.get("median_bytes")),
+                _gbps(_num(row.get("median_gbps"))),
+                _gbps(_num(row.get("p90_gbps"))),
+                _gbps(_num(row.get("aggregate_gbps"))),
+                _gbps(_num(row.get("link_gbps"))),
+                _pct(_num(row.get("achieved_pct_of_link"))),
+            )
+            for row in host.to_pylist()
+        ]
+        parts.append(
+            "<details><summary>host link per device and direction</summary>"
+            + _html_table(
+                [
+                    "device",
+                    "direction",
+                    "copies",
+                    "median size",
+                    "median",
+                    "P90",
+                    "aggregate",
+                    "link",
+                    "achieved of link",
+                ],
+                rows,
+                numeric=[True, False] + [True] * 7,
+            )
+            + "</details>"
+        )
     return "".join(parts)
 
 
 COMPONENT_COLORS = {
-    "cpu_launch": "#4c78a8", "cpu_memcpy": "#f58518", "cpu_sync": "#e45756",
-    "cpu_other_api": "#9aa5b1", "cpu_outside_cuda": "#d4c5a9",
-    "gpu_own_kernel": "#54a24b", "gpu_own_copy": "#f58518", "gpu_other": "#b279a2",
-    "gpu_pending_idle": "#ff9da6", "gpu_idle": "#cbd2d9",
+    "cpu_launch": "#4c78a8",
+    "cpu_memcpy": "#f58518",
+    "cpu_sync": "#e45756",
+    "cpu_other_api": "#9aa5b1",
+    "cpu_outside_cuda": "#d4c5a9",
+    "gpu_own_kernel": "#54a24b",
+    "gpu_own_copy": "#f58518",
+    "gpu_other": "#b279a2",
+    "gpu_pending_idle": "#ff9da6",
+    "gpu_idle": "#cbd2d9",
 }
 FAMILY_NAMES = {"cpu": "CPU side", "gpu": "GPU side"}
 
@@ -657,11 +874,16 @@ def _attribution_rows(r: AnalysisResult) -> list[dict]:
         delta, share, fam = pick("delta"), pick("share"), pick("family")
         if comp and med and tail:
             for row in t.to_pylist():
-                out.append({"component": str(row[comp]),
-                            "family": str(row[fam] or "") if fam else "",
-                            "median_ns": _num(row[med]) or 0.0, "tail_ns": _num(row[tail]) or 0.0,
-                            "delta_ns": _num(row[delta]) if delta else None,
-                            "share": _num(row[share]) if share else None})
+                out.append(
+                    {
+                        "component": str(row[comp]),
+                        "family": str(row[fam] or "") if fam else "",
+                        "median_ns": _num(row[med]) or 0.0,
+                        "tail_ns": _num(row[tail]) or 0.0,
+                        "delta_ns": _num(row[delta]) if delta else None,
+                        "share": _num(row[share]) if share else None,
+                    }
+                )
     if not out:
         attr = r.summary.get("attribution")
         if isinstance(attr, dict):
@@ -672,12 +894,21 @@ def _attribution_rows(r: AnalysisResult) -> list[dict]:
                 tail = _num(v.get("tail_mean_ns", v.get("tail_ns")))
                 if med is None and tail is None:
                     continue
-                out.append({"component": str(comp_), "family": str(v.get("family") or ""),
-                            "median_ns": med or 0.0, "tail_ns": tail or 0.0,
-                            "delta_ns": _num(v.get("delta_ns")),
-                            "share": _num(v.get("share_of_delta"))})
-    out = [row for row in out if row["family"] != "total" and row["component"] not in
-           ("duration", "total", "duration_ns")]
+                out.append(
+                    {
+                        "component": str(comp_),
+                        "family": str(v.get("family") or ""),
+                        "median_ns": med or 0.0,
+                        "tail_ns": tail or 0.0,
+                        "delta_ns": _num(v.get("delta_ns")),
+                        "share": _num(v.get("share_of_delta")),
+                    }
+                )
+    out = [
+        row
+        for row in out
+        if row["family"] != "total" and row["component"] not in ("duration", "total", "duration_ns")
+    ]
     for row in out:
         if not row["family"]:
             prefix = row["component"].split("_", 1)[0].lower()
@@ -697,7 +928,7 @@ def _pretty(component: str) -> str:
     c = component
     for p in ("cpu_", "gpu_"):
         if c.startswith(p):
-            c = c[len(p):]
+            c = c[len(p) :]
     return c.replace("_", " ").replace("api", "API").replace("cuda", "CUDA")
 
 
@@ -706,13 +937,20 @@ def _section_attribution(d: Diagnosis) -> str:
     r = _analysis(d, "ranges")
     s = r.summary if r is not None else {}
     tail_n, med_n = s.get("tail_n"), s.get("median_band_n")
-    who = (f"the slowest {fmt_num(pct)}% ({tail_n} units)" if tail_n else
-           f"the slowest {fmt_num(pct)}%")
+    who = (
+        f"the slowest {fmt_num(pct)}% ({tail_n} units)"
+        if tail_n
+        else f"the slowest {fmt_num(pct)}%"
+    )
     band = f"the median band ({med_n} units around P50)" if med_n else "the median band"
-    head = _h2("Tail attribution", esc(
-        f"Mean time per unit in {band} against {who}. Each side of the unit adds up to its "
-        "duration: the CPU side by what the unit's thread was doing, the GPU side by what "
-        "its GPU was doing."))
+    head = _h2(
+        "Tail attribution",
+        esc(
+            f"Mean time per unit in {band} against {who}. Each side of the unit adds up to its "
+            "duration: the CPU side by what the unit's thread was doing, the GPU side by what "
+            "its GPU was doing."
+        ),
+    )
     if r is None:
         return head + _missing(d, "ranges", "No tail attribution")
     rows = _attribution_rows(r)
@@ -723,56 +961,109 @@ def _section_attribution(d: Diagnosis) -> str:
     fams = [f for f in ("cpu", "gpu") if any(row["family"] == f for row in rows)]
     fams += sorted({row["family"] for row in rows} - set(fams))
     extra_colors = iter(PALETTE)
-    colors = {row["component"]: COMPONENT_COLORS.get(row["component"]) or next(extra_colors, INK)
-              for row in rows}
+    colors = {
+        row["component"]: COMPONENT_COLORS.get(row["component"]) or next(extra_colors, INK)
+        for row in rows
+    }
     bars = []
     for fam in fams:
         segs = [row for row in rows if row["family"] == fam]
         name = FAMILY_NAMES.get(fam, fam or "components")
-        bars.append((f"{name}: median", [(_pretty(x["component"]), x["median_ns"],
-                                          colors[x["component"]]) for x in segs]))
-        bars.append((f"{name}: slowest", [(_pretty(x["component"]), x["tail_ns"],
-                                           colors[x["component"]]) for x in segs]))
-    svg = stacked_hbars(bars, title="Tail attribution: median band vs slowest units",
-                        x_label="mean time per unit")
-    leg = legend([(f"{fam.upper() + ' ' if fam else ''}{_pretty(row['component'])}",
-                   colors[row["component"]]) for fam in fams for row in rows
-                  if row["family"] == fam])
+        bars.append(
+            (
+                f"{name}: median",
+                [(_pretty(x["component"]), x["median_ns"], colors[x["component"]]) for x in segs],
+            )
+        )
+        bars.append(
+            (
+                f"{name}: slowest",
+                [(_pretty(x["component"]), x["tail_ns"], colors[x["component"]]) for x in segs],
+            )
+        )
+    svg = stacked_hbars(
+        bars, title="Tail attribution: median band vs slowest units", x_label="mean time per unit"
+    )
+    leg = legend(
+        [
+            (
+                f"{fam.upper() + ' ' if fam else ''}{_pretty(row['component'])}",
+                colors[row["component"]],
+            )
+            for fam in fams
+            for row in rows
+            if row["family"] == fam
+        ]
+    )
     table = _html_table(
         ["side", "component", "points at", "median band", "slowest", "extra", "share of the extra"],
-        [(FAMILY_NAMES.get(row["family"], row["family"]), _pretty(row["component"]),
-          component_layer(row["component"]) or "waiting (a consequence)",
-          fmt_ns(row["median_ns"]), fmt_ns(row["tail_ns"]),
-          ("+" if row["delta_ns"] > 0 else "") + fmt_ns(row["delta_ns"]),
-          "-" if row["share"] is None else f"{row['share']:.0%}")
-         for fam in fams for row in sorted((x for x in rows if x["family"] == fam),
-                                           key=lambda x: -(x["delta_ns"] or 0))],
-        numeric=[False, False, False, True, True, True, True])
+        [
+            (
+                FAMILY_NAMES.get(row["family"], row["family"]),
+                _pretty(row["component"]),
+                component_layer(row["component"]) or "waiting (a consequence)",
+                fmt_ns(row["median_ns"]),
+                fmt_ns(row["tail_ns"]),
+                ("+" if row["delta_ns"] > 0 else "") + fmt_ns(row["delta_ns"]),
+                "-" if row["share"] is None else f"{row['share']:.0%}",
+            )
+            for fam in fams
+            for row in sorted(
+                (x for x in rows if x["family"] == fam), key=lambda x: -(x["delta_ns"] or 0)
+            )
+        ],
+        numeric=[False, False, False, True, True, True, True],
+    )
     slow = r.tables.get("slowest")
     extra = ""
     if slow is not None and slow.num_rows:
-        want = ["instance", "start_ns", "duration_ns", "cpu_launch_ns", "cpu_sync_ns",
-                "cpu_outside_cuda_ns", "gpu_own_kernel_ns", "gpu_pending_idle_ns", "gpu_idle_ns",
-                "n_kernels"]
+        want = [
+            "instance",
+            "start_ns",
+            "duration_ns",
+            "cpu_launch_ns",
+            "cpu_sync_ns",
+            "cpu_outside_cuda_ns",
+            "gpu_own_kernel_ns",
+            "gpu_pending_idle_ns",
+            "gpu_idle_ns",
+            "n_kernels",
+        ]
         cols = [c for c in want if c in slow.column_names] or slow.column_names[:9]
-        rows_ = [[fmt_ns(_num(v)) if c.endswith("_ns") and c != "start_ns" and _num(v) is not None
-                  else v for c, v in ((c, row.get(c)) for c in cols)]
-                 for row in slow.slice(0, 20).to_pylist()]
-        extra = ("<details><summary>the slowest units, decomposed</summary>"
-                 + _html_table([c.replace("_ns", "").replace("_", " ") for c in cols], rows_,
-                               numeric=[True] * len(cols)) + "</details>")
+        rows_ = [
+            [
+                fmt_ns(_num(v))
+                if c.endswith("_ns") and c != "start_ns" and _num(v) is not None
+                else v
+                for c, v in ((c, row.get(c)) for c in cols)
+            ]
+            for row in slow.slice(0, 20).to_pylist()
+        ]
+        extra = (
+            "<details><summary>the slowest units, decomposed</summary>"
+            + _html_table(
+                [c.replace("_ns", "").replace("_", " ") for c in cols],
+                rows_,
+                numeric=[True] * len(cols),
+            )
+            + "</details>"
+        )
     return head + f'<div class="plotbox">{svg}{leg}</div>' + table + extra
 
 
 def _section_timelines(d: Diagnosis, timelines: Sequence[dict] | None) -> str:
-    head = _h2("Slowest units on the timeline",
-               "CUDA API calls on the unit's thread (coloured by category), NVTX ranges, and the "
-               "process's GPU work (kernels, copies) inside each unit's window; the last one is "
-               "a unit of median latency for contrast.")
+    head = _h2(
+        "Slowest units on the timeline",
+        "CUDA API calls on the unit's thread (coloured by category), NVTX ranges, and the "
+        "process's GPU work (kernels, copies) inside each unit's window; the last one is "
+        "a unit of median latency for contrast.",
+    )
     if timelines is None:
-        return head + _note("Timelines need the open report: gather them with "
-                            "nsysdiag.render.html.collect_timelines(report, diagnosis) and pass "
-                            "them as timelines=... (nsysdiag diagnose --html does this).")
+        return head + _note(
+            "Timelines need the open report: gather them with "
+            "nsysdiag.render.html.collect_timelines(report, diagnosis) and pass "
+            "them as timelines=... (nsysdiag diagnose --html does this)."
+        )
     if not timelines:
         return head + _note("No unit of latency to show (the trace has no repeated unit of work).")
     parts = [head]
@@ -780,8 +1071,11 @@ def _section_timelines(d: Diagnosis, timelines: Sequence[dict] | None) -> str:
     seen_gpu: set[str] = set()
     for tl in timelines:
         parts.append(_one_timeline(d, tl, seen_cats, seen_gpu))
-    items = [(f"API: {c}", CATEGORY_COLORS.get(c, CATEGORY_COLORS["other"]))
-             for c in CATEGORY_COLORS if c in seen_cats]
+    items = [
+        (f"API: {c}", CATEGORY_COLORS.get(c, CATEGORY_COLORS["other"]))
+        for c in CATEGORY_COLORS
+        if c in seen_cats
+    ]
     items += [(f"GPU: {k}", GPU_COLORS[k]) for k in GPU_COLORS if k in seen_gpu]
     if items:
         parts.insert(1, legend(items))
@@ -828,17 +1122,29 @@ def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str
     t0, t1 = _num(tl.get("start_ns")), _num(tl.get("end_ns"))
     label = str(tl.get("label") or tl.get("name") or "unit")
     if t0 is None or t1 is None or t1 <= t0:
-        return (f'<div class="tl"><h3>{esc(label)}</h3>'
-                + _note(str(tl.get("note") or "no window")) + "</div>")
+        return (
+            f'<div class="tl"><h3>{esc(label)}</h3>'
+            + _note(str(tl.get("note") or "no window"))
+            + "</div>"
+        )
     dur = t1 - t0
     lanes: list[Lane] = []
     nvtx = [e for e in tl.get("nvtx") or [] if _num(e.get("start_ns")) is not None]
     if nvtx:
         nested = _nest(nvtx)
         depth = min(4, max(dep for _, dep in nested) + 1)
-        spans = [Span(e["start_ns"], e["end_ns"], NVTX_COLORS[dep % len(NVTX_COLORS)],
-                      f"NVTX {e.get('name')}: {fmt_ns(e['end_ns'] - e['start_ns'])}",
-                      str(e.get("name") or ""), dep) for e, dep in nested if dep < depth]
+        spans = [
+            Span(
+                e["start_ns"],
+                e["end_ns"],
+                NVTX_COLORS[dep % len(NVTX_COLORS)],
+                f"NVTX {e.get('name')}: {fmt_ns(e['end_ns'] - e['start_ns'])}",
+                str(e.get("name") or ""),
+                dep,
+            )
+            for e, dep in nested
+            if dep < depth
+        ]
         lanes.append(Lane("NVTX", spans, depth))
     cpu = tl.get("cpu") or []
     by_tid: dict[Any, list[dict]] = {}
@@ -852,18 +1158,24 @@ def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str
             seen_cats.add(cat if cat in CATEGORY_COLORS else "other")
             a, b = max(e["start_ns"], t0), min(e["end_ns"], t1)
             api_ns[cat] = api_ns.get(cat, 0.0) + max(0.0, b - a)
-            spans.append(Span(e["start_ns"], e["end_ns"],
-                              CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"]),
-                              f"{e.get('name')} ({cat}): {fmt_ns(e['end_ns'] - e['start_ns'])}",
-                              str(e.get("name") or "")))
+            spans.append(
+                Span(
+                    e["start_ns"],
+                    e["end_ns"],
+                    CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"]),
+                    f"{e.get('name')} ({cat}): {fmt_ns(e['end_ns'] - e['start_ns'])}",
+                    str(e.get("name") or ""),
+                )
+            )
         lanes.append(Lane(f"CPU tid {tid}" if tid is not None else "CPU", spans))
     gpu = tl.get("gpu") or []
     by_stream: dict[tuple, list[dict]] = {}
     for e in gpu:
         by_stream.setdefault((e.get("device_id"), e.get("stream_id")), []).append(e)
     busy: list[tuple[float, float]] = []
-    for (dev, stream), evs in sorted(by_stream.items(),
-                                     key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+    for (dev, stream), evs in sorted(
+        by_stream.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))
+    ):
         spans = []
         for e in evs:
             key = _gpu_key(e)
@@ -871,8 +1183,14 @@ def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str
             busy.append((max(e["start_ns"], t0), min(e["end_ns"], t1)))
             what = e.get("name") or e.get("kind")
             size = f", {fmt_bytes(e['bytes'])}" if e.get("bytes") else ""
-            spans.append(Span(e["start_ns"], e["end_ns"], GPU_COLORS[key],
-                              f"{what}: {fmt_ns(e['end_ns'] - e['start_ns'])}{size}"))
+            spans.append(
+                Span(
+                    e["start_ns"],
+                    e["end_ns"],
+                    GPU_COLORS[key],
+                    f"{what}: {fmt_ns(e['end_ns'] - e['start_ns'])}{size}",
+                )
+            )
         lanes.append(Lane(f"GPU {dev} stream {stream}", spans))
     stats = [f"{fmt_ns(dur)}"]
     p50 = d.tail.p50_ns
@@ -886,28 +1204,45 @@ def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str
             stats.append(f"{cat} calls {fmt_ns(api_ns[cat])}")
     if tl.get("truncated"):
         stats.append(f"{int(tl['truncated']):,} events not drawn")
-    body = (timeline(lanes, t0, t1, title=f"Timeline of {label}") if lanes else
-            _note("No CUDA API calls, NVTX ranges or GPU work inside this window."))
+    body = (
+        timeline(lanes, t0, t1, title=f"Timeline of {label}")
+        if lanes
+        else _note("No CUDA API calls, NVTX ranges or GPU work inside this window.")
+    )
     note = _note(str(tl["note"]), "note small") if tl.get("note") else ""
-    return (f'<div class="tl"><h3>{esc(label)} <span class="muted">{esc(" · ".join(stats))}'
-            f"</span></h3>{note}{body}</div>")
+    return (
+        f'<div class="tl"><h3>{esc(label)} <span class="muted">{esc(" · ".join(stats))}'
+        f"</span></h3>{note}{body}</div>"
+    )
 
 
 def _section_jitter(d: Diagnosis) -> str:
-    head = _h2("Kernel duration jitter", "Kernels with the most GPU time: how far their slow "
-               "launches stray from the median (check D1).")
+    head = _h2(
+        "Kernel duration jitter",
+        "Kernels with the most GPU time: how far their slow "
+        "launches stray from the median (check D1).",
+    )
     t = _table(d, "jitter", "per_kernel")
     if t is None:
         return head + _missing(d, "jitter", "No kernel jitter figures")
     rows = []
     for row in t.slice(0, 15).to_pylist():
-        rows.append((row.get("name"), f"{int(row.get('instances') or 0):,}",
-                     fmt_ns(_num(row.get("total_ns"))), fmt_ns(_num(row.get("p50_ns"))),
-                     fmt_ns(_num(row.get("p99_ns"))),
-                     "-" if _num(row.get("p99_over_p50")) is None else f"{row['p99_over_p50']:.2f}",
-                     _pct(_num(row.get("slow_pct")), 1)))
-    return head + _html_table(["kernel", "launches", "GPU time", "P50", "P99", "P99/P50", "slow"],
-                              rows, numeric=[False] + [True] * 6)
+        rows.append(
+            (
+                row.get("name"),
+                f"{int(row.get('instances') or 0):,}",
+                fmt_ns(_num(row.get("total_ns"))),
+                fmt_ns(_num(row.get("p50_ns"))),
+                fmt_ns(_num(row.get("p99_ns"))),
+                "-" if _num(row.get("p99_over_p50")) is None else f"{row['p99_over_p50']:.2f}",
+                _pct(_num(row.get("slow_pct")), 1),
+            )
+        )
+    return head + _html_table(
+        ["kernel", "launches", "GPU time", "P50", "P99", "P99/P50", "slow"],
+        rows,
+        numeric=[False] + [True] * 6,
+    )
 
 
 def _section_findings(d: Diagnosis) -> str:
@@ -926,7 +1261,10 @@ def _section_findings(d: Diagnosis) -> str:
             f'<span class="badge" style="background:{sev}">{esc(f.severity)}</span>'
             f'<span class="badge layer" style="background:{LAYER_COLORS.get(f.layer, INK)}">'
             f"{esc(f.layer)}</span><b>{esc(f.title)}</b>{check}</div>"
-            + (f"<ul>{ev}</ul>" if ev else "") + fix + "</div>")
+            + (f"<ul>{ev}</ul>" if ev else "")
+            + fix
+            + "</div>"
+        )
     return "".join(out)
 
 
@@ -935,10 +1273,18 @@ def _section_captured(d: Diagnosis) -> str:
     rows = [(k, v) for k, v in (d.captured or {}).items()]
     status_rows = [(k, r.status, r.message) for k, r in (d.analyses or {}).items()]
     settings = [(k, "" if v is None else v) for k, v in (d.settings or {}).items()]
-    return (head + '<div class="cols">'
-            + "<div><h3>views</h3>" + _html_table(["view", "status"], rows) + "</div>"
-            + "<div><h3>analyses</h3>" + _html_table(["analysis", "status", "message"], status_rows)
-            + "<h3>settings</h3>" + _html_table(["setting", "value"], settings) + "</div></div>")
+    return (
+        head
+        + '<div class="cols">'
+        + "<div><h3>views</h3>"
+        + _html_table(["view", "status"], rows)
+        + "</div>"
+        + "<div><h3>analyses</h3>"
+        + _html_table(["analysis", "status", "message"], status_rows)
+        + "<h3>settings</h3>"
+        + _html_table(["setting", "value"], settings)
+        + "</div></div>"
+    )
 
 
 # ============================================================================ timelines
@@ -952,13 +1298,23 @@ def _select_units(report: Report, d: Diagnosis, n: int, median: bool) -> list[di
     if ranges is not None and ranges.ok:
         for name in ("slowest", "instances"):
             t = ranges.tables.get(name)
-            if t is not None and t.num_rows and "start_ns" in t.column_names and (
-                    "end_ns" in t.column_names or "duration_ns" in t.column_names):
+            if (
+                t is not None
+                and t.num_rows
+                and "start_ns" in t.column_names
+                and ("end_ns" in t.column_names or "duration_ns" in t.column_names)
+            ):
                 picked = _rows_by_duration(t, n, slowest=True)
                 break
         inst = ranges.tables.get("instances")
-        if median and d.tail.p50_ns and inst is not None and inst.num_rows and \
-                "start_ns" in inst.column_names and "duration_ns" in inst.column_names:
+        if (
+            median
+            and d.tail.p50_ns
+            and inst is not None
+            and inst.num_rows
+            and "start_ns" in inst.column_names
+            and "duration_ns" in inst.column_names
+        ):
             dur = np.asarray(inst.column("duration_ns").to_numpy(zero_copy_only=False), dtype=float)
             i = int(np.nanargmin(np.abs(dur - d.tail.p50_ns)))
             row = inst.slice(i, 1).to_pylist()[0]
@@ -967,14 +1323,19 @@ def _select_units(report: Report, d: Diagnosis, n: int, median: bool) -> list[di
         if not report.probe.present("nvtx_ranges"):
             return []
         cols = ("start_ns", "end_ns", "pid", "tid")
-        base = ("SELECT start_ns, end_ns, pid, tid FROM nvtx_ranges "
-                "WHERE name = $u AND end_ns IS NOT NULL ")
-        slow = report.execute(base + "ORDER BY end_ns - start_ns DESC, start_ns LIMIT $n",
-                              {"u": unit, "n": n})
+        base = (
+            "SELECT start_ns, end_ns, pid, tid FROM nvtx_ranges "
+            "WHERE name = $u AND end_ns IS NOT NULL "
+        )
+        slow = report.execute(
+            base + "ORDER BY end_ns - start_ns DESC, start_ns LIMIT $n", {"u": unit, "n": n}
+        )
         picked = [{**dict(zip(cols, r, strict=False)), "_rank": k + 1} for k, r in enumerate(slow)]
         if median and d.tail.p50_ns:
-            mid = report.execute(base + "ORDER BY abs((end_ns - start_ns) - $p), start_ns LIMIT 1",
-                                 {"u": unit, "p": float(d.tail.p50_ns)})
+            mid = report.execute(
+                base + "ORDER BY abs((end_ns - start_ns) - $p), start_ns LIMIT 1",
+                {"u": unit, "p": float(d.tail.p50_ns)},
+            )
             picked += [{**dict(zip(cols, r, strict=False)), "_rank": 0} for r in mid]
     units = []
     for row in picked:
@@ -989,19 +1350,32 @@ def _select_units(report: Report, d: Diagnosis, n: int, median: bool) -> list[di
             g = int(row["global_tid"])
             pid, tid = (g >> 24) & 0xFFFFFF, g & 0xFFFFFF
         if (pid is None or tid is None) and unit and report.probe.present("nvtx_ranges"):
-            hit = report.execute("SELECT pid, tid FROM nvtx_ranges "
-                                 "WHERE name = $u AND start_ns = $s LIMIT 1",
-                                 {"u": unit, "s": int(s)})
+            hit = report.execute(
+                "SELECT pid, tid FROM nvtx_ranges WHERE name = $u AND start_ns = $s LIMIT 1",
+                {"u": unit, "s": int(s)},
+            )
             if hit:
                 pid, tid = hit[0]
         rank = int(row.get("_rank", 0))
         skipped = int(row.get("_skipped", 0) or 0)
-        units.append({"start_ns": int(s), "end_ns": int(e), "pid": pid, "tid": tid, "rank": rank,
-                      "name": unit or "unit",
-                      "skipped_note": (f"{skipped} slower unit(s) passed over: CUDA was not "
-                                       "traced while they ran" if skipped else ""),
-                      "label": (f"#{rank} slowest {unit or 'unit'}" if rank else
-                                f"median {unit or 'unit'}")})
+        units.append(
+            {
+                "start_ns": int(s),
+                "end_ns": int(e),
+                "pid": pid,
+                "tid": tid,
+                "rank": rank,
+                "name": unit or "unit",
+                "skipped_note": (
+                    f"{skipped} slower unit(s) passed over: CUDA was not traced while they ran"
+                    if skipped
+                    else ""
+                ),
+                "label": (
+                    f"#{rank} slowest {unit or 'unit'}" if rank else f"median {unit or 'unit'}"
+                ),
+            }
+        )
     return units
 
 
@@ -1012,12 +1386,16 @@ def _rows_by_duration(t: pa.Table, n: int, *, slowest: bool) -> list[dict]:
     if "duration_ns" in t.column_names:
         dur = np.asarray(t.column("duration_ns").to_numpy(zero_copy_only=False), dtype=float)
     else:
-        dur = (np.asarray(t.column("end_ns").to_numpy(zero_copy_only=False), dtype=float)
-               - np.asarray(t.column("start_ns").to_numpy(zero_copy_only=False), dtype=float))
+        dur = np.asarray(
+            t.column("end_ns").to_numpy(zero_copy_only=False), dtype=float
+        ) - np.asarray(t.column("start_ns").to_numpy(zero_copy_only=False), dtype=float)
     dur = np.where(np.isfinite(dur), dur, -np.inf)
     order = np.argsort(-dur if slowest else dur, kind="stable")
-    covered = (t.column("cuda_covered").to_pylist() if "cuda_covered" in t.column_names
-               else [None] * t.num_rows)
+    covered = (
+        t.column("cuda_covered").to_pylist()
+        if "cuda_covered" in t.column_names
+        else [None] * t.num_rows
+    )
     out: list[dict] = []
     skipped = 0
     for i in order:
@@ -1035,8 +1413,15 @@ def _rows_by_duration(t: pa.Table, n: int, *, slowest: bool) -> list[dict]:
 def _unit_timeline(report: Report, u: dict, max_events: int) -> dict:
     probe = report.probe
     s, e, pid, tid = u["start_ns"], u["end_ns"], u["pid"], u["tid"]
-    out = {**{k: v for k, v in u.items() if k != "skipped_note"}, "duration_ns": e - s,
-           "nvtx": [], "cpu": [], "gpu": [], "truncated": 0, "note": ""}
+    out = {
+        **{k: v for k, v in u.items() if k != "skipped_note"},
+        "duration_ns": e - s,
+        "nvtx": [],
+        "cpu": [],
+        "gpu": [],
+        "truncated": 0,
+        "note": "",
+    }
     win = {"s": s, "e": e, "lim": max_events + 1}
     notes = [u["skipped_note"]] if u.get("skipped_note") else []
     where_thread = "pid = $pid AND tid = $tid" if tid is not None else "pid = $pid"
@@ -1052,35 +1437,55 @@ def _unit_timeline(report: Report, u: dict, max_events: int) -> dict:
         out[key] = [dict(zip(cols, r, strict=False)) for r in rows]
 
     if probe.present("nvtx_ranges"):
-        take(report.execute(
-            f"SELECT start_ns, end_ns, name, tid FROM nvtx_ranges WHERE {where_thread} "
-            "AND end_ns IS NOT NULL AND end_ns > $s AND start_ns < $e "
-            "ORDER BY start_ns LIMIT $lim", params), ("start_ns", "end_ns", "name", "tid"), "nvtx")
+        take(
+            report.execute(
+                f"SELECT start_ns, end_ns, name, tid FROM nvtx_ranges WHERE {where_thread} "
+                "AND end_ns IS NOT NULL AND end_ns > $s AND start_ns < $e "
+                "ORDER BY start_ns LIMIT $lim",
+                params,
+            ),
+            ("start_ns", "end_ns", "name", "tid"),
+            "nvtx",
+        )
     if probe.present("api_calls"):
-        take(report.execute(
-            f"SELECT start_ns, end_ns, name, category, tid FROM api_calls WHERE {where_thread} "
-            "AND end_ns > $s AND start_ns < $e ORDER BY start_ns LIMIT $lim", params),
-            ("start_ns", "end_ns", "name", "category", "tid"), "cpu")
+        take(
+            report.execute(
+                f"SELECT start_ns, end_ns, name, category, tid FROM api_calls WHERE {where_thread} "
+                "AND end_ns > $s AND start_ns < $e ORDER BY start_ns LIMIT $lim",
+                params,
+            ),
+            ("start_ns", "end_ns", "name", "category", "tid"),
+            "cpu",
+        )
     else:
         notes.append("CUDA API calls not captured")
     if tid is None:
         notes.append("the unit's thread is unknown: CPU calls of every thread of the process")
     gparts = []
     if probe.present("kernels"):
-        gparts.append("SELECT start_ns, end_ns, 'kernel' AS kind, "
-                      "coalesce(nullif(short_name, ''), name) AS name, device_id, stream_id, "
-                      "NULL::BIGINT AS bytes FROM kernels "
-                      "WHERE pid = $pid AND end_ns > $s AND start_ns < $e")
+        gparts.append(
+            "SELECT start_ns, end_ns, 'kernel' AS kind, "
+            "coalesce(nullif(short_name, ''), name) AS name, device_id, stream_id, "
+            "NULL::BIGINT AS bytes FROM kernels "
+            "WHERE pid = $pid AND end_ns > $s AND start_ns < $e"
+        )
     if probe.present("memcpys"):
-        gparts.append("SELECT start_ns, end_ns, 'memcpy', copy_kind, device_id, stream_id, bytes "
-                      "FROM memcpys WHERE pid = $pid AND end_ns > $s AND start_ns < $e")
+        gparts.append(
+            "SELECT start_ns, end_ns, 'memcpy', copy_kind, device_id, stream_id, bytes "
+            "FROM memcpys WHERE pid = $pid AND end_ns > $s AND start_ns < $e"
+        )
     if probe.present("memsets"):
-        gparts.append("SELECT start_ns, end_ns, 'memset', 'memset', device_id, stream_id, bytes "
-                      "FROM memsets WHERE pid = $pid AND end_ns > $s AND start_ns < $e")
+        gparts.append(
+            "SELECT start_ns, end_ns, 'memset', 'memset', device_id, stream_id, bytes "
+            "FROM memsets WHERE pid = $pid AND end_ns > $s AND start_ns < $e"
+        )
     if gparts:
         q = " UNION ALL ".join(f"({p})" for p in gparts) + " ORDER BY start_ns LIMIT $lim"
-        take(report.execute(q, {**win, "pid": pid}),
-             ("start_ns", "end_ns", "kind", "name", "device_id", "stream_id", "bytes"), "gpu")
+        take(
+            report.execute(q, {**win, "pid": pid}),
+            ("start_ns", "end_ns", "kind", "name", "device_id", "stream_id", "bytes"),
+            "gpu",
+        )
     for key in ("nvtx", "cpu", "gpu"):
         for ev in out[key]:
             for k in ("start_ns", "end_ns", "device_id", "stream_id", "bytes", "tid"):

@@ -29,8 +29,18 @@ MUTED = "#616e7c"
 GRID = "#e4e7eb"
 BAR = "#4c78a8"
 CURVE = "#e45756"
-PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b",
-           "#9d755d", "#ff9da6", "#bab0ac")
+PALETTE = (
+    "#4c78a8",
+    "#f58518",
+    "#54a24b",
+    "#e45756",
+    "#72b7b2",
+    "#b279a2",
+    "#eeca3b",
+    "#9d755d",
+    "#ff9da6",
+    "#bab0ac",
+)
 
 
 def esc(value: Any) -> str:
@@ -50,7 +60,7 @@ def fmt_num(v: float | None, digits: int = 3) -> str:
     v = float(v)
     if v == 0:
         return "0"
-    if abs(v) >= 10 ** digits:
+    if abs(v) >= 10**digits:
         return f"{v:,.0f}"
     return f"{v:.{digits}g}"
 
@@ -90,7 +100,7 @@ class Scale:
                 if len(mults) == 1 and (e - lo_e) % step:
                     continue
                 for m in mults:
-                    v = m * 10.0 ** e
+                    v = m * 10.0**e
                     if self.lo * (1 - 1e-9) <= v <= self.hi * (1 + 1e-9):
                         out.append((v, fmt(v)))
             return out
@@ -121,15 +131,26 @@ def nice_max(v: float) -> float:
 
 
 def _svg_open(width: float, height: float, label: str, cls: str) -> str:
-    return (f'<svg class="plot {esc(cls)}" role="img" '
-            f'viewBox="0 0 {_f(width)} {_f(height)}" width="100%" '
-            f'preserveAspectRatio="xMidYMid meet" aria-label="{esc(label)}">'
-            f"<title>{esc(label)}</title>")
+    return (
+        f'<svg class="plot {esc(cls)}" role="img" '
+        f'viewBox="0 0 {_f(width)} {_f(height)}" width="100%" '
+        f'preserveAspectRatio="xMidYMid meet" aria-label="{esc(label)}">'
+        f"<title>{esc(label)}</title>"
+    )
 
 
-def _text(x: float, y: float, s: str, *, anchor: str = "middle", cls: str = "",
-          size: float | None = None, fill: str | None = None, weight: str | None = None,
-          rotate: float | None = None) -> str:
+def _text(
+    x: float,
+    y: float,
+    s: str,
+    *,
+    anchor: str = "middle",
+    cls: str = "",
+    size: float | None = None,
+    fill: str | None = None,
+    weight: str | None = None,
+    rotate: float | None = None,
+) -> str:
     attrs = [f'x="{_f(x)}"', f'y="{_f(y)}"', f'text-anchor="{anchor}"']
     if cls:
         attrs.append(f'class="{cls}"')
@@ -144,35 +165,63 @@ def _text(x: float, y: float, s: str, *, anchor: str = "middle", cls: str = "",
     return f"<text {' '.join(attrs)}>{esc(s)}</text>"
 
 
-def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str = "", *,
-          cls: str = "", extra: str = "") -> str:
+def _rect(
+    x: float,
+    y: float,
+    w: float,
+    h: float,
+    fill: str,
+    tip: str = "",
+    *,
+    cls: str = "",
+    extra: str = "",
+) -> str:
     c = f' class="{cls}"' if cls else ""
     body = f"<title>{esc(tip)}</title>" if tip else ""
-    attrs = (f'x="{_f(x)}" y="{_f(y)}" width="{_f(max(w, 0.0))}" height="{_f(max(h, 0.0))}" '
-             f'fill="{fill}"{c}{(" " + extra) if extra else ""}')
+    attrs = (
+        f'x="{_f(x)}" y="{_f(y)}" width="{_f(max(w, 0.0))}" height="{_f(max(h, 0.0))}" '
+        f'fill="{fill}"{c}{(" " + extra) if extra else ""}'
+    )
     return f"<rect {attrs}>{body}</rect>" if body else f"<rect {attrs}/>"
 
 
-def _axes(xs: Scale, ys: Scale, *, x_fmt: Callable[[float], str], y_fmt: Callable[[float], str],
-          x_label: str, y_label: str, height: float, x_ticks: int = 9,
-          y_ticks: int = 6) -> list[str]:
+def _axes(
+    xs: Scale,
+    ys: Scale,
+    *,
+    x_fmt: Callable[[float], str],
+    y_fmt: Callable[[float], str],
+    x_label: str,
+    y_label: str,
+    height: float,
+    x_ticks: int = 9,
+    y_ticks: int = 6,
+) -> list[str]:
     """Grid lines, tick labels and axis titles."""
     out = []
     top, bottom = ys.p1, ys.p0
     for v, lab in ys.ticks(y_fmt, y_ticks):
         y = ys(v)
-        out.append(f'<line class="grid" x1="{_f(xs.p0)}" x2="{_f(xs.p1)}" y1="{_f(y)}" '
-                   f'y2="{_f(y)}" stroke="{GRID}"/>')
+        out.append(
+            f'<line class="grid" x1="{_f(xs.p0)}" x2="{_f(xs.p1)}" y1="{_f(y)}" '
+            f'y2="{_f(y)}" stroke="{GRID}"/>'
+        )
         out.append(_text(xs.p0 - 6, y + 3.5, lab, anchor="end", cls="tick"))
     for v, lab in xs.ticks(x_fmt, x_ticks):
         x = xs(v)
-        out.append(f'<line class="grid" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(top)}" '
-                   f'y2="{_f(bottom)}" stroke="{GRID}"/>')
+        out.append(
+            f'<line class="grid" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(top)}" '
+            f'y2="{_f(bottom)}" stroke="{GRID}"/>'
+        )
         out.append(_text(x, bottom + 15, lab, cls="tick"))
-    out.append(f'<line class="axis" x1="{_f(xs.p0)}" x2="{_f(xs.p1)}" y1="{_f(bottom)}" '
-               f'y2="{_f(bottom)}" stroke="{MUTED}"/>')
-    out.append(f'<line class="axis" x1="{_f(xs.p0)}" x2="{_f(xs.p0)}" y1="{_f(top)}" '
-               f'y2="{_f(bottom)}" stroke="{MUTED}"/>')
+    out.append(
+        f'<line class="axis" x1="{_f(xs.p0)}" x2="{_f(xs.p1)}" y1="{_f(bottom)}" '
+        f'y2="{_f(bottom)}" stroke="{MUTED}"/>'
+    )
+    out.append(
+        f'<line class="axis" x1="{_f(xs.p0)}" x2="{_f(xs.p0)}" y1="{_f(top)}" '
+        f'y2="{_f(bottom)}" stroke="{MUTED}"/>'
+    )
     if x_label:
         out.append(_text((xs.p0 + xs.p1) / 2, height - 8, x_label, cls="axis-label"))
     if y_label:
@@ -209,20 +258,31 @@ class VLine:
     dash: str = "5 4"
 
 
-def histogram(bins: Sequence[tuple[float, float, float]], *, title: str, x_log: bool = True,
-              x_fmt: Callable[[float], str] = fmt_ns, x_label: str = "", y_label: str = "count",
-              curves: Sequence[Curve] = (), vlines: Sequence[VLine] = (),
-              bar_color: Callable[[float, float], str] | str = BAR,
-              tip: Callable[[float, float, float], str] | None = None,
-              y_log: bool = False, width: float = WIDTH, height: float = HEIGHT,
-              cls: str = "histogram") -> str:
+def histogram(
+    bins: Sequence[tuple[float, float, float]],
+    *,
+    title: str,
+    x_log: bool = True,
+    x_fmt: Callable[[float], str] = fmt_ns,
+    x_label: str = "",
+    y_label: str = "count",
+    curves: Sequence[Curve] = (),
+    vlines: Sequence[VLine] = (),
+    bar_color: Callable[[float, float], str] | str = BAR,
+    tip: Callable[[float, float, float], str] | None = None,
+    y_log: bool = False,
+    width: float = WIDTH,
+    height: float = HEIGHT,
+    cls: str = "histogram",
+) -> str:
     """Bars over ``(lo, hi, count)`` bins, optional curves and vertical markers.
 
     ``bar_color`` is a colour or a function of the bin edges; ``tip`` gives each bar's
     tooltip. With ``x_log`` the bins are expected to be log-spaced (equal widths on screen).
     """
-    bins = [(float(lo), float(hi), float(c)) for lo, hi, c in bins
-            if hi > lo and (not x_log or lo > 0)]
+    bins = [
+        (float(lo), float(hi), float(c)) for lo, hi, c in bins if hi > lo and (not x_log or lo > 0)
+    ]
     if not bins:
         return ""
     ml, mr, mt, mb = MARGIN
@@ -239,8 +299,15 @@ def histogram(bins: Sequence[tuple[float, float, float]], *, title: str, x_log: 
     else:
         ys = Scale(0, nice_max(max(peak, 1.0) * 1.04), height - mb, mt)
     out = [_svg_open(width, height, title, cls)]
-    out += _axes(xs, ys, x_fmt=x_fmt, y_fmt=lambda v: fmt_num(v), x_label=x_label,
-                 y_label=y_label, height=height)
+    out += _axes(
+        xs,
+        ys,
+        x_fmt=x_fmt,
+        y_fmt=lambda v: fmt_num(v),
+        x_label=x_label,
+        y_label=y_label,
+        height=height,
+    )
     out.append('<g class="bars">')
     base = ys(ys.lo) if y_log else ys(0)
     for b_lo, b_hi, c in bins:
@@ -254,26 +321,42 @@ def histogram(bins: Sequence[tuple[float, float, float]], *, title: str, x_log: 
         out.append(_rect(x0 + 0.5, y, max(x1 - x0 - 1.0, 0.8), base - y, color, t, cls="bar"))
     out.append("</g>")
     for cv in curves:
-        pts = [(xs(x), ys(max(y, ys.lo) if y_log else y)) for x, y in zip(cv.x, cv.y, strict=False)
-               if lo <= x <= hi and math.isfinite(y)]
+        pts = [
+            (xs(x), ys(max(y, ys.lo) if y_log else y))
+            for x, y in zip(cv.x, cv.y, strict=False)
+            if lo <= x <= hi and math.isfinite(y)
+        ]
         if len(pts) > 1:
             dash = f' stroke-dasharray="{cv.dash}"' if cv.dash else ""
-            out.append(f'<path class="curve" d="{_path(pts)}" fill="none" stroke="{cv.color}" '
-                       f'stroke-width="{_f(cv.width)}"{dash}><title>{esc(cv.label)}</title></path>')
+            out.append(
+                f'<path class="curve" d="{_path(pts)}" fill="none" stroke="{cv.color}" '
+                f'stroke-width="{_f(cv.width)}"{dash}><title>{esc(cv.label)}</title></path>'
+            )
     # lines first, then every label over them (labels carry a white halo)
     for vl, x, row, _ in marks:
-        out.append(f'<line class="marker" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(4 + 14 * row)}" '
-                   f'y2="{_f(ys.p0)}" stroke="{vl.color}" stroke-width="1.5" '
-                   f'stroke-dasharray="{vl.dash}"/>')
+        out.append(
+            f'<line class="marker" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(4 + 14 * row)}" '
+            f'y2="{_f(ys.p0)}" stroke="{vl.color}" stroke-width="1.5" '
+            f'stroke-dasharray="{vl.dash}"/>'
+        )
     for vl, x, row, anchor in marks:
-        out.append(_text(x + 4 if anchor == "start" else x - 4, 14 + 14 * row, vl.label,
-                         anchor=anchor, cls="marker-label", fill=vl.color))
+        out.append(
+            _text(
+                x + 4 if anchor == "start" else x - 4,
+                14 + 14 * row,
+                vl.label,
+                anchor=anchor,
+                cls="marker-label",
+                fill=vl.color,
+            )
+        )
     out.append("</svg>")
     return "".join(out)
 
 
-def _layout_markers(vlines: Sequence[VLine], xs: Scale, lo: float, hi: float,
-                    width: float) -> list[tuple[VLine, float, int, str]]:
+def _layout_markers(
+    vlines: Sequence[VLine], xs: Scale, lo: float, hi: float, width: float
+) -> list[tuple[VLine, float, int, str]]:
     """Place marker labels in rows above the plot so that no two overlap:
     ``(marker, x, row, anchor)`` for the markers inside ``[lo, hi]``."""
     placed: list[list[tuple[float, float]]] = []
@@ -288,8 +371,9 @@ def _layout_markers(vlines: Sequence[VLine], xs: Scale, lo: float, hi: float,
         else:
             span, anchor = (x - 4 - w, x), "end"
         row = 0
-        while row < len(placed) and any(a < span[1] + 6 and span[0] < b + 6
-                                        for a, b in placed[row]):
+        while row < len(placed) and any(
+            a < span[1] + 6 and span[0] < b + 6 for a, b in placed[row]
+        ):
             row += 1
         if row == len(placed):
             placed.append([])
@@ -313,9 +397,16 @@ class Bar:
     hi: float | None = None
 
 
-def bar_chart(bars: Sequence[Bar], *, title: str, y_label: str = "",
-              y_fmt: Callable[[float], str] = fmt_num, width: float = WIDTH,
-              height: float = HEIGHT, cls: str = "bars") -> str:
+def bar_chart(
+    bars: Sequence[Bar],
+    *,
+    title: str,
+    y_label: str = "",
+    y_fmt: Callable[[float], str] = fmt_num,
+    width: float = WIDTH,
+    height: float = HEIGHT,
+    cls: str = "bars",
+) -> str:
     """Vertical bars; each may carry a reference value drawn as a dashed line over its slot
     (a line across the whole plot when every bar has the same reference)."""
     if not bars:
@@ -331,11 +422,15 @@ def bar_chart(bars: Sequence[Bar], *, title: str, y_label: str = "",
     out = [_svg_open(width, height, title, cls)]
     for v, lab in ys.ticks(y_fmt, 6):
         y = ys(v)
-        out.append(f'<line class="grid" x1="{_f(ml)}" x2="{_f(width - mr)}" y1="{_f(y)}" '
-                   f'y2="{_f(y)}" stroke="{GRID}"/>')
+        out.append(
+            f'<line class="grid" x1="{_f(ml)}" x2="{_f(width - mr)}" y1="{_f(y)}" '
+            f'y2="{_f(y)}" stroke="{GRID}"/>'
+        )
         out.append(_text(ml - 6, y + 3.5, lab, anchor="end", cls="tick"))
-    out.append(f'<line class="axis" x1="{_f(ml)}" x2="{_f(width - mr)}" y1="{_f(ys.p0)}" '
-               f'y2="{_f(ys.p0)}" stroke="{MUTED}"/>')
+    out.append(
+        f'<line class="axis" x1="{_f(ml)}" x2="{_f(width - mr)}" y1="{_f(ys.p0)}" '
+        f'y2="{_f(ys.p0)}" stroke="{MUTED}"/>'
+    )
     if y_label:
         out.append(_text(16, (ys.p0 + ys.p1) / 2, y_label, cls="axis-label", rotate=-90))
     bw = min(slot * 0.6, 90)
@@ -343,26 +438,47 @@ def bar_chart(bars: Sequence[Bar], *, title: str, y_label: str = "",
     for i, b in enumerate(bars):
         cx = xs(i + 0.5)
         y = ys(max(b.value, 0.0))
-        out.append(_rect(cx - bw / 2, y, bw, ys.p0 - y, b.color,
-                         b.tip or f"{b.label}: {y_fmt(b.value)}", cls="bar"))
+        out.append(
+            _rect(
+                cx - bw / 2,
+                y,
+                bw,
+                ys.p0 - y,
+                b.color,
+                b.tip or f"{b.label}: {y_fmt(b.value)}",
+                cls="bar",
+            )
+        )
         label_y = y - 5
         if b.lo is not None and b.hi is not None and b.hi > b.lo:
             y_lo, y_hi = ys(b.lo), ys(b.hi)
-            caps = "".join(f'<line x1="{_f(cx - 6)}" x2="{_f(cx + 6)}" y1="{_f(v)}" '
-                           f'y2="{_f(v)}"/>' for v in (y_lo, y_hi))
-            out.append(f'<g class="whisker" stroke="{INK}" stroke-width="1.2">'
-                       f'<line x1="{_f(cx)}" x2="{_f(cx)}" y1="{_f(y_lo)}" y2="{_f(y_hi)}"/>'
-                       f"{caps}</g>")
+            caps = "".join(
+                f'<line x1="{_f(cx - 6)}" x2="{_f(cx + 6)}" y1="{_f(v)}" y2="{_f(v)}"/>'
+                for v in (y_lo, y_hi)
+            )
+            out.append(
+                f'<g class="whisker" stroke="{INK}" stroke-width="1.2">'
+                f'<line x1="{_f(cx)}" x2="{_f(cx)}" y1="{_f(y_lo)}" y2="{_f(y_hi)}"/>'
+                f"{caps}</g>"
+            )
             label_y = min(label_y, y_hi - 5)
         if b.lo is not None:  # whiskers sit over the bar: the value goes to its right
-            out.append(_text(cx + bw / 2 + 4, min(y + 14, ys.p0 - 4), y_fmt(b.value),
-                             anchor="start", cls="value-label"))
+            out.append(
+                _text(
+                    cx + bw / 2 + 4,
+                    min(y + 14, ys.p0 - 4),
+                    y_fmt(b.value),
+                    anchor="start",
+                    cls="value-label",
+                )
+            )
         else:
             out.append(_text(cx, label_y, y_fmt(b.value), cls="value-label"))
         out.append(_text(cx, ys.p0 + 16, _clip(b.label, max(8, int(slot / 6.5))), cls="tick"))
         if b.sublabel:
-            out.append(_text(cx, ys.p0 + 30, _clip(b.sublabel, max(8, int(slot / 6.5))),
-                             cls="tick muted"))
+            out.append(
+                _text(cx, ys.p0 + 30, _clip(b.sublabel, max(8, int(slot / 6.5))), cls="tick muted")
+            )
     out.append("</g>")
     # one dashed line per run of neighbouring bars that share a reference value
     runs: list[list[int]] = []
@@ -379,18 +495,27 @@ def bar_chart(bars: Sequence[Bar], *, title: str, y_label: str = "",
         whole = len(run) == n
         x0 = ml if whole else xs(run[0]) + 4
         x1 = width - mr if whole else xs(run[-1] + 1) - 4
-        out.append(f'<g class="ref"><line x1="{_f(x0)}" x2="{_f(x1)}" y1="{_f(y)}" '
-                   f'y2="{_f(y)}" stroke="{CURVE}" stroke-width="2" stroke-dasharray="7 4">'
-                   f"<title>{esc(b.ref_label)}</title></line>"
-                   + _text(x1 - 4, y - 6, b.ref_label, anchor="end", cls="marker-label",
-                           fill=CURVE) + "</g>")
+        out.append(
+            f'<g class="ref"><line x1="{_f(x0)}" x2="{_f(x1)}" y1="{_f(y)}" '
+            f'y2="{_f(y)}" stroke="{CURVE}" stroke-width="2" stroke-dasharray="7 4">'
+            f"<title>{esc(b.ref_label)}</title></line>"
+            + _text(x1 - 4, y - 6, b.ref_label, anchor="end", cls="marker-label", fill=CURVE)
+            + "</g>"
+        )
     out.append("</svg>")
     return "".join(out)
 
 
-def stacked_hbars(rows: Sequence[tuple[str, Sequence[tuple[str, float, str]]]], *, title: str,
-                  x_label: str = "", x_fmt: Callable[[float], str] = fmt_ns,
-                  width: float = WIDTH, row_height: float = 46, cls: str = "stacked") -> str:
+def stacked_hbars(
+    rows: Sequence[tuple[str, Sequence[tuple[str, float, str]]]],
+    *,
+    title: str,
+    x_label: str = "",
+    x_fmt: Callable[[float], str] = fmt_ns,
+    width: float = WIDTH,
+    row_height: float = 46,
+    cls: str = "stacked",
+) -> str:
     """Horizontal stacked bars: ``rows`` of ``(label, [(segment, value, colour), ...])``."""
     if not rows:
         return ""
@@ -402,8 +527,10 @@ def stacked_hbars(rows: Sequence[tuple[str, Sequence[tuple[str, float, str]]]], 
     bottom = height - mb
     for v, lab in xs.ticks(x_fmt, 8):
         x = xs(v)
-        out.append(f'<line class="grid" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(mt)}" y2="{_f(bottom)}" '
-                   f'stroke="{GRID}"/>')
+        out.append(
+            f'<line class="grid" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(mt)}" y2="{_f(bottom)}" '
+            f'stroke="{GRID}"/>'
+        )
         out.append(_text(x, bottom + 15, lab, cls="tick"))
     if x_label:
         out.append(_text((ml + width - mr) / 2, height - 8, x_label, cls="axis-label"))
@@ -417,16 +544,28 @@ def stacked_hbars(rows: Sequence[tuple[str, Sequence[tuple[str, float, str]]]], 
             if v <= 0:
                 continue
             x0, x1 = xs(x), xs(x + v)
-            out.append(_rect(x0, y, x1 - x0, h, color,
-                             f"{label} - {name}: {x_fmt(v)} ({v / seg_total:.0%})", cls="segment",
-                             extra='stroke="#fff" stroke-width="0.6"'))
+            out.append(
+                _rect(
+                    x0,
+                    y,
+                    x1 - x0,
+                    h,
+                    color,
+                    f"{label} - {name}: {x_fmt(v)} ({v / seg_total:.0%})",
+                    cls="segment",
+                    extra='stroke="#fff" stroke-width="0.6"',
+                )
+            )
             if x1 - x0 > 44:
-                out.append(_text((x0 + x1) / 2, y + h / 2 + 4, x_fmt(v), cls="seg-label",
-                                 fill="#fff"))
+                out.append(
+                    _text((x0 + x1) / 2, y + h / 2 + 4, x_fmt(v), cls="seg-label", fill="#fff")
+                )
             x += v
         out.append(_text(xs(x) + 6, y + h / 2 + 4, x_fmt(x), anchor="start", cls="value-label"))
-    out.append(f'<line class="axis" x1="{_f(ml)}" x2="{_f(ml)}" y1="{_f(mt)}" y2="{_f(bottom)}" '
-               f'stroke="{MUTED}"/>')
+    out.append(
+        f'<line class="axis" x1="{_f(ml)}" x2="{_f(ml)}" y1="{_f(mt)}" y2="{_f(bottom)}" '
+        f'stroke="{MUTED}"/>'
+    )
     out.append("</svg>")
     return "".join(out)
 
@@ -452,9 +591,17 @@ class Lane:
     depth: int = 1
 
 
-def timeline(lanes: Sequence[Lane], t0: float, t1: float, *, title: str,
-             width: float = WIDTH + 140, lane_height: float = 22, label_width: float = 150,
-             cls: str = "timeline") -> str:
+def timeline(
+    lanes: Sequence[Lane],
+    t0: float,
+    t1: float,
+    *,
+    title: str,
+    width: float = WIDTH + 140,
+    lane_height: float = 22,
+    label_width: float = 150,
+    cls: str = "timeline",
+) -> str:
     """Lanes of spans over ``[t0, t1]`` with a time axis relative to ``t0``."""
     if t1 <= t0:
         t1 = t0 + 1
@@ -466,18 +613,33 @@ def timeline(lanes: Sequence[Lane], t0: float, t1: float, *, title: str,
     bottom = height - mb
     for v, lab in xs.ticks(fmt_ns, 9):
         x = xs(v)
-        out.append(f'<line class="grid" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(mt)}" y2="{_f(bottom)}" '
-                   f'stroke="{GRID}"/>')
+        out.append(
+            f'<line class="grid" x1="{_f(x)}" x2="{_f(x)}" y1="{_f(mt)}" y2="{_f(bottom)}" '
+            f'stroke="{GRID}"/>'
+        )
         out.append(_text(x, bottom + 14, ("+" if v else "") + lab, cls="tick"))
-    out.append(_text((label_width + width - mr) / 2, height - 4, "time since the unit started",
-                     cls="axis-label"))
+    out.append(
+        _text(
+            (label_width + width - mr) / 2,
+            height - 4,
+            "time since the unit started",
+            cls="axis-label",
+        )
+    )
     y = mt
     for k, lane in enumerate(lanes):
         h = max(1, lane.depth) * lane_height
         if k % 2 == 0:
             out.append(_rect(0, y - 2, width, h + 4, "#f5f7fa", cls="lane-bg"))
-        out.append(_text(label_width - 8, y + min(h, lane_height) / 2 + 4, _clip(lane.label, 22),
-                         anchor="end", cls="row-label"))
+        out.append(
+            _text(
+                label_width - 8,
+                y + min(h, lane_height) / 2 + 4,
+                _clip(lane.label, 22),
+                anchor="end",
+                cls="row-label",
+            )
+        )
         out.append('<g class="spans">')
         for s in lane.spans:
             a, b = max(s.start, t0), min(s.end, t1)
@@ -488,8 +650,16 @@ def timeline(lanes: Sequence[Lane], t0: float, t1: float, *, title: str,
             sh = lane_height - 4
             out.append(_rect(x0, sy, max(x1 - x0, 0.6), sh, s.color, s.tip, cls="span"))
             if s.label and x1 - x0 > 40:
-                out.append(_text(x0 + 3, sy + sh / 2 + 3.5, _clip(s.label, int((x1 - x0) / 6)),
-                                 anchor="start", cls="span-label", fill="#fff"))
+                out.append(
+                    _text(
+                        x0 + 3,
+                        sy + sh / 2 + 3.5,
+                        _clip(s.label, int((x1 - x0) / 6)),
+                        anchor="start",
+                        cls="span-label",
+                        fill="#fff",
+                    )
+                )
         out.append("</g>")
         y += h + 4
     out.append("</svg>")
@@ -505,9 +675,25 @@ def legend(items: Sequence[tuple[str, str]], *, line: bool = False) -> str:
     """An HTML legend (``<ul>``) of ``(label, colour)`` pairs, to sit under a plot."""
     cells = "".join(
         f'<li><span class="swatch{" line" if line else ""}" style="background:{esc(c)}"></span>'
-        f"{esc(lab)}</li>" for lab, c in items)
+        f"{esc(lab)}</li>"
+        for lab, c in items
+    )
     return f'<ul class="legend">{cells}</ul>'
 
 
-__all__ = ["Bar", "Curve", "Lane", "Scale", "Span", "VLine", "bar_chart", "esc", "fmt_num",
-           "histogram", "legend", "nice_max", "stacked_hbars", "timeline"]
+__all__ = [
+    "Bar",
+    "Curve",
+    "Lane",
+    "Scale",
+    "Span",
+    "VLine",
+    "bar_chart",
+    "esc",
+    "fmt_num",
+    "histogram",
+    "legend",
+    "nice_max",
+    "stacked_hbars",
+    "timeline",
+]

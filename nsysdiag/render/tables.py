@@ -53,8 +53,9 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def format_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table",
-                max_width: int = 60) -> str:
+def format_rows(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str = "table", max_width: int = 60
+) -> str:
     """Render rows as an aligned text table, CSV, or a JSON list of objects."""
     if fmt == "json":
         return dumps([dict(zip(columns, r)) for r in rows])
@@ -70,8 +71,10 @@ def format_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], fmt: str 
     widths = [len(c) for c in columns]
     for r in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, r)]
+
     def line(values: Sequence[str]) -> str:
         return "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
+
     out = [line(columns), line(["-" * w for w in widths])]
     out += [line(r) for r in cells]
     return "\n".join(out)

@@ -9,9 +9,17 @@ from .text import fmt_ns
 if TYPE_CHECKING:
     from ..diagnosis.model import Diagnosis
 
-_COLORS = {"healthy": "green", "cpu": "yellow", "gpu": "magenta", "pcie": "cyan",
-           "undetermined": "white", "critical": "red", "warning": "yellow", "info": "blue",
-           "graph": "cyan"}
+_COLORS = {
+    "healthy": "green",
+    "cpu": "yellow",
+    "gpu": "magenta",
+    "pcie": "cyan",
+    "undetermined": "white",
+    "critical": "red",
+    "warning": "yellow",
+    "info": "blue",
+    "graph": "cyan",
+}
 
 
 def diagnosis_lines(d: Diagnosis, *, max_findings: int = 8, markup: bool = False) -> list[str]:
@@ -40,13 +48,17 @@ def diagnosis_lines(d: Diagnosis, *, max_findings: int = 8, markup: bool = False
         lines += [
             e(f"unit       {t.unit} ({t.unit_source}), n = {t.n}"),
             f"latency    P50 {fmt_ns(t.p50_ns)}  P90 {fmt_ns(t.p90_ns)}  P99 {fmt_ns(t.p99_ns)}  "
-            f"P99/P50 {t.p99_over_p50:.2f} ({t.level})" if t.p99_over_p50 else "latency    -",
+            f"P99/P50 {t.p99_over_p50:.2f} ({t.level})"
+            if t.p99_over_p50
+            else "latency    -",
             f"shape      {t.shape} (confidence {t.shape_confidence:.2f})",
         ]
     g = d.launch_gaps
     if g.get("count"):
-        lines.append(f"launch gaps {g['count']} gaps, P50 {fmt_ns(g.get('p50_ns'))}, "
-                     f"P99 {fmt_ns(g.get('p99_ns'))}")
+        lines.append(
+            f"launch gaps {g['count']} gaps, P50 {fmt_ns(g.get('p50_ns'))}, "
+            f"P99 {fmt_ns(g.get('p99_ns'))}"
+        )
     lines.append(f"CUDA Graphs {'in use' if d.cuda_graphs.get('in_use') else 'not used'}")
     lines.append("")
     shown = d.findings[:max_findings]

@@ -44,22 +44,48 @@ def info_text(info: ReportInfo) -> str:
         "GPUs",
     ]
     if info.gpus:
-        lines.append(format_rows(
-            ["id", "name", "bus", "memory", "SMs", "cc"],
-            [[g["device_id"], g["name"], g["bus_location"], fmt_bytes(g["total_memory_bytes"]),
-              g["sm_count"], g["compute_capability"]] for g in info.gpus]))
+        lines.append(
+            format_rows(
+                ["id", "name", "bus", "memory", "SMs", "cc"],
+                [
+                    [
+                        g["device_id"],
+                        g["name"],
+                        g["bus_location"],
+                        fmt_bytes(g["total_memory_bytes"]),
+                        g["sm_count"],
+                        g["compute_capability"],
+                    ]
+                    for g in info.gpus
+                ],
+            )
+        )
     else:
         lines.append("  none recorded")
     lines += ["", "processes with CUDA activity"]
     if info.processes:
-        lines.append(format_rows(["pid", "name", "kernels", "api_calls"],
-                                 [[p["pid"], p["name"], p["kernels"], p["api_calls"]]
-                                  for p in info.processes]))
+        lines.append(
+            format_rows(
+                ["pid", "name", "kernels", "api_calls"],
+                [[p["pid"], p["name"], p["kernels"], p["api_calls"]] for p in info.processes],
+            )
+        )
     else:
         lines.append("  none")
     lines += ["", "captured"]
-    lines.append(format_rows(
-        ["view", "status", "source rows", "note"],
-        [[k, v["status"], info.row_counts[k], (v["reason"] + (f" [{v['hint']}]" if v["hint"] else ""))]
-         for k, v in info.captured.items()], max_width=100))
+    lines.append(
+        format_rows(
+            ["view", "status", "source rows", "note"],
+            [
+                [
+                    k,
+                    v["status"],
+                    info.row_counts[k],
+                    (v["reason"] + (f" [{v['hint']}]" if v["hint"] else "")),
+                ]
+                for k, v in info.captured.items()
+            ],
+            max_width=100,
+        )
+    )
     return "\n".join(lines)
