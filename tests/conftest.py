@@ -35,6 +35,15 @@ def open_corpus(path: Path) -> nsysdiag.Report:
     return nsysdiag.open(path, cache_dir=_CORPUS_CACHE)
 
 
+def run_on_corpus(run) -> dict:
+    """``run(report)`` on every corpus export (shared session cache): path -> result."""
+    out = {}
+    for path in corpus_sqlite_files():
+        with open_corpus(path) as rep:
+            out[path] = run(rep)
+    return out
+
+
 def corpus_sqlite_files() -> list[Path]:
     return sorted(CORPUS.rglob("*.sqlite")) if CORPUS.is_dir() else []
 

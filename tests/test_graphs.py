@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import H200, ROOT, corpus_sqlite_files, need, open_corpus
+from conftest import H200, ROOT, corpus_sqlite_files, need, run_on_corpus
 
 import nsysdiag
 from nsysdiag.analyses import graphs
@@ -147,11 +147,7 @@ CORPUS = corpus_sqlite_files()
 @pytest.fixture(scope="module")
 def corpus_results():
     """graphs on every corpus file, run once for the tests below."""
-    out = {}
-    for path in CORPUS:
-        with open_corpus(path) as rep:
-            out[path] = graphs.run(rep)
-    return out
+    return run_on_corpus(graphs.run)
 
 
 @pytest.mark.parametrize("name", ["baseline.sqlite", "gpu.sqlite"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import H200, corpus_sqlite_files, need, open_corpus
+from conftest import H200, corpus_sqlite_files, need, run_on_corpus
 
 import nsysdiag
 from nsysdiag.analyses import overlap
@@ -176,11 +176,7 @@ CORPUS = corpus_sqlite_files()
 @pytest.fixture(scope="module")
 def corpus_results():
     """overlap on every corpus file, run once for the tests below."""
-    out = {}
-    for path in CORPUS:
-        with open_corpus(path) as rep:
-            out[path] = overlap.run(rep)
-    return out
+    return run_on_corpus(overlap.run)
 
 
 @pytest.mark.parametrize("name", ["baseline.sqlite", "gpu.sqlite"])

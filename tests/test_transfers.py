@@ -11,7 +11,7 @@ import random
 
 import pyarrow.compute as pc
 import pytest
-from conftest import H200, ROOT, corpus_sqlite_files, need, open_corpus
+from conftest import H200, ROOT, corpus_sqlite_files, need, run_on_corpus
 
 import nsysdiag
 from nsysdiag.analyses import transfers
@@ -351,11 +351,7 @@ CORPUS = corpus_sqlite_files()
 @pytest.fixture(scope="module")
 def corpus_results():
     """transfers on every corpus file, run once for the tests below."""
-    out = {}
-    for path in CORPUS:
-        with open_corpus(path) as rep:
-            out[path] = transfers.run(rep)
-    return out
+    return run_on_corpus(transfers.run)
 
 
 def test_matches_nsys_stats_mem_time_sum_on_h200_baseline(corpus_results):

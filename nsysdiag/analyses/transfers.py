@@ -185,7 +185,8 @@ def _message(s: dict[str, Any]) -> str:
         f"in {s['total_time_ns'] / 1e6:.3f} ms"
     )
     for d in ("htod", "dtoh"):
-        if s[f"{d}_copies"] and s[f"{d}_aggregate_gbps"] is not None:
+        figures = (f"{d}_aggregate_gbps", f"{d}_aggregate_pct_of_link", f"link_{d}_gbps")
+        if s[f"{d}_copies"] and all(s.get(k) is not None for k in figures):
             text += (
                 f"; {d[0].upper()}to{d[-1].upper()} {s[f'{d}_aggregate_gbps']:.1f} GB/s "
                 f"aggregate = {s[f'{d}_aggregate_pct_of_link']:.0f}% of "
