@@ -33,6 +33,8 @@ def duckdb_connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
         config["threads"] = threads
     con = duckdb.connect(config=config)
     con.execute("SET enable_progress_bar = false")
+    # views and analyses order explicitly; without this COPY buffers whole tables
+    con.execute("SET preserve_insertion_order = false")
     spill = default_cache_dir() / "spill"
     try:
         con.execute("SET memory_limit = ?", [memory_limit()])

@@ -142,3 +142,46 @@ def test_notebook_html_reprs_escape_trace_text(builder, tmp_path):
         assert "<table>" in rep._repr_html_()
         html = kernel_summary.run(rep)._repr_html_()
     assert "&lt;b&gt;evil&lt;/b&gt;" in html and "<b>evil" not in html
+
+
+def test_kernel_configs_view(builder, tmp_path):
+    b = builder("current")
+    b.launch(0, 10, 20, 30, name="k")
+    path = b.write(tmp_path / "t.sqlite")
+    with nsysdiag.open(path) as rep:
+        (k,) = rows(rep, "SELECT start_ns, global_pid, correlation_id FROM kernels")
+        got = rep.sql("SELECT grid_x, block_x, registers_per_thread FROM kernel_configs "
+                      "WHERE start_ns = ? AND global_pid = ? AND correlation_id = ?",
+                      list(k)).fetchall()
+    assert len(got) == 1 and all(v is not None for v in got[0])
+
+
+@pytest.mark.parametrize("min_rows", [1, 10**12])
+def test_parallel_rowid_reads_give_the_same_views(monkeypatch, tmp_path, min_rows):
+    """Big tables are read as rowid ranges on threads; the views must not change."""
+    from nsysdiag.adapters import sqlite as sqlite_adapter
+    from nsysdiag.views.definitions import VIEWS
+
+    src = need(H200 / "baseline.sqlite")
+    with nsysdiag.open(src, cache_dir=tmp_path / "one") as rep:
+        monkeypatch.setattr(sqlite_adapter, "PARALLEL_MIN_ROWS", 10**12)
+        want = {v: rows(rep, f"SELECT * FROM {v} ORDER BY ALL") for v in VIEWS}
+    monkeypatch.setattr(sqlite_adapter, "PARALLEL_MIN_ROWS", min_rows)
+    monkeypatch.setattr(sqlite_adapter, "READERS", 3)
+    with nsysdiag.open(src, cache_dir=tmp_path / "par") as rep:
+        for view in VIEWS:
+            assert rows(rep, f"SELECT * FROM {view} ORDER BY ALL") == want[view], view
+
+
+def test_parallel_read_of_a_damaged_table_is_one_input_error(monkeypatch, tmp_path):
+    from nsysdiag.adapters import sqlite as sqlite_adapter
+
+    src = need(H200 / "baseline.sqlite")
+    cut = tmp_path / "cut.sqlite"
+    data = src.read_bytes()
+    cut.write_bytes(data[: len(data) * 6 // 10])
+    monkeypatch.setattr(sqlite_adapter, "PARALLEL_MIN_ROWS", 1)
+    with pytest.raises(InputError) as err:
+        with nsysdiag.open(cut, cache_dir=tmp_path / "c") as rep:
+            rep.ensure_views("kernels", "api_calls")
+    assert "\n" not in str(err.value)

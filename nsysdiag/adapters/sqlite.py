@@ -13,9 +13,11 @@ so the input's bytes and mtime never change.
 from __future__ import annotations
 
 import hashlib
+import queue
 import sqlite3
+import threading
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,6 +26,10 @@ from ..errors import InputError
 from .base import Source
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+
+#: parallel cursors for a big table, and the row count from which a table counts as big
+READERS = 2
+PARALLEL_MIN_ROWS = 200_000
 
 
 def _uri(path: Path) -> str:
@@ -43,8 +49,7 @@ class SqliteSource(Source):
         super().__init__(path)
         self._tables: dict[str, dict[str, str]] | None = None
         self._counts: dict[str, int] = {}
-        self._adbc = None
-        self._cursors: set = set()  # open ADBC cursors: closed by close() if never drained
+        self._streams: set = set()  # open (connection, cursor) pairs: closed by close() if never drained
         try:
             self._db = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
             self._db.text_factory = lambda b: b.decode("utf-8", "replace")
@@ -97,34 +102,122 @@ class SqliteSource(Source):
     def _read_present(
         self, table: str, columns: Mapping[str, str], where: str | None
     ) -> pa.RecordBatchReader:
+        """Stream the rows; big tables are read as rowid ranges on parallel threads.
+
+        SQLite decodes rows on one core per cursor, which bounds a single stream; the ADBC
+        driver releases the GIL while it reads, so ``READERS`` cursors on disjoint rowid
+        ranges fill a bounded queue while DuckDB consumes it. Row order is not kept (views
+        never rely on it).
+        """
         query = self._select(table, columns, where)
+        ranges = self._rowid_ranges(table)
+        if ranges:
+            joiner = " AND " if where else " WHERE "
+            queries = [f"{query}{joiner}rowid BETWEEN {lo} AND {hi}" for lo, hi in ranges]
+        else:
+            queries = [query]
+        readers = [self._open_stream(table, q) for q in queries]
+        if len(readers) == 1:
+            return self._guarded(table, *readers[0])
+        return pa.RecordBatchReader.from_batches(
+            readers[0][1].schema, self._interleave(table, readers)
+        )
+
+    def _rowid_ranges(self, table: str) -> list[tuple[int, int]]:
+        """Disjoint rowid ranges covering ``table`` for parallel reads (none when small)."""
+        if READERS < 2 or self.row_count(table) < PARALLEL_MIN_ROWS:
+            return []
         try:
-            if self._adbc is None:
-                import adbc_driver_sqlite.dbapi as adbc
+            lo, hi = self._db.execute(f"SELECT min(rowid), max(rowid) FROM {_quote(table)}").fetchone()
+        except sqlite3.DatabaseError:  # WITHOUT ROWID or damaged: read in one stream
+            return []
+        if lo is None:
+            return []
+        step = (hi - lo) // READERS + 1
+        return [(lo + i * step, min(hi, lo + (i + 1) * step - 1)) for i in range(READERS)]
 
-                self._adbc = adbc.connect(_uri(self.path))
-            cur = self._adbc.cursor()
-            self._cursors.add(cur)
+    def _open_stream(self, table: str, query: str):
+        """(handle, reader) of one query, on a connection of its own, since SQLite
+        serializes the statements of one connection. The cursor must outlive the reader."""
+        import adbc_driver_sqlite.dbapi as adbc
+
+        con = cur = None
+        try:
+            con = adbc.connect(_uri(self.path))
+            cur = con.cursor()
+            handle = (con, cur)
+            self._streams.add(handle)
             cur.execute(query)
-            reader = cur.fetch_record_batch()
+            return handle, cur.fetch_record_batch()
         except Exception as exc:  # the driver raises its own DB-API error types
-            raise InputError(
-                f"table {table} cannot be read ({str(exc).splitlines()[0]})", path=str(self.path)
-            ) from None
+            for obj in (cur, con):
+                if obj is not None:
+                    obj.close()
+            self._streams.discard((con, cur))
+            raise self._error(table, exc) from None
 
+    def _error(self, table: str, exc: BaseException) -> InputError:
+        return InputError(
+            f"table {table} cannot be read ({str(exc).splitlines()[0]})", path=str(self.path)
+        )
+
+    def _finish(self, handle) -> None:
+        if handle in self._streams:
+            self._streams.discard(handle)
+            con, cur = handle
+            cur.close()
+            con.close()
+
+    def _guarded(self, table: str, handle, reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
         def batches():
             try:
                 yield from reader
             except Exception as exc:
-                raise InputError(
-                    f"table {table} cannot be read ({str(exc).splitlines()[0]})",
-                    path=str(self.path),
-                ) from None
+                raise self._error(table, exc) from None
             finally:
-                cur.close()
-                self._cursors.discard(cur)
+                self._finish(handle)
 
         return pa.RecordBatchReader.from_batches(reader.schema, batches())
+
+    def _interleave(self, table: str, readers: list) -> Iterator[pa.RecordBatch]:
+        """Batches of several streams, each drained by its own thread into one queue."""
+        out: queue.Queue = queue.Queue(maxsize=8 * len(readers))
+        stop = threading.Event()
+
+        def drain(reader: pa.RecordBatchReader) -> None:
+            try:
+                for batch in reader:
+                    while not stop.is_set():
+                        try:
+                            out.put(batch, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if stop.is_set():
+                        return
+                out.put(None)
+            except Exception as exc:
+                out.put(exc)
+
+        threads = [threading.Thread(target=drain, args=(r,), daemon=True) for _, r in readers]
+        for t in threads:
+            t.start()
+        try:
+            done = 0
+            while done < len(readers):
+                item = out.get()
+                if item is None:
+                    done += 1
+                elif isinstance(item, BaseException):
+                    raise self._error(table, item)
+                else:
+                    yield item
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+            for handle, _ in readers:
+                self._finish(handle)
 
     def identity(self) -> str:
         st = self.path.stat()
@@ -133,9 +226,5 @@ class SqliteSource(Source):
 
     def close(self) -> None:
         self._db.close()
-        for cur in list(self._cursors):  # streams never read to the end (an error midway)
-            cur.close()
-        self._cursors.clear()
-        if self._adbc is not None:
-            self._adbc.close()
-            self._adbc = None
+        for handle in list(self._streams):  # streams never read to the end (an error midway)
+            self._finish(handle)

@@ -23,7 +23,7 @@ from .definitions import API_CATEGORY_SQL, CHECK_MACROS, VIEWS, RawInput, ViewSp
 from .enums import ENUM_TABLES, enum_table
 
 #: bump when a view's columns or meaning change, so old caches are not reused
-VIEW_FORMAT = 4
+VIEW_FORMAT = 5
 
 
 def sql_string(value: str) -> str:
@@ -91,9 +91,14 @@ class ViewStore:
                 name = f"raw_{raw.alias}"
                 self.con.register(name, self._read(raw))
                 registered.append(name)
+            # DuckDB cannot see how long an Arrow stream is (it guesses one row) and would
+            # build its hash tables on the raw table: keep the join order as written, big
+            # raw input on the probe side, small lookup tables on the build side.
+            self.con.execute("SET disabled_optimizers = 'join_order,build_side_probe_side'")
             self._run(f"COPY ({spec.sql}) TO {sql_string(tmp)} (FORMAT parquet, COMPRESSION zstd)")
             os.replace(tmp, target)
         finally:
+            self.con.execute("RESET disabled_optimizers")
             for name in registered:
                 self.con.unregister(name)
             if os.path.exists(tmp):

@@ -112,19 +112,12 @@ KERNELS = ViewSpec(
         RawInput(
             "kernel",
             ("CUPTI_ACTIVITY_KIND_KERNEL",),
-            {**_GPU_OP_COLUMNS, "graphId": "int", "demangledName": "int", "shortName": "int",
-             "gridX": "int", "gridY": "int", "gridZ": "int", "blockX": "int", "blockY": "int",
-             "blockZ": "int", "registersPerThread": "int", "staticSharedMemory": "int",
-             "dynamicSharedMemory": "int"},
+            {**_GPU_OP_COLUMNS, "graphId": "int", "demangledName": "int", "shortName": "int"},
         ),
     ),
     sql=f"""
 SELECT {_gpu_common('k')}, k.graphId AS graph_id,
-       coalesce(dn.value, sn.value) AS name, coalesce(sn.value, dn.value) AS short_name,
-       k.gridX AS grid_x, k.gridY AS grid_y, k.gridZ AS grid_z,
-       k.blockX AS block_x, k.blockY AS block_y, k.blockZ AS block_z,
-       k.registersPerThread AS registers_per_thread,
-       k.staticSharedMemory AS static_shared_bytes, k.dynamicSharedMemory AS dynamic_shared_bytes
+       coalesce(dn.value, sn.value) AS name, coalesce(sn.value, dn.value) AS short_name
 FROM {_timed('raw_kernel')} k
 LEFT JOIN _strings dn ON dn.id = k.demangledName
 LEFT JOIN _strings sn ON sn.id = k.shortName""",
@@ -133,6 +126,38 @@ LEFT JOIN _strings sn ON sn.id = k.shortName""",
         "graph_id": "CUDA graph id (newer exports), else NULL",
         "name": "demangled kernel name",
         "short_name": "base kernel name",
+    },
+    source_tables=("CUPTI_ACTIVITY_KIND_KERNEL",),
+    capture_hint="nsys profile --trace=cuda",
+)
+
+# Launch configurations live apart from ``kernels``: no analysis needs them, and reading
+# nine more columns of the biggest table would double the time to build ``kernels``.
+KERNEL_CONFIGS = ViewSpec(
+    name="kernel_configs",
+    description="Launch configuration of each kernel execution (join kernels on "
+                "global_pid, correlation_id, start_ns).",
+    inputs=(
+        RawInput(
+            "kernel_config",
+            ("CUPTI_ACTIVITY_KIND_KERNEL",),
+            {"start": "int", "globalPid": "int", "correlationId": "int",
+             "gridX": "int", "gridY": "int", "gridZ": "int", "blockX": "int", "blockY": "int",
+             "blockZ": "int", "registersPerThread": "int", "staticSharedMemory": "int",
+             "dynamicSharedMemory": "int"},
+        ),
+    ),
+    sql=f"""
+SELECT _ts(k.start) AS start_ns, k.globalPid AS global_pid, k.correlationId AS correlation_id,
+       k.gridX AS grid_x, k.gridY AS grid_y, k.gridZ AS grid_z,
+       k.blockX AS block_x, k.blockY AS block_y, k.blockZ AS block_z,
+       k.registersPerThread AS registers_per_thread,
+       k.staticSharedMemory AS static_shared_bytes, k.dynamicSharedMemory AS dynamic_shared_bytes
+FROM raw_kernel_config k""",
+    columns={
+        "start_ns": "GPU start time, ns (as in kernels)",
+        "global_pid": "nsys packed process key (as in kernels)",
+        "correlation_id": "id of the launching API call (as in kernels)",
         "grid_x": "grid size x (blocks)", "grid_y": "grid size y", "grid_z": "grid size z",
         "block_x": "block size x (threads)", "block_y": "block size y", "block_z": "block size z",
         "registers_per_thread": "registers per thread",
@@ -532,8 +557,8 @@ FROM launches l FULL OUTER JOIN gpu g
 
 VIEWS: dict[str, ViewSpec] = {
     v.name: v
-    for v in (KERNELS, MEMCPYS, MEMSETS, API_CALLS, NVTX_RANGES, SYNCS, THREADS, PROCESSES,
-              DEVICES, OS_RUNTIME, GPU_METRICS, CUDA_GRAPHS)
+    for v in (KERNELS, KERNEL_CONFIGS, MEMCPYS, MEMSETS, API_CALLS, NVTX_RANGES, SYNCS, THREADS,
+              PROCESSES, DEVICES, OS_RUNTIME, GPU_METRICS, CUDA_GRAPHS)
 }
 
 #: the API-name classification behind ``api_calls.category``
