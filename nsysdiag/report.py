@@ -116,6 +116,9 @@ class Report:
         self.con = duckdb_connect(threads)
         self._store = ViewStore(self.source, self.con, directory, tracer)
         self._probe: Probe | None = None
+        self._scratch: str | None = None
+        #: analysis results computed on this report (see ``analyses.results``)
+        self.results_memo: dict[str, Any] = {}
 
     # -- querying -------------------------------------------------------------------------
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
@@ -146,6 +149,18 @@ class Report:
         if name not in VIEWS:
             raise UsageError(f"no view named {name!r}; views: {', '.join(VIEWS)}")
         return self.sql(f"SELECT * FROM {name}")
+
+    def analysis(self, name: str, **options: Any):
+        """Run analysis ``name`` (or reuse its cached result); see ``nsysdiag.analyses``."""
+        from .analyses import results
+
+        return results.run(self, name, **options)
+
+    def scratch_dir(self) -> Path:
+        """A private directory for intermediate results, removed by :meth:`close`."""
+        if self._scratch is None:
+            self._scratch = tempfile.mkdtemp(prefix="nsysdiag-steps-")
+        return Path(self._scratch)
 
     def ensure_views(self, *names: str) -> None:
         """Build (or load from cache) the named views now."""
@@ -245,9 +260,10 @@ class Report:
             self.con.close()
         finally:
             self.source.close()
-            if self._tmp:
-                shutil.rmtree(self._tmp, ignore_errors=True)
-                self._tmp = None
+            for attr in ("_tmp", "_scratch"):
+                if getattr(self, attr):
+                    shutil.rmtree(getattr(self, attr), ignore_errors=True)
+                    setattr(self, attr, None)
 
     def __enter__(self) -> Report:
         return self

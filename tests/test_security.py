@@ -31,6 +31,7 @@ from fixtures.fuzz import INJECTION
 from fixtures.make_fixtures import standard
 from fixtures.nsysbuild import TraceBuilder
 from nsysdiag.adapters import nsysrep
+from nsysdiag.analyses import ANALYSES
 from nsysdiag.cli.main import cli, main
 from nsysdiag.errors import InputError, UsageError
 from nsysdiag.views.definitions import VIEWS
@@ -255,12 +256,21 @@ def test_output_paths_not_derived_from_trace_contents(tmp_path, capsys, monkeypa
     assert not any(victim.iterdir()), "a trace string became a path"
     created = (_files_under(tmp_path) - _files_under(cache) - {cache}) - before_tree
     assert created == {out / "report.html"}, sorted(map(str, created))
-    # the cache holds <identity>-v<format>-<version>/<view>.parquet, nothing else
+    # the cache holds <identity>-v<format>-<version>/<view>.parquet and
+    # results/<analysis>-<hex key>/{result.json, <n>.arrow}, nothing else
     view_dirs = list((cache / "views").iterdir())
     assert len(view_dirs) == 1
     assert re.fullmatch(r"[0-9a-f]{24}-v\d+-[0-9A-Za-z.+-]+", view_dirs[0].name), view_dirs[0].name
     for f in view_dirs[0].iterdir():
+        if f.name == "results":
+            continue
         assert f.suffix == ".parquet" and f.stem in VIEWS, f.name
+    results = list((view_dirs[0] / "results").iterdir())
+    assert results
+    for d in results:
+        name, key = d.name.rsplit("-", 1)
+        assert name in ANALYSES and re.fullmatch(r"[0-9a-f]{20}", key), d.name
+        assert all(re.fullmatch(r"result\.json|\d+\.arrow", f.name) for f in d.iterdir()), d
     assert {p.name for p in cache.iterdir()} <= {"views", "exports"}
 
 

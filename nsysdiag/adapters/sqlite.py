@@ -49,7 +49,8 @@ class SqliteSource(Source):
         super().__init__(path)
         self._tables: dict[str, dict[str, str]] | None = None
         self._counts: dict[str, int] = {}
-        self._streams: set = set()  # open (connection, cursor) pairs: closed by close() if never drained
+        # open (connection, cursor) pairs: closed by close() if never drained
+        self._streams: set = set()
         try:
             self._db = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
             self._db.text_factory = lambda b: b.decode("utf-8", "replace")
@@ -128,7 +129,8 @@ class SqliteSource(Source):
         if READERS < 2 or self.row_count(table) < PARALLEL_MIN_ROWS:
             return []
         try:
-            lo, hi = self._db.execute(f"SELECT min(rowid), max(rowid) FROM {_quote(table)}").fetchone()
+            query = f"SELECT min(rowid), max(rowid) FROM {_quote(table)}"
+            lo, hi = self._db.execute(query).fetchone()
         except sqlite3.DatabaseError:  # WITHOUT ROWID or damaged: read in one stream
             return []
         if lo is None:

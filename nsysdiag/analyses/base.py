@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..render.tables import dumps, format_rows
+from ..views.build import sql_string
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -60,24 +62,34 @@ def run_query(report: Report, module: str, query: str, params: dict | None = Non
 def steps(
     report: Report, module: str, names: tuple[str, ...], params: dict | None = None
 ) -> Iterator[None]:
-    """Compute intermediate queries of an SQL file once, as temporary tables.
+    """Compute intermediate queries of an SQL file once, as temporary Parquet files.
 
-    Each step (in order; a step may read the earlier ones) becomes a temporary table
-    named after it for the duration of the block, so the output queries that read it do
-    not recompute it.
+    Each step (in order; a step may read the earlier ones) is written to a Parquet file in
+    the report's scratch directory and named as a view for the duration of the block, so
+    the output queries that read it do not recompute it. Files, not in-memory tables:
+    a step over tens of millions of kernels streams to disk instead of holding the memory
+    that the queries after it need.
     """
     sql = load_sql(module)
     made = []
     try:
         for name in names:
+            target = report.scratch_dir() / f"{module}.{name}.{uuid.uuid4().hex}.parquet"
+            made.append((name, target))
             report.sql(
-                f"CREATE OR REPLACE TEMP TABLE {name} AS\n{sql[name]}", _bind(sql[name], params)
+                f"COPY (\n{sql[name]}\n) TO {sql_string(str(target))} "
+                "(FORMAT parquet, COMPRESSION lz4_raw)",
+                _bind(sql[name], params),
+            ).fetchall()
+            report.con.execute(
+                f"CREATE OR REPLACE TEMP VIEW {name} AS "
+                f"SELECT * FROM read_parquet({sql_string(str(target))})"
             )
-            made.append(name)
         yield
     finally:
-        for name in reversed(made):
-            report.con.execute(f"DROP TABLE IF EXISTS {name}")
+        for name, target in reversed(made):
+            report.con.execute(f"DROP VIEW IF EXISTS {name}")
+            target.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,14 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import UsageError
-from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, run_query
+from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, run_query, steps
 
 if TYPE_CHECKING:
     from ..report import Report
 
 NAME = "ranges"
+#: intermediate results of the instances query, materialized in this order
+_INSTANCE_STEPS = ("rg_units", "rg_calls", "rg_cpu", "rg_ops", "rg_own", "rg_busy_pieces")
 MIN_INSTANCES = 20
 SLOWEST = 20
 SCOPES = ("auto", "thread", "process")
@@ -268,13 +270,18 @@ def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table
     """
     chosen = scope if scope != "auto" else ("thread" if unit.thread_local else "process")
     with _registered(report, "_ranges_units", unit.instances):
-        table = run_query(report, NAME, "instances", {"scope": chosen})
+        table = _instances(report, chosen)
         if scope == "auto" and chosen == "thread" and unit.source != "sync_fallback":
             api = sum(_total(table, f"{c}_ns") for c in CPU_COMPONENTS[:-1])
             if api == 0:
                 chosen = "process"
-                table = run_query(report, NAME, "instances", {"scope": chosen})
+                table = _instances(report, chosen)
     return table, chosen
+
+
+def _instances(report: Report, scope: str) -> pa.Table:
+    with steps(report, NAME, _INSTANCE_STEPS, {"scope": scope}):
+        return run_query(report, NAME, "instances")
 
 
 def _total(table: pa.Table, column: str) -> int:

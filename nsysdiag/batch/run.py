@@ -71,7 +71,6 @@ def report_key(path: Path) -> str:
 def diagnose_one(path: str, options: dict[str, Any]) -> dict[str, Any]:
     """Diagnose one report; never raises: errors become an ``error`` record."""
     from .. import diagnose
-    from ..analyses import module
     from ..errors import NsysdiagError
     from ..report import Report
 
@@ -84,7 +83,7 @@ def diagnose_one(path: str, options: dict[str, Any]) -> dict[str, Any]:
             nsys=options.get("nsys"),
         ) as rep:
             d = diagnose(rep, range_name=options.get("range_name"))
-            ks = module("kernel_summary").run(rep)
+            ks = rep.analysis("kernel_summary")
             kernels = ks.to_arrow().to_pylist() if ks.ok else []
         t, v, g = d.tail, d.verdict, d.launch_gaps
         record.update(

@@ -401,7 +401,7 @@ def _analysis_command(name: str) -> click.Command:
         settings: Settings, path: str, fmt: str, table: str | None, max_rows: int, **options
     ) -> None:
         with settings.open(path) as rep:
-            result = mod.run(rep, **options)
+            result = rep.analysis(name, **options)
         emit_result(result, fmt, table, None if max_rows <= 0 else max_rows)
 
     params = [

@@ -267,9 +267,7 @@ class Evidence:
 
     def _jitter_result(self) -> AnalysisResult | None:
         if self._jitter is None and self.report.probe.present("kernels"):
-            from ..analyses import jitter
-
-            self._jitter = jitter.run(self.report)
+            self._jitter = self.report.analysis("jitter")
             self.results["jitter"] = self._jitter
         return self._jitter
 

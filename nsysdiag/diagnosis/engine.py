@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from ..analyses import module as analysis_module
 from ..analyses.base import AnalysisResult
 from ..report import Report
 from ..stats.classifier import classify_tail
@@ -52,7 +51,7 @@ class Settings:
 def _run(report: Report, name: str, **kw: Any) -> AnalysisResult | None:
     """Run one analysis; a failure in one analysis must not sink the diagnosis."""
     try:
-        return analysis_module(name).run(report, **kw)
+        return report.analysis(name, **kw)
     except (ImportError, AttributeError):
         return None
 

@@ -147,7 +147,7 @@ KERNEL_CONFIGS = ViewSpec(
              "dynamicSharedMemory": "int"},
         ),
     ),
-    sql=f"""
+    sql="""
 SELECT _ts(k.start) AS start_ns, k.globalPid AS global_pid, k.correlationId AS correlation_id,
        k.gridX AS grid_x, k.gridY AS grid_y, k.gridZ AS grid_z,
        k.blockX AS block_x, k.blockY AS block_y, k.blockZ AS block_z,

@@ -97,23 +97,36 @@ ASOF LEFT JOIN (SELECT device_id, t_ns, depth FROM depth_series WHERE level = 'd
 WHERE l.api_end_ns IS NOT NULL
 
 -- @query latency
-SELECT metric, count(value) AS count,
-       quantile_cont(value, 0.5) AS p50_ns, quantile_cont(value, 0.9) AS p90_ns,
-       quantile_cont(value, 0.99) AS p99_ns, max(value) AS max_ns, avg(value) AS mean_ns
-FROM (UNPIVOT (SELECT api_duration_ns AS api_duration,
-                      api_start_to_kernel_start_ns AS api_start_to_kernel_start,
-                      api_end_to_kernel_start_ns AS api_end_to_kernel_start,
-                      queue_ns AS queue
-               FROM launches)
-      ON COLUMNS(*) INTO NAME metric VALUE value
-      UNION ALL
-      UNPIVOT (SELECT api_end_ns - api_start_ns AS graph_api_duration,
-                      launch_to_start_ns AS graph_launch_to_start
-               FROM cuda_graphs WHERE api_start_ns IS NOT NULL)
-      ON COLUMNS(*) INTO NAME metric VALUE value)
-GROUP BY metric
-ORDER BY list_position(['api_duration', 'api_start_to_kernel_start', 'api_end_to_kernel_start',
-                        'queue', 'graph_api_duration', 'graph_launch_to_start'], metric)
+-- One list-valued quantile per metric: a single sorted copy of each column, not one per
+-- percentile (holistic aggregates hold their input in memory; at 10M kernels that matters).
+WITH l AS (
+    SELECT 'api_duration' AS metric, count(api_duration_ns) AS count,
+           quantile_cont(api_duration_ns, [0.5, 0.9, 0.99]) AS q, max(api_duration_ns) AS max_ns,
+           avg(api_duration_ns) AS mean_ns, 1 AS pos FROM launches
+    UNION ALL
+    SELECT 'api_start_to_kernel_start', count(api_start_to_kernel_start_ns),
+           quantile_cont(api_start_to_kernel_start_ns, [0.5, 0.9, 0.99]),
+           max(api_start_to_kernel_start_ns), avg(api_start_to_kernel_start_ns), 2 FROM launches
+    UNION ALL
+    SELECT 'api_end_to_kernel_start', count(api_end_to_kernel_start_ns),
+           quantile_cont(api_end_to_kernel_start_ns, [0.5, 0.9, 0.99]),
+           max(api_end_to_kernel_start_ns), avg(api_end_to_kernel_start_ns), 3 FROM launches
+    UNION ALL
+    SELECT 'queue', count(queue_ns), quantile_cont(queue_ns, [0.5, 0.9, 0.99]), max(queue_ns),
+           avg(queue_ns), 4 FROM launches
+    UNION ALL
+    SELECT 'graph_api_duration', count(api_end_ns - api_start_ns),
+           quantile_cont(api_end_ns - api_start_ns, [0.5, 0.9, 0.99]),
+           max(api_end_ns - api_start_ns), avg(api_end_ns - api_start_ns), 5
+    FROM cuda_graphs WHERE api_start_ns IS NOT NULL
+    UNION ALL
+    SELECT 'graph_launch_to_start', count(launch_to_start_ns),
+           quantile_cont(launch_to_start_ns, [0.5, 0.9, 0.99]), max(launch_to_start_ns),
+           avg(launch_to_start_ns), 6
+    FROM cuda_graphs WHERE api_start_ns IS NOT NULL)
+SELECT metric, count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, mean_ns
+FROM l WHERE count > 0
+ORDER BY pos
 
 -- @query summary
 SELECT *

@@ -104,6 +104,108 @@ WHERE start_ns IS NOT NULL
 ORDER BY instance;
 
 
+-- @query rg_units
+-- Steps of `instances` (materialized one by one, so that each heavy window or join
+-- gets the whole memory budget). The instances with the key their CUDA calls are matched on.
+SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key
+FROM _ranges_units
+
+-- @query rg_calls
+-- The key's CUDA calls, with the component each counts into.
+WITH u AS (SELECT * FROM rg_units)
+SELECT CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key,
+           CASE WHEN category IN ('launch', 'graph_launch') THEN 'launch'
+                WHEN category IN ('memcpy', 'memset') THEN 'memcpy'
+                WHEN category = 'sync' THEN 'sync' ELSE 'other' END AS comp,
+           start_ns, end_ns, global_pid, correlation_id
+    FROM api_calls
+    WHERE (CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END)
+          IN (SELECT DISTINCT key FROM u)
+
+-- @query rg_cpu
+-- CPU components per instance (see instances).
+WITH u AS (SELECT * FROM rg_units),
+calls AS (SELECT * FROM rg_calls),
+call_cover AS (
+    SELECT key, comp, end_ns AS e,
+           greatest(start_ns, coalesce(max(end_ns) OVER (
+               PARTITION BY key ORDER BY start_ns, end_ns DESC
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), start_ns)) AS s
+    FROM calls),
+-- one pass: running totals of every component up to and including each piece
+api_pieces AS (
+    SELECT key, comp, s, e,
+           sum(e - s) FILTER (WHERE comp = 'launch') OVER w AS launch_cum,
+           sum(e - s) FILTER (WHERE comp = 'memcpy') OVER w AS memcpy_cum,
+           sum(e - s) FILTER (WHERE comp = 'sync') OVER w AS sync_cum,
+           sum(e - s) FILTER (WHERE comp = 'other') OVER w AS other_cum
+    FROM call_cover WHERE e > s
+    WINDOW w AS (PARTITION BY key ORDER BY s ROWS UNBOUNDED PRECEDING)),
+cpu_probe AS (
+    SELECT instance, key, unnest([start_ns, end_ns]) AS ts, unnest([-1, 1]) AS sign FROM u),
+-- time of a component before instant ts: its running total at the last piece starting
+-- at or before ts, less the part of that piece after ts
+cpu AS (
+    SELECT p.instance,
+           sum(p.sign * coalesce(g.launch_cum - CASE WHEN g.comp = 'launch'
+               THEN g.e - least(p.ts, g.e) ELSE 0 END, 0)) AS cpu_launch_ns,
+           sum(p.sign * coalesce(g.memcpy_cum - CASE WHEN g.comp = 'memcpy'
+               THEN g.e - least(p.ts, g.e) ELSE 0 END, 0)) AS cpu_memcpy_ns,
+           sum(p.sign * coalesce(g.sync_cum - CASE WHEN g.comp = 'sync'
+               THEN g.e - least(p.ts, g.e) ELSE 0 END, 0)) AS cpu_sync_ns,
+           sum(p.sign * coalesce(g.other_cum - CASE WHEN g.comp = 'other'
+               THEN g.e - least(p.ts, g.e) ELSE 0 END, 0)) AS cpu_other_api_ns
+    FROM cpu_probe p
+    ASOF LEFT JOIN api_pieces g ON g.key = p.key AND p.ts >= g.s
+    GROUP BY p.instance)
+SELECT * FROM cpu
+
+-- @query rg_ops
+-- Every GPU operation with its launch key.
+SELECT 'kernel' AS cls, device_id, global_pid, correlation_id, start_ns, end_ns
+    FROM kernels WHERE start_ns > 0
+    UNION ALL
+    SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
+    FROM memcpys WHERE start_ns > 0
+    UNION ALL
+    SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
+    FROM memsets WHERE start_ns > 0
+    UNION ALL
+    SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns
+    FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0
+
+-- @query rg_own
+-- Each instance's own GPU work.
+WITH u AS (SELECT * FROM rg_units),
+ops AS (SELECT * FROM rg_ops),
+calls AS (SELECT * FROM rg_calls),
+launched AS (
+    SELECT o.cls, o.device_id, o.start_ns, o.end_ns, a.key,
+           a.start_ns AS api_start_ns, a.end_ns AS api_end_ns
+    FROM ops o JOIN calls a
+      ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id),
+own AS (
+    SELECT u.instance, l.cls, l.device_id, l.start_ns, l.end_ns, l.api_end_ns
+    FROM launched l ASOF JOIN u ON u.key = l.key AND l.api_start_ns >= u.start_ns
+    WHERE l.api_end_ns <= u.end_ns)
+SELECT * FROM own
+
+-- @query rg_busy_pieces
+-- Each device's busy time as disjoint pieces with running totals.
+WITH ops AS (SELECT * FROM rg_ops),
+op_cover AS (
+    SELECT device_id, end_ns,
+           greatest(start_ns, coalesce(max(end_ns) OVER (
+               PARTITION BY device_id ORDER BY start_ns, end_ns DESC
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), start_ns)) AS s
+    FROM ops),
+busy_pieces AS (
+    SELECT device_id, s, end_ns AS e,
+           sum(end_ns - s) OVER (PARTITION BY device_id ORDER BY s ROWS UNBOUNDED PRECEDING)
+               - (end_ns - s) AS before_ns
+    FROM op_cover WHERE end_ns > s)
+SELECT * FROM busy_pieces
+
 -- @query instances
 -- key: the thread (scope 'thread') or the process (scope 'process') whose API calls count.
 --
@@ -138,69 +240,14 @@ ORDER BY instance;
 -- cuda_covered: the instance overlaps the span between its process's first and last traced
 -- CUDA call (false when tracing stopped early or started late, which would make it look
 -- all "outside CUDA"; NULL when the process made no CUDA call).
--- Whole own work, also outside the window: n_kernels,
+-- Whole own work, also outside the window: n_kernels
 -- n_copies, own_kernel_total_ns, own_copy_total_ns (sums of durations), gpu_start_ns and
 -- gpu_end_ns (NVIDIA's projected range), gpu_overhang_ns (own work after end_ns).
-WITH u AS (
-    SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key
-    FROM _ranges_units),
-calls AS (
-    SELECT CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key,
-           CASE WHEN category IN ('launch', 'graph_launch') THEN 'launch'
-                WHEN category IN ('memcpy', 'memset') THEN 'memcpy'
-                WHEN category = 'sync' THEN 'sync' ELSE 'other' END AS comp,
-           start_ns, end_ns, global_pid, correlation_id
-    FROM api_calls
-    WHERE (CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END)
-          IN (SELECT DISTINCT key FROM u)),
-call_cover AS (
-    SELECT key, comp, start_ns, end_ns,
-           greatest(start_ns, coalesce(max(end_ns) OVER (
-               PARTITION BY key ORDER BY start_ns, end_ns DESC
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), start_ns)) AS s
-    FROM calls),
-api_pieces AS (
-    SELECT key, comp, s, end_ns AS e,
-           sum(end_ns - s) OVER (PARTITION BY key, comp ORDER BY s ROWS UNBOUNDED PRECEDING)
-               - (end_ns - s) AS before_ns
-    FROM call_cover WHERE end_ns > s),
-cpu_probe AS (
-    SELECT instance, key, comp, unnest([start_ns, end_ns]) AS ts, unnest([-1, 1]) AS sign
-    FROM u CROSS JOIN (VALUES ('launch'), ('memcpy'), ('sync'), ('other')) AS c(comp)),
-cpu AS (
-    SELECT p.instance,
-           sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
-               FILTER (WHERE p.comp = 'launch') AS cpu_launch_ns,
-           sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
-               FILTER (WHERE p.comp = 'memcpy') AS cpu_memcpy_ns,
-           sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
-               FILTER (WHERE p.comp = 'sync') AS cpu_sync_ns,
-           sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
-               FILTER (WHERE p.comp = 'other') AS cpu_other_api_ns
-    FROM cpu_probe p
-    ASOF LEFT JOIN api_pieces g ON g.key = p.key AND g.comp = p.comp AND p.ts >= g.s
-    GROUP BY p.instance),
-ops AS (
-    SELECT 'kernel' AS cls, device_id, global_pid, correlation_id, start_ns, end_ns
-    FROM kernels WHERE start_ns > 0
-    UNION ALL
-    SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
-    FROM memcpys WHERE start_ns > 0
-    UNION ALL
-    SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
-    FROM memsets WHERE start_ns > 0
-    UNION ALL
-    SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns
-    FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0),
-launched AS (
-    SELECT o.cls, o.device_id, o.start_ns, o.end_ns, a.key,
-           a.start_ns AS api_start_ns, a.end_ns AS api_end_ns
-    FROM ops o JOIN calls a
-      ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id),
-own AS (
-    SELECT u.instance, l.cls, l.device_id, l.start_ns, l.end_ns, l.api_end_ns
-    FROM launched l ASOF JOIN u ON u.key = l.key AND l.api_start_ns >= u.start_ns
-    WHERE l.api_end_ns <= u.end_ns),
+WITH u AS (SELECT * FROM rg_units),
+cpu AS (SELECT * FROM rg_cpu),
+ops AS (SELECT * FROM rg_ops),
+own AS (SELECT * FROM rg_own),
+busy_pieces AS (SELECT * FROM rg_busy_pieces),
 own_total AS (
     SELECT instance,
            count(*) FILTER (WHERE cls = 'kernel') AS n_kernels,
@@ -237,17 +284,6 @@ own_union AS (
                FILTER (WHERE cls = 'kernel') AS kernel_union_ns,
            sum(greatest(0, e - greatest(s, coalesce(any_cover, s)))) AS any_union_ns
     FROM own_cover GROUP BY instance),
-op_cover AS (
-    SELECT device_id, end_ns,
-           greatest(start_ns, coalesce(max(end_ns) OVER (
-               PARTITION BY device_id ORDER BY start_ns, end_ns DESC
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), start_ns)) AS s
-    FROM ops),
-busy_pieces AS (
-    SELECT device_id, s, end_ns AS e,
-           sum(end_ns - s) OVER (PARTITION BY device_id ORDER BY s ROWS UNBOUNDED PRECEDING)
-               - (end_ns - s) AS before_ns
-    FROM op_cover WHERE end_ns > s),
 pending AS (
     SELECT o.instance, greatest(o.api_end_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e
     FROM own o JOIN udev d USING (instance)
@@ -308,7 +344,7 @@ LEFT JOIN busy b USING (instance)
 LEFT JOIN pending_total pt USING (instance)
 LEFT JOIN own_total t USING (instance)
 LEFT JOIN traced_span s USING (global_pid)
-ORDER BY u.instance;
+ORDER BY u.instance
 
 
 -- @query summary

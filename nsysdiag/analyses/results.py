@@ -1,0 +1,118 @@
+"""Analysis results kept beside the cached views, so a second look at a trace is instant.
+
+``run(report, name, **options)`` returns what ``analyses.<name>.run(report, **options)``
+returns. The first call computes it; the result is then kept in memory for the report's
+lifetime and on disk under ``<view cache>/results/<name>-<key>/`` (``result.json`` for the
+status, message, summary and findings, one Arrow IPC file per table). The key hashes the
+options, the analysis' Python and SQL source and the nsysdiag version, so a change to any
+of them computes afresh; the view cache directory itself is keyed by the input's identity.
+Writes go to a temporary directory renamed into place. A result whose summary would not
+survive JSON unchanged is simply not stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.feather as feather
+
+from .. import __version__
+from . import module
+from .base import AnalysisResult
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+#: bump when the stored layout changes
+RESULTS_FORMAT = 1
+
+
+def run(report: Report, name: str, **options: Any) -> AnalysisResult:
+    """The result of analysis ``name`` with ``options``: computed once, then reused."""
+    key = _key(name, options)
+    memo = report.results_memo
+    if key not in memo:
+        directory = report.cache_path / "results" / f"{name}-{key}"
+        result = _load(directory, name)
+        if result is None:
+            result = module(name).run(report, **options)
+            _save(result, directory)
+        memo[key] = result
+    return memo[key]
+
+
+def _key(name: str, options: dict[str, Any]) -> str:
+    h = hashlib.sha256(f"{RESULTS_FORMAT}|{__version__}|{name}|".encode())
+    mod = module(name)
+    h.update(Path(mod.__file__).read_bytes())
+    sql = resources.files(__package__).joinpath("sql", f"{name}.sql")
+    if sql.is_file():
+        h.update(sql.read_bytes())
+    h.update(json.dumps(options, sort_keys=True, default=str).encode())
+    for value in options.values():  # an input file given as an option (nvbandwidth JSON)
+        if isinstance(value, str) and os.path.isfile(value):
+            st = os.stat(value)
+            h.update(f"|{os.path.abspath(value)}|{st.st_size}|{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:20]
+
+
+def _load(directory: Path, name: str) -> AnalysisResult | None:
+    try:
+        meta = json.loads((directory / "result.json").read_text())
+        tables = {
+            t: feather.read_table(directory / f"{i}.arrow", memory_map=False)
+            for i, t in enumerate(meta["tables"])
+        }
+    except (OSError, ValueError, KeyError, pa.ArrowException):
+        return None  # absent, or damaged: compute again
+    return AnalysisResult(
+        name, meta["status"], meta["message"], meta["summary"], tables, meta["main"],
+        tuple(meta["findings"]),
+    )
+
+
+def _save(result: AnalysisResult, directory: Path) -> None:
+    meta = {
+        "status": result.status, "message": result.message, "summary": result.summary,
+        "main": result.main, "findings": list(result.findings), "tables": list(result.tables),
+    }
+    try:
+        text = json.dumps(meta)
+    except (TypeError, ValueError):
+        return
+    if not _same(json.loads(text)["summary"], result.summary):
+        return
+    tmp = None
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+        for i, table in enumerate(result.tables.values()):
+            feather.write_feather(table, tmp / f"{i}.arrow", compression="zstd")
+        (tmp / "result.json").write_text(text)
+        os.replace(tmp, directory)
+        tmp = None
+    except OSError:
+        pass  # a read-only or full cache only costs the reuse
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal after a JSON round trip (NaN equal to NaN, tuples to lists)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b

@@ -1,0 +1,59 @@
+"""Analysis results are computed once per trace and option set, then read from the cache."""
+
+from __future__ import annotations
+
+import pytest
+
+import nsysdiag
+from nsysdiag.analyses import ANALYSES, module
+from nsysdiag.analyses import results as results_mod
+
+
+def _same_result(a, b):
+    assert (a.analysis, a.status, a.message, a.main, a.findings) == (
+        b.analysis, b.status, b.message, b.main, b.findings)
+    assert results_mod._same(a.summary, b.summary)
+    assert list(a.tables) == list(b.tables)
+    for name in a.tables:
+        assert a.tables[name].equals(b.tables[name]), name
+
+
+@pytest.mark.parametrize("name", ANALYSES)
+def test_cached_result_equals_fresh_one(name, standard_export, tmp_path, monkeypatch):
+    with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
+        fresh = module(name).run(rep)
+        first = rep.analysis(name)
+    _same_result(fresh, first)
+
+    def fail(*a, **k):
+        raise AssertionError("computed again instead of read from the cache")
+
+    monkeypatch.setattr(module(name), "run", fail)
+    with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
+        again = rep.analysis(name)
+    _same_result(fresh, again)
+
+
+def test_other_options_compute_afresh(standard_export, tmp_path):
+    with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
+        a = rep.analysis("launch_gaps", normal_threshold_us=5.0)
+        b = rep.analysis("launch_gaps", normal_threshold_us=1000.0)
+        assert rep.analysis("launch_gaps", normal_threshold_us=5.0) is a
+    assert a.summary["share_above_normal_pct"] != b.summary["share_above_normal_pct"]
+
+
+def test_damaged_result_is_recomputed(standard_export, tmp_path):
+    with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
+        want = rep.analysis("kernel_summary")
+    (stored,) = (tmp_path / "views").glob("*/results/kernel_summary-*/result.json")
+    stored.write_text("{not json")
+    with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
+        _same_result(want, rep.analysis("kernel_summary"))
+
+
+def test_no_cache_leaves_no_results(standard_export, tmp_path):
+    with nsysdiag.open(standard_export, cache=False, cache_dir=tmp_path) as rep:
+        rep.analysis("kernel_summary")
+        scratch = rep.cache_path
+    assert not scratch.exists()
+    assert not list(tmp_path.rglob("result.json"))
