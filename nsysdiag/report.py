@@ -20,7 +20,7 @@ from .config import cache_dir as default_cache_dir
 from .errors import InputError, UsageError
 from .views.build import VIEW_FORMAT, ViewStore, sql_string
 from .views.definitions import VIEWS
-from .views.probe import Probe, probe
+from .views.probe import Probe, cached_probe
 
 
 def duckdb_connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -170,7 +170,7 @@ class Report:
     def probe(self) -> Probe:
         """Which views have data, and why not where they do not."""
         if self._probe is None:
-            self._probe = probe(self.source)
+            self._probe = cached_probe(self.source, self.cache_path)
         return self._probe
 
     # -- metadata ---------------------------------------------------------------------------

@@ -256,13 +256,13 @@ def test_output_paths_not_derived_from_trace_contents(tmp_path, capsys, monkeypa
     assert not any(victim.iterdir()), "a trace string became a path"
     created = (_files_under(tmp_path) - _files_under(cache) - {cache}) - before_tree
     assert created == {out / "report.html"}, sorted(map(str, created))
-    # the cache holds <identity>-v<format>-<version>/<view>.parquet and
+    # the cache holds <identity>-v<format>-<version>/<view>.parquet, probe.json and
     # results/<analysis>-<hex key>/{result.json, <n>.arrow}, nothing else
     view_dirs = list((cache / "views").iterdir())
     assert len(view_dirs) == 1
     assert re.fullmatch(r"[0-9a-f]{24}-v\d+-[0-9A-Za-z.+-]+", view_dirs[0].name), view_dirs[0].name
     for f in view_dirs[0].iterdir():
-        if f.name == "results":
+        if f.name in ("results", "probe.json"):
             continue
         assert f.suffix == ".parquet" and f.stem in VIEWS, f.name
     results = list((view_dirs[0] / "results").iterdir())

@@ -185,3 +185,17 @@ def test_parallel_read_of_a_damaged_table_is_one_input_error(monkeypatch, tmp_pa
         with nsysdiag.open(cut, cache_dir=tmp_path / "c") as rep:
             rep.ensure_views("kernels", "api_calls")
     assert "\n" not in str(err.value)
+
+
+def test_probe_is_kept_in_the_cache(standard_export, tmp_path, monkeypatch):
+    with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
+        first = rep.probe
+    from nsysdiag.adapters.sqlite import SqliteSource
+
+    def fail(*a, **k):
+        raise AssertionError("probed the export again")
+
+    monkeypatch.setattr(SqliteSource, "row_count", fail)
+    with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
+        assert rep.probe.views == first.views
+        assert rep.probe.cuda_traced == first.cuda_traced

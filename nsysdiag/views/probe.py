@@ -7,7 +7,11 @@ of failing or reporting zeros that are not measurements.
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from ..adapters.base import Source
 from ..errors import MissingDataError
@@ -106,6 +110,34 @@ def probe(source: Source) -> Probe:
         views[name] = ViewStatus(name, status, rows, _reason(name, status, cuda_traced, has_runtime),
                                  "" if status == PRESENT else spec.capture_hint)
     return Probe(str(source.path), views, cuda_traced)
+
+
+def cached_probe(source: Source, directory: Path) -> Probe:
+    """The probe of ``source``, kept as ``probe.json`` in its view cache directory.
+
+    Counting the rows of a 20-million-row table costs SQLite seconds; the cache directory
+    is keyed by the input's identity, so the stored answer stays valid.
+    """
+    stored = directory / "probe.json"
+    try:
+        data = json.loads(stored.read_text())
+        views = {k: ViewStatus(**v) for k, v in data["views"].items()}
+        if views.keys() == VIEWS.keys():
+            return Probe(str(source.path), views, bool(data["cuda_traced"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        pass  # absent or damaged: probe again
+    result = probe(source)
+    text = json.dumps({"views": {k: asdict(v) for k, v in result.views.items()},
+                       "cuda_traced": result.cuda_traced})
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".probe.", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, stored)
+    except OSError:
+        pass  # an unwritable cache only costs the reuse
+    return result
 
 
 def _graph_nodes(source: Source) -> bool:
