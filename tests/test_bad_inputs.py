@@ -294,6 +294,11 @@ CASES: dict[str, tuple[Callable[[Path], Path], frozenset[int]]] = {
     "extreme_timestamps": (lambda d: _times(d, "extreme.sqlite", "-9223372036854775807 + rowid",
                                             "9223372036854775807 - rowid"), USABLE),
     "real_timestamps": (lambda d: _times(d, "real.sqlite", "1e300", "-1e300"), USABLE),
+    # each time valid (within +-(2**62 - 1)), each duration near 2**63: their sums overflow
+    "durations_summing_past_64_bits": (lambda d: _times(
+        d, "overflow.sqlite", "-4611686018427387903 + rowid", "4611686018427387903 - rowid"),
+        ANY),
+    "zero_durations": (lambda d: _times(d, "zero.sqlite", "start", "start"), USABLE),
     "negative_global_ids": (lambda d: _edit(
         _fixture(d, "neg_ids.sqlite"),
         "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = -globalPid",

@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import pyarrow as pa
 
+from ..errors import InputError
 from ..render.tables import dumps, format_rows
 from ..views.build import sql_string
 
@@ -55,7 +57,26 @@ def _bind(sql: str, params: dict | None) -> dict | None:
 def run_query(report: Report, module: str, query: str, params: dict | None = None) -> pa.Table:
     """Run one named query of an analysis' SQL file and return an Arrow table."""
     sql = load_sql(module)[query]
-    return report.sql(sql, _bind(sql, params)).to_arrow_table()
+    with _values_checked(report, module):
+        return report.sql(sql, _bind(sql, params)).to_arrow_table()
+
+
+@contextlib.contextmanager
+def _values_checked(report: Report, module: str) -> Iterator[None]:
+    """Turn arithmetic overflow into an input error.
+
+    Timestamps and sizes are validated in the views, yet sums of durations can still leave
+    64 bits when an export holds absurd (but individually valid) values; that is a damaged
+    input, not a bug, and gets one line instead of a traceback.
+    """
+    try:
+        yield
+    except (duckdb.ConversionException, duckdb.OutOfRangeException) as exc:
+        raise InputError(
+            f"{module}: values out of range ({str(exc).splitlines()[0]})",
+            path=str(report.path),
+            hint="the export holds corrupt timestamps, durations or sizes",
+        ) from None
 
 
 @contextlib.contextmanager
@@ -76,11 +97,12 @@ def steps(
         for name in names:
             target = report.scratch_dir() / f"{module}.{name}.{uuid.uuid4().hex}.parquet"
             made.append((name, target))
-            report.sql(
-                f"COPY (\n{sql[name]}\n) TO {sql_string(str(target))} "
-                "(FORMAT parquet, COMPRESSION lz4_raw)",
-                _bind(sql[name], params),
-            ).fetchall()
+            with _values_checked(report, module):
+                report.sql(
+                    f"COPY (\n{sql[name]}\n) TO {sql_string(str(target))} "
+                    "(FORMAT parquet, COMPRESSION lz4_raw)",
+                    _bind(sql[name], params),
+                ).fetchall()
             report.con.execute(
                 f"CREATE OR REPLACE TEMP VIEW {name} AS "
                 f"SELECT * FROM read_parquet({sql_string(str(target))})"

@@ -60,7 +60,10 @@ def run(report: Report, *, top: int | None = None) -> AnalysisResult:
     if first:
         summary["top_name"] = first[0]["name"]
         summary["top_time_pct"] = first[0]["time_pct"]
-        findings = (f"{first[0]['short_name']} takes {first[0]['time_pct']:.1f}% of kernel time",)
+        if first[0]["time_pct"] is not None:  # NULL when no kernel has a positive duration
+            findings = (
+                f"{first[0]['short_name']} takes {first[0]['time_pct']:.1f}% of kernel time",
+            )
     message = (
         f"{summary['kernels']} kernels of {summary['names']} names, "
         f"{summary['total_ns'] / 1e6:.3f} ms of GPU time"

@@ -21,14 +21,13 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import UsageError
-from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, run_query, steps
+from . import sweep
+from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, load_sql, run_query, steps
 
 if TYPE_CHECKING:
     from ..report import Report
 
 NAME = "ranges"
-#: intermediate results of the instances query, materialized in this order
-_INSTANCE_STEPS = ("rg_units", "rg_calls", "rg_cpu", "rg_ops", "rg_own", "rg_busy_pieces")
 MIN_INSTANCES = 20
 SLOWEST = 20
 SCOPES = ("auto", "thread", "process")
@@ -280,8 +279,32 @@ def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table
 
 
 def _instances(report: Report, scope: str) -> pa.Table:
-    with steps(report, NAME, _INSTANCE_STEPS, {"scope": scope}):
-        return run_query(report, NAME, "instances")
+    with steps(report, NAME, ("rg_units", "rg_calls"), {"scope": scope}):
+        with _registered(report, "rg_cpu", _cpu_components(report)):
+            with steps(report, NAME, ("rg_ops", "rg_own", "rg_busy_pieces")):
+                return run_query(report, NAME, "instances")
+
+
+def _cpu_components(report: Report) -> pa.Table:
+    """cpu_launch_ns, cpu_memcpy_ns, cpu_sync_ns, cpu_other_api_ns per instance: the
+    covered time of each class of the key's calls at the instance's end less at its start
+    (a missing boundary counts as covering nothing)."""
+    units = report.sql("SELECT instance, key, start_ns, end_ns FROM rg_units").to_arrow_table()
+    n = units.num_rows
+    key = units.column("key").combine_chunks()
+    probes = pa.table({
+        "key": pa.concat_arrays([key, key]).fill_null(0),
+        "ts": pa.concat_arrays([units.column("start_ns").combine_chunks(),
+                                units.column("end_ns").combine_chunks()]).fill_null(0),
+    })
+    at = sweep.covered(report, load_sql(NAME)["rg_cpu_intervals"], probes, 4)
+    valid = np.concatenate([
+        units.column(c).is_valid().to_numpy(zero_copy_only=False) for c in ("start_ns", "end_ns")
+    ]) & np.tile(key.is_valid().to_numpy(zero_copy_only=False), 2)
+    at[~valid] = 0
+    spent = at[n:] - at[:n]
+    return pa.table({"instance": units.column("instance"),
+                     **{f"{c}_ns": spent[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})
 
 
 def _total(table: pa.Table, column: str) -> int:

@@ -12,7 +12,7 @@
 --            min_ns      shortest, ns
 --            max_ns      longest, ns
 --            stddev_ns   sample standard deviation (n - 1), ns; NULL for one instance
---            time_pct    total_ns as a share of all kernels' total, %
+--            time_pct    total_ns as a share of all kernels' total, % (NULL when that is 0)
 --          totals: kernels, names, total_ns (ns), graph_kernels (graph-node kernels).
 
 -- @query per_name
@@ -20,7 +20,7 @@ SELECT name, any_value(short_name) AS short_name, count(*) AS instances,
        sum(duration_ns)::BIGINT AS total_ns, avg(duration_ns) AS avg_ns,
        quantile_cont(duration_ns, 0.5) AS median_ns, min(duration_ns) AS min_ns,
        max(duration_ns) AS max_ns, stddev_samp(duration_ns) AS stddev_ns,
-       100.0 * sum(duration_ns) / sum(sum(duration_ns)) OVER () AS time_pct
+       100.0 * sum(duration_ns) / nullif(sum(sum(duration_ns)) OVER (), 0) AS time_pct
 FROM kernels
 GROUP BY name
 QUALIFY $top IS NULL OR row_number() OVER (ORDER BY sum(duration_ns) DESC, name) <= $top

@@ -36,34 +36,35 @@ WITH ops AS (
     UNION ALL
     SELECT device_id, 'copy', global_pid, stream_id, start_ns, end_ns
     FROM memsets WHERE end_ns >= start_ns),
-tagged AS (
-    SELECT device_id, cls, start_ns, end_ns FROM ops
-    UNION ALL
-    SELECT device_id, 'any', start_ns, end_ns FROM ops),
+-- one sorted pass per device: the running end of the kernels, of the copies and of all
+-- work before each operation; the part of an operation past it is new busy time
 running AS (
     SELECT device_id, cls, start_ns, end_ns,
-           max(end_ns) OVER (PARTITION BY device_id, cls ORDER BY start_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS max_end_before
-    FROM tagged),
+           max(end_ns) FILTER (WHERE cls = 'kernel') OVER w AS kernel_before,
+           max(end_ns) FILTER (WHERE cls = 'copy') OVER w AS copy_before,
+           max(end_ns) OVER w AS any_before
+    FROM ops
+    WINDOW w AS (PARTITION BY device_id ORDER BY start_ns
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)),
 busy AS (
     SELECT device_id,
-           sum(greatest(0, end_ns - greatest(start_ns, coalesce(max_end_before, start_ns))))
+           sum(greatest(0, end_ns - greatest(start_ns, coalesce(kernel_before, start_ns))))
                FILTER (WHERE cls = 'kernel') AS kernel_ns,
-           sum(greatest(0, end_ns - greatest(start_ns, coalesce(max_end_before, start_ns))))
+           sum(greatest(0, end_ns - greatest(start_ns, coalesce(copy_before, start_ns))))
                FILTER (WHERE cls = 'copy') AS copy_ns,
-           sum(greatest(0, end_ns - greatest(start_ns, coalesce(max_end_before, start_ns))))
-               FILTER (WHERE cls = 'any') AS any_ns
+           sum(greatest(0, end_ns - greatest(start_ns, coalesce(any_before, start_ns)))) AS any_ns
     FROM running GROUP BY device_id),
+-- kernels in flight: +1 at each start, -1 at each end; after all events at one instant
+-- (RANGE frame) the count holds until the next instant (lead; 0 for the other events
+-- at the same instant)
 kev AS (
-    SELECT device_id, start_ns AS t, 1 AS d FROM ops WHERE cls = 'kernel'
-    UNION ALL
-    SELECT device_id, end_ns, -1 FROM ops WHERE cls = 'kernel'),
-kpts AS (SELECT device_id, t, sum(d) AS d FROM kev GROUP BY device_id, t),
+    SELECT device_id, unnest([start_ns, end_ns]) AS t, unnest([1, -1]) AS d
+    FROM ops WHERE cls = 'kernel'),
 kseg AS (
     SELECT device_id,
-           sum(d) OVER (PARTITION BY device_id ORDER BY t ROWS UNBOUNDED PRECEDING) AS in_flight,
+           sum(d) OVER (PARTITION BY device_id ORDER BY t RANGE UNBOUNDED PRECEDING) AS in_flight,
            lead(t) OVER (PARTITION BY device_id ORDER BY t) - t AS len
-    FROM kpts),
+    FROM kev),
 conc AS (
     SELECT device_id, coalesce(sum(len) FILTER (WHERE in_flight >= 2), 0) AS concurrent_ns,
            max(in_flight) AS max_in_flight

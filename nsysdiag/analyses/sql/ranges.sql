@@ -122,43 +122,14 @@ SELECT CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key,
     WHERE (CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END)
           IN (SELECT DISTINCT key FROM u)
 
--- @query rg_cpu
--- CPU components per instance (see instances).
-WITH u AS (SELECT * FROM rg_units),
-calls AS (SELECT * FROM rg_calls),
-call_cover AS (
-    SELECT key, comp, end_ns AS e,
-           greatest(start_ns, coalesce(max(end_ns) OVER (
-               PARTITION BY key ORDER BY start_ns, end_ns DESC
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), start_ns)) AS s
-    FROM calls),
--- one pass: running totals of every component up to and including each piece
-api_pieces AS (
-    SELECT key, comp, s, e,
-           sum(e - s) FILTER (WHERE comp = 'launch') OVER w AS launch_cum,
-           sum(e - s) FILTER (WHERE comp = 'memcpy') OVER w AS memcpy_cum,
-           sum(e - s) FILTER (WHERE comp = 'sync') OVER w AS sync_cum,
-           sum(e - s) FILTER (WHERE comp = 'other') OVER w AS other_cum
-    FROM call_cover WHERE e > s
-    WINDOW w AS (PARTITION BY key ORDER BY s ROWS UNBOUNDED PRECEDING)),
-cpu_probe AS (
-    SELECT instance, key, unnest([start_ns, end_ns]) AS ts, unnest([-1, 1]) AS sign FROM u),
--- time of a component before instant ts: its running total at the last piece starting
--- at or before ts, less the part of that piece after ts
-cpu AS (
-    SELECT p.instance,
-           sum(p.sign * coalesce(g.launch_cum - CASE WHEN g.comp = 'launch'
-               THEN g.e - least(p.ts, g.e) ELSE 0 END, 0)) AS cpu_launch_ns,
-           sum(p.sign * coalesce(g.memcpy_cum - CASE WHEN g.comp = 'memcpy'
-               THEN g.e - least(p.ts, g.e) ELSE 0 END, 0)) AS cpu_memcpy_ns,
-           sum(p.sign * coalesce(g.sync_cum - CASE WHEN g.comp = 'sync'
-               THEN g.e - least(p.ts, g.e) ELSE 0 END, 0)) AS cpu_sync_ns,
-           sum(p.sign * coalesce(g.other_cum - CASE WHEN g.comp = 'other'
-               THEN g.e - least(p.ts, g.e) ELSE 0 END, 0)) AS cpu_other_api_ns
-    FROM cpu_probe p
-    ASOF LEFT JOIN api_pieces g ON g.key = p.key AND p.ts >= g.s
-    GROUP BY p.instance)
-SELECT * FROM cpu
+-- @query rg_cpu_intervals
+-- The key's calls for the CPU components, classes 0 launch, 1 memcpy, 2 sync, 3 other (the
+-- order of CPU_COMPONENTS); the sweep in analyses/sweep.py cuts them into disjoint pieces
+-- (a call keeps the part not covered by a call that began earlier) and sums each class up
+-- to every instance boundary.
+SELECT key, start_ns, end_ns,
+       CASE comp WHEN 'launch' THEN 0 WHEN 'memcpy' THEN 1 WHEN 'sync' THEN 2 ELSE 3 END AS cls
+FROM rg_calls
 
 -- @query rg_ops
 -- Every GPU operation with its launch key.
