@@ -26,9 +26,11 @@
 --                     queue_ns                     max(api_end_to_kernel_start_ns, 0)
 --                   (the four are NULL for an unmatched kernel)
 --   queue_events    +1 (at api_end_ns) and -1 (at start_ns) per queued kernel, at t_ns
---   depth_series    the depth after each change: level ('device' or 'stream'), device_id,
---                   global_pid/pid/context_id/stream_id (NULL at device level), t_ns, depth,
---                   span_ns (time to the next change of the series; NULL for the last)
+--                   (and a 0 at api_end_ns per matched launch that did not queue)
+--   depth_series    one row per event: level ('device' or 'stream'), device_id,
+--                   global_pid/pid/context_id/stream_id (NULL at device level), t_ns,
+--                   depth after the instant, span_ns (time to the next event), the
+--                   series' first_ns and last_ns (its first and last queue event)
 --   depth_at_launch device depth right after each matched launch call returned (counting
 --                   its own kernel when that had not started yet)
 -- Outputs:
@@ -37,7 +39,7 @@
 --                    returned), negative_queue_pct (% of matched), graph_launches,
 --                    depth_at_launch_p50/p90/p99/max (device level), mean_depth
 --                    (time-weighted over each GPU's span from its first to its last queue
---                    change, GPUs pooled), queue_nonempty_pct (% of that span with depth > 0)
+--                    event, GPUs pooled), queue_nonempty_pct (% of that span with depth > 0)
 --   latency          one row per metric (api_duration, api_start_to_kernel_start,
 --                    api_end_to_kernel_start, queue, graph_api_duration,
 --                    graph_launch_to_start): count, p50/p90/p99/max/mean (ns), NULLs skipped
@@ -65,36 +67,45 @@ LEFT JOIN (SELECT global_pid, correlation_id, min(start_ns) AS api_start_ns,
 WHERE k.graph_node_id IS NULL
 
 -- @query queue_events
+-- +1 at api_end_ns and -1 at start_ns per queued kernel; a matched launch that did not
+-- queue leaves a 0 at its api_end_ns, only so that its depth at launch is read off the
+-- same sorted pass (at_launch marks the rows that answer depth_at_launch)
 SELECT device_id, global_pid, pid, context_id, stream_id,
-       unnest([api_end_ns, start_ns]) AS t_ns, unnest([1, -1]) AS delta
+       unnest([api_end_ns, start_ns]) AS t_ns, unnest([1, -1]) AS delta,
+       unnest([true, false]) AS at_launch
 FROM launches
 WHERE start_ns > api_end_ns
+UNION ALL
+SELECT device_id, global_pid, pid, context_id, stream_id, api_end_ns, 0, true
+FROM launches
+WHERE api_end_ns IS NOT NULL AND NOT coalesce(start_ns > api_end_ns, false)
 
 -- @query depth_series
--- (the per-stream rows only when $streams is true: the diagnosis needs the device level)
+-- One row per event. depth: after every event at its instant (RANGE frame: the -1s and +1s
+-- of one instant are netted); span_ns: time to the next event (0 for all but one event of
+-- an instant, NULL for the last); first_ns/last_ns: the series' first and last queue event.
+-- The per-stream rows only when $streams is true (the diagnosis needs the device level).
 SELECT 'device' AS level, device_id, NULL::BIGINT AS global_pid, NULL::BIGINT AS pid,
-       NULL::BIGINT AS context_id, NULL::BIGINT AS stream_id, t_ns,
-       (sum(change) OVER w)::BIGINT AS depth, lead(t_ns) OVER w - t_ns AS span_ns
-FROM (SELECT device_id, t_ns, sum(delta) AS change FROM queue_events GROUP BY device_id, t_ns)
-WHERE change <> 0
-WINDOW w AS (PARTITION BY device_id ORDER BY t_ns ROWS UNBOUNDED PRECEDING)
+       NULL::BIGINT AS context_id, NULL::BIGINT AS stream_id, t_ns, delta, at_launch,
+       sum(delta) OVER (PARTITION BY device_id ORDER BY t_ns RANGE UNBOUNDED PRECEDING)
+           AS depth,
+       lead(t_ns) OVER (PARTITION BY device_id ORDER BY t_ns) - t_ns AS span_ns,
+       min(t_ns) FILTER (WHERE delta <> 0) OVER (PARTITION BY device_id) AS first_ns,
+       max(t_ns) FILTER (WHERE delta <> 0) OVER (PARTITION BY device_id) AS last_ns
+FROM queue_events
 UNION ALL
-SELECT 'stream', device_id, global_pid, pid, context_id, stream_id, t_ns,
-       (sum(change) OVER w)::BIGINT, lead(t_ns) OVER w - t_ns
-FROM (SELECT device_id, global_pid, any_value(pid) AS pid, context_id, stream_id, t_ns,
-             sum(delta) AS change
-      FROM queue_events WHERE $streams
-      GROUP BY device_id, global_pid, context_id, stream_id, t_ns)
-WHERE change <> 0
-WINDOW w AS (PARTITION BY device_id, global_pid, context_id, stream_id ORDER BY t_ns
-             ROWS UNBOUNDED PRECEDING)
+SELECT 'stream', device_id, global_pid, pid, context_id, stream_id, t_ns, delta, at_launch,
+       sum(delta) OVER (o RANGE UNBOUNDED PRECEDING), lead(t_ns) OVER o - t_ns,
+       min(t_ns) OVER k, max(t_ns) OVER k
+FROM queue_events
+WHERE $streams AND delta <> 0
+WINDOW k AS (PARTITION BY device_id, global_pid, context_id, stream_id),
+       o AS (k ORDER BY t_ns)
 
 -- @query depth_at_launch
-SELECT l.device_id, coalesce(q.depth, 0) AS depth
-FROM launches l
-ASOF LEFT JOIN (SELECT device_id, t_ns, depth FROM depth_series WHERE level = 'device') q
-  ON q.device_id = l.device_id AND l.api_end_ns >= q.t_ns
-WHERE l.api_end_ns IS NOT NULL
+SELECT device_id, depth
+FROM depth_series
+WHERE level = 'device' AND at_launch
 
 -- @query latency
 -- One list-valued quantile per metric: a single sorted copy of each column, not one per
@@ -147,7 +158,7 @@ FROM (SELECT count(*) AS kernels, count(api_end_ns) AS matched,
      (SELECT sum(depth * span_ns) / nullif(sum(span_ns), 0) AS mean_depth,
              100.0 * coalesce(sum(span_ns) FILTER (WHERE depth > 0), 0) / nullif(sum(span_ns), 0)
                  AS queue_nonempty_pct
-      FROM depth_series WHERE level = 'device')
+      FROM depth_series WHERE level = 'device' AND t_ns >= first_ns AND t_ns < last_ns)
 
 -- @query per_kernel
 SELECT pid, device_id, stream_id, correlation_id, short_name, start_ns, api_duration_ns,
@@ -169,8 +180,12 @@ QUALIFY $top IS NULL OR row_number() OVER (ORDER BY count(*) DESC, name) <= $top
 ORDER BY kernels DESC, name
 
 -- @query queue_depth
-SELECT level, device_id, pid, context_id, stream_id, t_ns, depth
+-- every change: the instants whose events do not net to zero
+SELECT level, device_id, any_value(pid) AS pid, context_id, stream_id, t_ns,
+       any_value(depth) AS depth
 FROM depth_series
+GROUP BY level, device_id, global_pid, context_id, stream_id, t_ns
+HAVING sum(delta) <> 0
 ORDER BY level, device_id, pid, context_id, stream_id, t_ns
 
 -- @query queue_depth_hist
@@ -179,7 +194,7 @@ SELECT level, device_id, any_value(pid) AS pid, context_id, stream_id, depth,
        100.0 * sum(span_ns) / sum(sum(span_ns)) OVER (
            PARTITION BY level, device_id, global_pid, context_id, stream_id) AS time_pct
 FROM depth_series
-WHERE span_ns IS NOT NULL
+WHERE t_ns >= first_ns AND t_ns < last_ns
 GROUP BY level, device_id, global_pid, context_id, stream_id, depth
 ORDER BY level, device_id, pid, context_id, stream_id, depth
 
