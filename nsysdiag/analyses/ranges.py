@@ -10,6 +10,7 @@ kernels, own copies, other work, idle with own work pending, idle); the slowest
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -279,32 +280,32 @@ def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table
 
 
 def _instances(report: Report, scope: str) -> pa.Table:
-    with steps(report, NAME, ("rg_units", "rg_calls"), {"scope": scope}):
-        with _registered(report, "rg_cpu", _cpu_components(report)):
-            with steps(report, NAME, ("rg_ops", "rg_own", "rg_busy_pieces")):
-                return run_query(report, NAME, "instances")
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(steps(report, NAME, ("rg_units", "rg_calls"), {"scope": scope}))
+        units = report.sql("SELECT instance FROM rg_units ORDER BY instance").to_arrow_table()
+        ids = units.column("instance").to_numpy(zero_copy_only=False).astype(np.int64)
+        groups = int(ids.max()) + 1 if len(ids) else 1
+        cpu = _sweep(report, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)[ids]
+        stack.enter_context(_registered(report, "rg_cpu", pa.table({
+            "instance": ids,
+            **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
+        stack.enter_context(steps(report, NAME, ("rg_ops", "rg_own", "rg_udev", "rg_pending")))
+        busy = _sweep(report, "rg_busy_intervals", "rg_busy_probes", 1, 2 * groups)[:, 0]
+        measured = report.sql(
+            "SELECT instance FROM rg_udev WHERE device_id IS NOT NULL ORDER BY instance"
+        ).to_arrow_table().column("instance").to_numpy(zero_copy_only=False).astype(np.int64)
+        stack.enter_context(_registered(report, "rg_busy", pa.table({
+            "instance": measured, "busy_ns": busy[2 * measured],
+            "pending_busy_ns": busy[2 * measured + 1]})))
+        return run_query(report, NAME, "instances")
 
 
-def _cpu_components(report: Report) -> pa.Table:
-    """cpu_launch_ns, cpu_memcpy_ns, cpu_sync_ns, cpu_other_api_ns per instance: the
-    covered time of each class of the key's calls at the instance's end less at its start
-    (a missing boundary counts as covering nothing)."""
-    units = report.sql("SELECT instance, key, start_ns, end_ns FROM rg_units").to_arrow_table()
-    n = units.num_rows
-    key = units.column("key").combine_chunks()
-    probes = pa.table({
-        "key": pa.concat_arrays([key, key]).fill_null(0),
-        "ts": pa.concat_arrays([units.column("start_ns").combine_chunks(),
-                                units.column("end_ns").combine_chunks()]).fill_null(0),
-    })
-    at = sweep.covered(report, load_sql(NAME)["rg_cpu_intervals"], probes, 4)
-    valid = np.concatenate([
-        units.column(c).is_valid().to_numpy(zero_copy_only=False) for c in ("start_ns", "end_ns")
-    ]) & np.tile(key.is_valid().to_numpy(zero_copy_only=False), 2)
-    at[~valid] = 0
-    spent = at[n:] - at[:n]
-    return pa.table({"instance": units.column("instance"),
-                     **{f"{c}_ns": spent[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})
+def _sweep(
+    report: Report, intervals: str, probes: str, classes: int, groups: int
+) -> np.ndarray:
+    """Covered time per group and class (analyses/sweep.py) for two queries of ranges.sql."""
+    sql = load_sql(NAME)
+    return sweep.covered_sums(report, sql[intervals], sql[probes], classes, groups)
 
 
 def _total(table: pa.Table, column: str) -> int:

@@ -131,6 +131,11 @@ SELECT key, start_ns, end_ns,
        CASE comp WHEN 'launch' THEN 0 WHEN 'memcpy' THEN 1 WHEN 'sync' THEN 2 ELSE 3 END AS cls
 FROM rg_calls
 
+-- @query rg_cpu_probes
+-- Each instance's boundaries: covered time at its end minus at its start.
+SELECT key, unnest([start_ns, end_ns]) AS ts, instance AS grp, unnest([-1, 1]) AS sign
+FROM rg_units
+
 -- @query rg_ops
 -- Every GPU operation with its launch key.
 SELECT 'kernel' AS cls, device_id, global_pid, correlation_id, start_ns, end_ns
@@ -161,21 +166,60 @@ own AS (
     WHERE l.api_end_ns <= u.end_ns)
 SELECT * FROM own
 
--- @query rg_busy_pieces
--- Each device's busy time as disjoint pieces with running totals.
-WITH ops AS (SELECT * FROM rg_ops),
-op_cover AS (
-    SELECT device_id, end_ns,
-           greatest(start_ns, coalesce(max(end_ns) OVER (
-               PARTITION BY device_id ORDER BY start_ns, end_ns DESC
-               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), start_ns)) AS s
-    FROM ops),
-busy_pieces AS (
-    SELECT device_id, s, end_ns AS e,
-           sum(end_ns - s) OVER (PARTITION BY device_id ORDER BY s ROWS UNBOUNDED PRECEDING)
-               - (end_ns - s) AS before_ns
-    FROM op_cover WHERE end_ns > s)
-SELECT * FROM busy_pieces
+-- @query rg_busy_intervals
+-- Every GPU operation as an interval of its device: the sweep (analyses/sweep.py) gives the
+-- device's busy time (the union of its operations) before any instant.
+SELECT device_id AS key, start_ns, end_ns, 0 AS cls FROM rg_ops
+
+-- @query rg_udev
+-- The device each instance's GPU side is measured on: the one that ran most of its own
+-- GPU time, else its process's busiest device.
+WITH u AS (SELECT * FROM rg_units),
+ops AS (SELECT * FROM rg_ops),
+own AS (SELECT * FROM rg_own),
+own_device AS (
+    SELECT instance, first(device_id ORDER BY t DESC, device_id) AS device_id
+    FROM (SELECT instance, device_id, sum(end_ns - start_ns) AS t FROM own GROUP BY ALL)
+    GROUP BY instance),
+process_device AS (
+    SELECT global_pid, first(device_id ORDER BY t DESC, device_id) AS device_id
+    FROM (SELECT global_pid, device_id, sum(end_ns - start_ns) AS t FROM ops GROUP BY ALL)
+    GROUP BY global_pid),
+udev AS (
+    SELECT u.instance, u.start_ns, u.end_ns, coalesce(d.device_id, p.device_id) AS device_id
+    FROM u LEFT JOIN own_device d USING (instance) LEFT JOIN process_device p USING (global_pid))
+SELECT * FROM udev
+
+-- @query rg_pending
+-- Per instance, the merged stretches of its window in which own work was submitted and
+-- unfinished on its device.
+WITH own AS (SELECT * FROM rg_own),
+udev AS (SELECT * FROM rg_udev),
+pending AS (
+    SELECT o.instance, greatest(o.api_end_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e
+    FROM own o JOIN udev d USING (instance)
+    WHERE o.device_id = d.device_id AND least(o.end_ns, d.end_ns) > greatest(o.api_end_ns, d.start_ns)),
+pending_islands AS (
+    SELECT instance, s, e,
+           sum(CASE WHEN s > coalesce(c, s - 1) THEN 1 ELSE 0 END)
+               OVER (PARTITION BY instance ORDER BY s, e DESC ROWS UNBOUNDED PRECEDING) AS island
+    FROM (SELECT *, max(e) OVER (PARTITION BY instance ORDER BY s, e DESC
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS c
+          FROM pending)),
+pending_merged AS (
+    SELECT instance, min(s) AS s, max(e) AS e FROM pending_islands GROUP BY instance, island)
+SELECT * FROM pending_merged
+
+-- @query rg_busy_probes
+-- The instants at which the sweep reads each device's busy time, summed per group: the
+-- window of each instance (group 2 * instance) and each of its pending stretches
+-- (group 2 * instance + 1), end minus start.
+SELECT device_id AS key, unnest([start_ns, end_ns]) AS ts, 2 * instance AS grp,
+       unnest([-1, 1]) AS sign
+FROM rg_udev WHERE device_id IS NOT NULL
+UNION ALL
+SELECT d.device_id, unnest([p.s, p.e]), 2 * p.instance + 1, unnest([-1, 1])
+FROM rg_pending p JOIN rg_udev d USING (instance)
 
 -- @query instances
 -- key: the thread (scope 'thread') or the process (scope 'process') whose API calls count.
@@ -216,9 +260,10 @@ SELECT * FROM busy_pieces
 -- gpu_end_ns (NVIDIA's projected range), gpu_overhang_ns (own work after end_ns).
 WITH u AS (SELECT * FROM rg_units),
 cpu AS (SELECT * FROM rg_cpu),
-ops AS (SELECT * FROM rg_ops),
 own AS (SELECT * FROM rg_own),
-busy_pieces AS (SELECT * FROM rg_busy_pieces),
+udev AS (SELECT * FROM rg_udev),
+pending_merged AS (SELECT * FROM rg_pending),
+busy AS (SELECT * FROM rg_busy),
 own_total AS (
     SELECT instance,
            count(*) FILTER (WHERE cls = 'kernel') AS n_kernels,
@@ -227,17 +272,6 @@ own_total AS (
            coalesce(sum(end_ns - start_ns) FILTER (WHERE cls = 'copy'), 0) AS own_copy_total_ns,
            min(start_ns) AS gpu_start_ns, max(end_ns) AS gpu_end_ns
     FROM own GROUP BY instance),
-own_device AS (
-    SELECT instance, first(device_id ORDER BY t DESC, device_id) AS device_id
-    FROM (SELECT instance, device_id, sum(end_ns - start_ns) AS t FROM own GROUP BY ALL)
-    GROUP BY instance),
-process_device AS (
-    SELECT global_pid, first(device_id ORDER BY t DESC, device_id) AS device_id
-    FROM (SELECT global_pid, device_id, sum(end_ns - start_ns) AS t FROM ops GROUP BY ALL)
-    GROUP BY global_pid),
-udev AS (
-    SELECT u.instance, u.start_ns, u.end_ns, coalesce(d.device_id, p.device_id) AS device_id
-    FROM u LEFT JOIN own_device d USING (instance) LEFT JOIN process_device p USING (global_pid)),
 own_window AS (
     SELECT o.instance, o.cls, greatest(o.start_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e
     FROM own o JOIN udev d USING (instance)
@@ -255,35 +289,6 @@ own_union AS (
                FILTER (WHERE cls = 'kernel') AS kernel_union_ns,
            sum(greatest(0, e - greatest(s, coalesce(any_cover, s)))) AS any_union_ns
     FROM own_cover GROUP BY instance),
-pending AS (
-    SELECT o.instance, greatest(o.api_end_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e
-    FROM own o JOIN udev d USING (instance)
-    WHERE o.device_id = d.device_id AND least(o.end_ns, d.end_ns) > greatest(o.api_end_ns, d.start_ns)),
-pending_islands AS (
-    SELECT instance, s, e,
-           sum(CASE WHEN s > coalesce(c, s - 1) THEN 1 ELSE 0 END)
-               OVER (PARTITION BY instance ORDER BY s, e DESC ROWS UNBOUNDED PRECEDING) AS island
-    FROM (SELECT *, max(e) OVER (PARTITION BY instance ORDER BY s, e DESC
-                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS c
-          FROM pending)),
-pending_merged AS (
-    SELECT instance, min(s) AS s, max(e) AS e FROM pending_islands GROUP BY instance, island),
-busy_probe AS (
-    SELECT instance, device_id, 'window' AS what, unnest([start_ns, end_ns]) AS ts,
-           unnest([-1, 1]) AS sign
-    FROM udev WHERE device_id IS NOT NULL
-    UNION ALL
-    SELECT p.instance, d.device_id, 'pending', unnest([p.s, p.e]), unnest([-1, 1])
-    FROM pending_merged p JOIN udev d USING (instance)),
-busy AS (
-    SELECT p.instance,
-           sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
-               FILTER (WHERE p.what = 'window') AS busy_ns,
-           coalesce(sum(p.sign * coalesce(g.before_ns + least(p.ts, g.e) - g.s, 0))
-               FILTER (WHERE p.what = 'pending'), 0) AS pending_busy_ns
-    FROM busy_probe p
-    ASOF LEFT JOIN busy_pieces g ON g.device_id = p.device_id AND p.ts >= g.s
-    GROUP BY p.instance),
 pending_total AS (SELECT instance, sum(e - s) AS pending_ns FROM pending_merged GROUP BY instance),
 traced_span AS (
     SELECT global_pid, min(start_ns) AS lo, max(end_ns) AS hi FROM api_calls GROUP BY global_pid)
