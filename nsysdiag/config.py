@@ -22,11 +22,11 @@ def cache_dir() -> Path:
 
 
 MEMORY_ENV = "NSYSDIAG_MEMORY_LIMIT"
-DEFAULT_MEMORY_LIMIT = "1536MB"
+DEFAULT_MEMORY_LIMIT = "1200MB"
 
 
 def memory_limit() -> str:
-    """DuckDB's memory limit: ``$NSYSDIAG_MEMORY_LIMIT`` (e.g. ``4GB``), default 1536MB.
+    """DuckDB's memory limit: ``$NSYSDIAG_MEMORY_LIMIT`` (e.g. ``4GB``), default 1200MB.
 
     Past the limit DuckDB spills sorts, joins and windows to ``<cache dir>/spill``, so a
     10-million-kernel trace stays within about 2 GB of memory.

@@ -286,3 +286,14 @@ def test_corpus_runs(path):
     if res.ok:
         assert all(g > 0 for g in res.table("distribution").column("gap_ns").to_pylist())
         assert res.table("distribution").num_rows == res.summary["count"]
+
+
+def test_without_detail_same_figures_no_per_gap_table():
+    path = need(H200 / "baseline.sqlite")
+    with nsysdiag.open(path) as rep:
+        full = launch_gaps.run(rep)
+        lean = launch_gaps.run(rep, detail=False)
+    assert "distribution" not in lean.tables and "distribution" in full.tables
+    assert lean.summary == full.summary
+    for name in lean.tables:
+        assert lean.tables[name].equals(full.tables[name]), name

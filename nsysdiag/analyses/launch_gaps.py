@@ -95,7 +95,11 @@ def _summary(report: Report, params: dict[str, int]) -> dict[str, Any]:
 
 
 def run(
-    report: Report, *, normal_threshold_us: float = 5.0, p99_threshold_us: float = 20.0
+    report: Report,
+    *,
+    normal_threshold_us: float = 5.0,
+    p99_threshold_us: float = 20.0,
+    detail: bool = True,
 ) -> AnalysisResult:
     """Measure the gaps between kernels per GPU, per stream and inside CUDA graphs.
 
@@ -107,6 +111,9 @@ def run(
         Gaps above this are not normal (the method: 5 us).
     p99_threshold_us : float
         A P99 gap above this flags a CPU-side scheduling bottleneck (the method: 20 us).
+    detail : bool
+        With False (what the diagnosis uses), leave out the ``distribution`` table, one
+        row per gap (millions on a big trace); the summary and histogram are the same.
 
     Returns
     -------
@@ -141,7 +148,7 @@ def run(
                 "per_device",
                 "per_stream",
                 "graph",
-                "distribution",
+                *(("distribution",) if detail else ()),
                 "histogram",
                 "device_counts",
             )

@@ -100,6 +100,7 @@ def _diagnose(
             {
                 "normal_threshold_us": settings.gap_normal_ns / 1e3,
                 "p99_threshold_us": settings.gap_p99_ns / 1e3,
+                "detail": False,
             },
         ),
         ("launch_latency", {"detail": False}),
