@@ -6,7 +6,9 @@ For each size it makes (or reuses) a large export with bench/make_large.py, then
 this order and as separate processes under /usr/bin/time (wall seconds, peak RSS):
 
   nsysdiag cold   diagnose with an empty cache (reads SQLite, writes the Parquet cache)
-  nsysdiag warm   diagnose again (reads the cache)
+  nsysdiag warm   diagnose again (cached views, probe and analysis results)
+  nsysdiag views  diagnose with the analysis results removed (analyses rerun on the
+                  cached Parquet views: what a new option or nsysdiag version costs)
   nsys-ai cold    `nsys-ai diagnose` on a copy of the file with no .nsys-cache
   nsys-ai warm    the same again (its cache built)
 
@@ -29,7 +31,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 3600) -> tuple[float, float, int]:
+def timed(
+    cmd: list[str], env: dict[str, str] | None = None, timeout: float = 3600
+) -> tuple[float, float, int]:
     """(wall s, peak RSS MiB, exit code) of one command under /usr/bin/time -v."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
         full = ["/usr/bin/time", "-v", "-o", tf.name, *cmd]
@@ -71,26 +75,33 @@ def main() -> int:
         cmd = [sys.executable, "-m", "nsysdiag", "-q", "diagnose", str(src), "--json"]
         cold = timed(cmd, env, args.timeout)
         warm = timed(cmd, env, args.timeout)
+        for results in cache.glob("views/*/results"):  # keep the views, drop the results
+            shutil.rmtree(results)
+        views = timed(cmd, env, args.timeout)
         shutil.rmtree(cache, ignore_errors=True)
         ai_cold = ai_warm = (float("nan"), float("nan"), -1)
         if args.nsys_ai:
             work = Path(tempfile.mkdtemp(prefix="nsysai-bench-", dir=args.out))
             copy = work / src.name
             shutil.copyfile(src, copy)
-            ai = [args.nsys_ai, "diagnose", str(copy), "--format", "json", "-o", str(work / "f.json")]
+            ai = [args.nsys_ai, "diagnose", str(copy), "--format", "json",
+                  "-o", str(work / "f.json")]
             ai_cold = timed(ai, None, args.timeout)
             ai_warm = timed(ai, None, args.timeout)
             shutil.rmtree(work, ignore_errors=True)
-        rows.append((n, src.stat().st_size, cold, warm, ai_cold, ai_warm))
+        rows.append((n, src.stat().st_size, cold, warm, views, ai_cold, ai_warm))
 
-    print(f"{'kernels':>10} {'file MB':>8} | {'cold s':>7} {'cold MiB':>8} | {'warm s':>7} {'warm MiB':>8} |"
-          f" {'nsys-ai cold s':>14} {'MiB':>7} | {'nsys-ai warm s':>14} | {'speedup':>7} {'mem ratio':>9}")
-    for n, size, cold, warm, aic, aiw in rows:
+    print(f"{'kernels':>10} {'file MB':>8} | {'cold s':>7} {'cold MiB':>8} |"
+          f" {'warm s':>7} {'warm MiB':>8} | {'views s':>7} {'views MiB':>9} |"
+          f" {'nsys-ai cold s':>14} {'MiB':>7} | {'nsys-ai warm s':>14} |"
+          f" {'speedup':>7} {'mem ratio':>9}")
+    for n, size, cold, warm, views, aic, aiw in rows:
         speed = aic[0] / cold[0] if aic[2] == 0 and cold[0] else float("nan")
         mem = cold[1] / aic[1] if aic[2] == 0 else float("nan")
         print(f"{n:>10} {size / 1e6:>8.0f} | {cold[0]:>7.1f} {cold[1]:>8.0f} | {warm[0]:>7.1f} "
-              f"{warm[1]:>8.0f} | {aic[0]:>14.1f} {aic[1]:>7.0f} | {aiw[0]:>14.1f} | "
-              f"{speed:>6.2f}x {mem:>9.2f}" + ("" if cold[2] == 0 else f"  (nsysdiag exit {cold[2]})"))
+              f"{warm[1]:>8.0f} | {views[0]:>7.1f} {views[1]:>9.0f} | {aic[0]:>14.1f} "
+              f"{aic[1]:>7.0f} | {aiw[0]:>14.1f} | {speed:>6.2f}x {mem:>9.2f}"
+              + ("" if cold[2] == 0 else f"  (nsysdiag exit {cold[2]})"))
     if len(rows) > 1:
         (n0, _, c0, *_), (n1, _, c1, *_) = rows[0], rows[-1]
         print(f"scaling: {n1 / n0:.1f}x the kernels cost {c1[0] / c0[0]:.2f}x the cold time")
