@@ -57,3 +57,16 @@ def test_no_cache_leaves_no_results(standard_export, tmp_path):
         scratch = rep.cache_path
     assert not scratch.exists()
     assert not list(tmp_path.rglob("result.json"))
+
+
+def test_other_code_computes_afresh(standard_export, tmp_path, monkeypatch):
+    with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
+        rep.analysis("kernel_summary")
+    monkeypatch.setattr(results_mod, "_code_digest", lambda: "another version of the code")
+    calls = []
+    real = module("kernel_summary").run
+    monkeypatch.setattr(module("kernel_summary"), "run",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
+        rep.analysis("kernel_summary")
+    assert calls == [1]

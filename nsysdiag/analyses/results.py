@@ -4,21 +4,21 @@
 returns. The first call computes it; the result is then kept in memory for the report's
 lifetime and on disk under ``<view cache>/results/<name>-<key>/`` (``result.json`` for the
 status, message, summary and findings, one Arrow IPC file per table). The key hashes the
-options, the analysis' Python and SQL source and the nsysdiag version, so a change to any
-of them computes afresh; the view cache directory itself is keyed by the input's identity.
+options, nsysdiag's Python and SQL source and its version, so a change to any of them
+computes afresh; the view cache directory itself is keyed by the input's identity.
 Writes go to a temporary directory renamed into place. A result whose summary would not
 survive JSON unchanged is simply not stored.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import os
 import shutil
 import tempfile
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,13 +50,21 @@ def run(report: Report, name: str, **options: Any) -> AnalysisResult:
     return memo[key]
 
 
+@functools.cache
+def _code_digest() -> str:
+    """A hash of nsysdiag's own source (Python and SQL): results made by other code are
+    not reused, even between two commits of one version."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted(root.rglob("*")):
+        if path.suffix in (".py", ".sql") and path.is_file():
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def _key(name: str, options: dict[str, Any]) -> str:
-    h = hashlib.sha256(f"{RESULTS_FORMAT}|{__version__}|{name}|".encode())
-    mod = module(name)
-    h.update(Path(mod.__file__).read_bytes())
-    sql = resources.files(__package__).joinpath("sql", f"{name}.sql")
-    if sql.is_file():
-        h.update(sql.read_bytes())
+    h = hashlib.sha256(f"{RESULTS_FORMAT}|{__version__}|{_code_digest()}|{name}|".encode())
     h.update(json.dumps(options, sort_keys=True, default=str).encode())
     for value in options.values():  # an input file given as an option (nvbandwidth JSON)
         if isinstance(value, str) and os.path.isfile(value):
