@@ -1,8 +1,12 @@
 -- ranges: request / iteration ranges, their decomposition, and what grew in the tail.
 --
 -- Inputs (normalized views): nvtx_ranges, api_calls, kernels, memcpys, memsets, cuda_graphs;
--- and two tables the Python side registers between steps:
+-- and the tables the Python side registers between steps:
 --   _ranges_units      the unit instances (output of units_nvtx or units_sync)
+--   rg_cpu             per instance the four CPU API components (sweep over rg_cpu_intervals
+--                      at rg_cpu_probes)
+--   rg_busy            per instance busy_ns and pending_busy_ns (sweep over
+--                      rg_busy_intervals at rg_busy_probes)
 --   _ranges_instances  the decomposed instances (output of instances)
 -- Parameters: $name (range name, or DOMAIN:NAME), $min_instances, $scope ('thread' or
 -- 'process'), $tail_pct (percent), $limit.
@@ -105,22 +109,22 @@ ORDER BY instance;
 
 
 -- @query rg_units
--- Steps of `instances` (materialized one by one, so that each heavy window or join
--- gets the whole memory budget). The instances with the key their CUDA calls are matched on.
+-- The rg_* queries are steps of `instances` (materialized one by one, so that each heavy
+-- join or window gets the whole memory budget; two sums come from analyses/sweep.py).
+-- rg_units: the instances with the key their CUDA calls are matched on.
 SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key
 FROM _ranges_units
 
 -- @query rg_calls
 -- The key's CUDA calls, with the component each counts into.
-WITH u AS (SELECT * FROM rg_units)
 SELECT CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key,
-           CASE WHEN category IN ('launch', 'graph_launch') THEN 'launch'
-                WHEN category IN ('memcpy', 'memset') THEN 'memcpy'
-                WHEN category = 'sync' THEN 'sync' ELSE 'other' END AS comp,
-           start_ns, end_ns, global_pid, correlation_id
-    FROM api_calls
-    WHERE (CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END)
-          IN (SELECT DISTINCT key FROM u)
+       CASE WHEN category IN ('launch', 'graph_launch') THEN 'launch'
+            WHEN category IN ('memcpy', 'memset') THEN 'memcpy'
+            WHEN category = 'sync' THEN 'sync' ELSE 'other' END AS comp,
+       start_ns, end_ns, global_pid, correlation_id
+FROM api_calls
+WHERE (CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END)
+      IN (SELECT DISTINCT key FROM rg_units)
 
 -- @query rg_cpu_intervals
 -- The key's calls for the CPU components, classes 0 launch, 1 memcpy, 2 sync, 3 other (the
@@ -139,16 +143,16 @@ FROM rg_units
 -- @query rg_ops
 -- Every GPU operation with its launch key.
 SELECT 'kernel' AS cls, device_id, global_pid, correlation_id, start_ns, end_ns
-    FROM kernels WHERE start_ns > 0
-    UNION ALL
-    SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
-    FROM memcpys WHERE start_ns > 0
-    UNION ALL
-    SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
-    FROM memsets WHERE start_ns > 0
-    UNION ALL
-    SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns
-    FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0
+FROM kernels WHERE start_ns > 0
+UNION ALL
+SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
+FROM memcpys WHERE start_ns > 0
+UNION ALL
+SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
+FROM memsets WHERE start_ns > 0
+UNION ALL
+SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns
+FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0
 
 -- @query rg_own
 -- Each instance's own GPU work.
@@ -198,7 +202,8 @@ udev AS (SELECT * FROM rg_udev),
 pending AS (
     SELECT o.instance, greatest(o.api_end_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e
     FROM own o JOIN udev d USING (instance)
-    WHERE o.device_id = d.device_id AND least(o.end_ns, d.end_ns) > greatest(o.api_end_ns, d.start_ns)),
+    WHERE o.device_id = d.device_id
+      AND least(o.end_ns, d.end_ns) > greatest(o.api_end_ns, d.start_ns)),
 pending_islands AS (
     SELECT instance, s, e,
            sum(CASE WHEN s > coalesce(c, s - 1) THEN 1 ELSE 0 END)
