@@ -51,6 +51,14 @@ class Source(abc.ABC):
     def identity(self) -> str:
         """A string that changes whenever the export's content may have changed."""
 
+    def any_row(self, table: str, column: str, where: str) -> bool:
+        """Whether some row of ``table`` matches ``where``, a filter on the integer
+        ``column`` written by this package. False when either is absent."""
+        if column not in self.tables().get(table, {}):
+            return False
+        reader = self.read(table, {column: "int"}, where=where)
+        return any(batch.num_rows for batch in reader)
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release file handles."""
 

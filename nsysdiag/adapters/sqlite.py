@@ -221,6 +221,18 @@ class SqliteSource(Source):
             for handle, _ in readers:
                 self._finish(handle)
 
+    def any_row(self, table: str, column: str, where: str) -> bool:
+        """One EXISTS query in SQLite, instead of streaming the column out."""
+        if column not in self.tables().get(table, {}):
+            return False
+        try:
+            (found,) = self._db.execute(
+                f"SELECT EXISTS (SELECT 1 FROM {_quote(table)} WHERE {where})"
+            ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self._error(table, exc) from None
+        return bool(found)
+
     def identity(self) -> str:
         st = self.path.stat()
         key = f"sqlite|{self.path.resolve()}|{st.st_size}|{st.st_mtime_ns}"

@@ -142,9 +142,5 @@ def cached_probe(source: Source, directory: Path) -> Probe:
 
 def _graph_nodes(source: Source) -> bool:
     """True when some kernel carries a graph node id (node-level graph tracing)."""
-    cols = source.tables().get("CUPTI_ACTIVITY_KIND_KERNEL", {})
-    if "graphNodeId" not in cols:
-        return False
-    reader = source.read("CUPTI_ACTIVITY_KIND_KERNEL", {"graphNodeId": "int"},
-                         where="graphNodeId IS NOT NULL AND graphNodeId <> 0")
-    return any(batch.num_rows for batch in reader)
+    return source.any_row("CUPTI_ACTIVITY_KIND_KERNEL", "graphNodeId",
+                          "graphNodeId IS NOT NULL AND graphNodeId <> 0")
