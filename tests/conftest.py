@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -70,3 +71,17 @@ def builder():
 def standard_export(request, tmp_path) -> Path:
     """The documented standard fixture (fixtures/make_fixtures.py) in each layout."""
     return standard(request.param).write(tmp_path / f"{request.param}.sqlite")
+
+
+@pytest.fixture(scope="session")
+def labelled(tmp_path_factory) -> dict[str, Path]:
+    """The project's own labelled H200 captures (fixtures/h200/*.tar.xz), extracted once:
+    scenario name -> .sqlite path."""
+    out = tmp_path_factory.mktemp("h200")
+    paths = {}
+    for tar in sorted((ROOT / "fixtures" / "h200").glob("*.tar.xz")):
+        with tarfile.open(tar) as tf:
+            member = next(m for m in tf.getmembers() if m.name.endswith(".sqlite"))
+            tf.extract(member, out, filter="data")
+            paths[tar.name.split(".")[0]] = out / member.name
+    return paths

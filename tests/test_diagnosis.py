@@ -3,31 +3,14 @@
 from __future__ import annotations
 
 import json
-import tarfile
 from importlib import resources
 
 import jsonschema
 import pytest
-from conftest import H200, ROOT, need
+from conftest import H200, need
 
 import nsysdiag
 from nsysdiag.cli.main import main
-
-LABELLED = ROOT / "fixtures" / "h200"
-
-
-@pytest.fixture(scope="module")
-def labelled(tmp_path_factory):
-    """Extract the project's own labelled H200 captures (fixtures/h200/*.tar.xz)."""
-    out = tmp_path_factory.mktemp("h200")
-    paths = {}
-    for tar in sorted(LABELLED.glob("*.tar.xz")):
-        with tarfile.open(tar) as tf:
-            member = next(m for m in tf.getmembers() if m.name.endswith(".sqlite"))
-            tf.extract(member, out, filter="data")
-            paths[tar.name.split(".")[0]] = out / member.name
-    return paths
-
 
 SCHEMA = json.loads(resources.files("nsysdiag").joinpath("schema/diagnosis-v1.schema.json").read_text())
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import H200, ROOT, corpus_sqlite_files, need, run_on_corpus
+from conftest import H200, corpus_sqlite_files, need, run_on_corpus
 
 import nsysdiag
 from nsysdiag.analyses import graphs
-
-GRAPH_H200 = ROOT / "scratch" / "h200" / "graph.sqlite"
 
 
 def graph_level_trace(builder, tmp_path):
@@ -125,9 +123,9 @@ def test_no_graphs_is_empty_with_in_use_false(builder, tmp_path):
     assert res.status == "not_captured" and res.summary == {"in_use": None}
 
 
-def test_real_node_level_graph_trace():
+def test_real_node_level_graph_trace(labelled):
     """An H200 trace captured with --cuda-graph-trace=node (when present)."""
-    with nsysdiag.open(need(GRAPH_H200), cache=False) as rep:
+    with nsysdiag.open(labelled["graph"], cache=False) as rep:
         res = graphs.run(rep)
         # node kernels carry the cudaGraphLaunch call's correlation id (same process)
         ((matched, total),) = rep.sql(
