@@ -202,3 +202,20 @@ def test_every_corpus_file(corpus_results):
             for dev in res.tables["devices"].to_pylist():
                 assert dev["kernel_busy_ns"] <= dev["wall_span_ns"], path
                 assert dev["copy_busy_ns"] <= dev["wall_span_ns"], path
+
+
+def test_jitter_concurrency_is_overlaps_kernel_sweep(builder, tmp_path):
+    """Kernels [0, 100) and [50, 150) on two streams, then [200, 300): busy 250 ns, two in
+    flight for 50 ns -> 20 % (jitter reports it per device from overlap)."""
+    from nsysdiag.analyses import jitter
+
+    b = builder("current")
+    b.launch(0, 1, 0, 100, stream=7)
+    b.launch(2, 3, 50, 150, stream=8)
+    b.launch(4, 5, 200, 300, stream=7)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite")) as rep:
+        res = jitter.run(rep)
+    (row,) = res.table("concurrency").to_pylist()
+    assert (row["busy_ns"], row["concurrent_ns"]) == (250, 50)
+    assert row["concurrent_pct"] == pytest.approx(20.0)
+    assert res.summary["concurrent_pct"] == pytest.approx(20.0)

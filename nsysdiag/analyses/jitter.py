@@ -4,12 +4,13 @@ Check D1 of the method. A kernel whose p99 is far above its median, or a sizeabl
 of launches beyond 1.5x the median, means GPU execution time is intermittently inflated
 (contention with other GPU work, clocks, memory behaviour). ``concurrency`` gives the share
 of kernel time during which two or more kernels overlapped on a device (another stream or
-process competing for SMs).
+process competing for SMs), as measured by the overlap analysis.
 """
 
 from __future__ import annotations
 
 import click
+import pyarrow as pa
 
 from ..report import Report
 from .base import OK, AnalysisResult, not_captured, run_query
@@ -46,7 +47,7 @@ def run(report: Report, *, top: int = 10, slow: float = 1.5) -> AnalysisResult:
     if missing:
         return missing
     per = run_query(report, "jitter", "per_kernel", {"top": top, "slow": slow})
-    conc = run_query(report, "jitter", "concurrency")
+    conc = _concurrency(report)
     rows = per.to_pylist()
     summary: dict = {"kernels_examined": len(rows)}
     if rows:
@@ -73,3 +74,22 @@ def run(report: Report, *, top: int = 10, slow: float = 1.5) -> AnalysisResult:
     return AnalysisResult(
         "jitter", OK, msg, summary, {"per_kernel": per, "concurrency": conc}, main="per_kernel"
     )
+
+
+def _concurrency(report: Report) -> pa.Table:
+    """Per device: time with >= 1 and with >= 2 kernels in flight, from the overlap
+    analysis (its kernel sweep; the diagnosis runs it anyway, and its result is cached)."""
+    overlap = report.analysis("overlap")
+    rows = []
+    if overlap.ok:
+        rows = [
+            {"device_id": r["device_id"], "busy_ns": r["kernel_busy_ns"],
+             "concurrent_ns": r["concurrent_kernel_ns"],
+             "concurrent_pct": r["kernel_concurrency_pct"]}
+            for r in overlap.table("devices").to_pylist() if r["device_id"] is not None
+        ]
+    return pa.Table.from_pylist(rows, schema=_CONCURRENCY)
+
+
+_CONCURRENCY = pa.schema([("device_id", pa.int64()), ("busy_ns", pa.int64()),
+                          ("concurrent_ns", pa.int64()), ("concurrent_pct", pa.float64())])

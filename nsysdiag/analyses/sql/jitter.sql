@@ -6,8 +6,7 @@
 -- Outputs: per_kernel: name, instances, total_ns, p50_ns, p90_ns, p99_ns, max_ns,
 --          p99_over_p50 (ratio), slow_pct (% of launches slower than $slow x median),
 --          cv (stddev / mean, dimensionless).
---          concurrency: share of kernel time during which kernels of another stream or
---          process also ran on the same device (interference), in %.
+-- (The concurrency table comes from the overlap analysis: see jitter.py.)
 
 -- @query per_kernel
 WITH k AS (
@@ -30,22 +29,3 @@ SELECT s.name, s.instances, s.total_ns, s.p50_ns, s.p90_ns, s.p99_ns, s.max_ns,
        100.0 * coalesce(slow.n_slow, 0) / s.instances AS slow_pct, s.cv
 FROM stats s LEFT JOIN slow USING (name)
 ORDER BY s.total_ns DESC
-
--- @query concurrency
-WITH ev AS (
-    SELECT device_id, global_pid, stream_id, start_ns AS t, 1 AS d FROM kernels
-    UNION ALL
-    SELECT device_id, global_pid, stream_id, end_ns AS t, -1 AS d FROM kernels),
-streams AS (
-    -- running count of busy (process, stream) pairs per device, as a step function
-    SELECT device_id, t,
-           sum(d) OVER (PARTITION BY device_id ORDER BY t, d ROWS UNBOUNDED PRECEDING) AS running,
-           lead(t) OVER (PARTITION BY device_id ORDER BY t, d) AS t_next
-    FROM ev)
-SELECT device_id,
-       sum(t_next - t) FILTER (WHERE running >= 1)::BIGINT AS busy_ns,
-       sum(t_next - t) FILTER (WHERE running >= 2)::BIGINT AS concurrent_ns,
-       100.0 * sum(t_next - t) FILTER (WHERE running >= 2)
-             / nullif(sum(t_next - t) FILTER (WHERE running >= 1), 0) AS concurrent_pct
-FROM streams WHERE t_next IS NOT NULL
-GROUP BY device_id ORDER BY device_id
