@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -21,6 +21,9 @@ from .errors import InputError, UsageError
 from .views.build import VIEW_FORMAT, ViewStore, sql_string
 from .views.definitions import VIEWS
 from .views.probe import Probe, cached_probe
+
+if TYPE_CHECKING:
+    from .analyses.base import AnalysisResult
 
 
 def duckdb_connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -150,7 +153,7 @@ class Report:
             raise UsageError(f"no view named {name!r}; views: {', '.join(VIEWS)}")
         return self.sql(f"SELECT * FROM {name}")
 
-    def analysis(self, name: str, **options: Any):
+    def analysis(self, name: str, **options: Any) -> AnalysisResult:
         """Run analysis ``name`` (or reuse its cached result); see ``nsysdiag.analyses``."""
         from .analyses import results
 
