@@ -95,7 +95,10 @@ class ViewStore:
             # build its hash tables on the raw table: keep the join order as written, big
             # raw input on the probe side, small lookup tables on the build side.
             self.con.execute("SET disabled_optimizers = 'join_order,build_side_probe_side'")
-            self._run(f"COPY ({spec.sql}) TO {sql_string(tmp)} (FORMAT parquet, COMPRESSION zstd)")
+            # zstd level 1: measured at 5M kernels, 17% faster to write than the default
+            # level 3 for 5% more bytes (snappy: as fast, twice the bytes)
+            self._run(f"COPY ({spec.sql}) TO {sql_string(tmp)} "
+                      "(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1)")
             os.replace(tmp, target)
         finally:
             self.con.execute("RESET disabled_optimizers")
