@@ -20,7 +20,7 @@ from .base import OK, AnalysisResult, not_captured, run_query, steps
 NAME = "launch_gaps"
 
 #: intermediate queries of the SQL file, computed once per run as temporary tables
-_STEPS = ("sequence", "gaps", "main_gaps", "gap_bins")
+_STEPS = ("gaps", "main_gaps", "gap_bins")
 
 #: share of idle time in prelaunched gaps (%) from which a finding says so
 _PRELAUNCHED_PCT = 10.0

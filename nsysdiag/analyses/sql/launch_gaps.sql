@@ -28,10 +28,10 @@
 -- start_ns - end_ns of the previous kernel on the stream, when positive, before non-graph
 -- kernels.
 --
--- Steps (every query below runs with them in front as CTEs):
---   sequence   every kernel and graph-level execution with unit ('kernel', 'graph_node',
---              'graph') and busy_until_ns
---   gaps       device_id, pid, global_pid, kind, correlation_id, gap_ns (ns),
+-- Steps (materialized in this order; the queries below read them):
+--   gaps       from the sequence of every kernel and graph-level execution with its unit
+--              ('kernel', 'graph_node', 'graph') and busy_until_ns (the running maximum
+--              of the earlier ends): device_id, pid, global_pid, kind, correlation_id, gap_ns (ns),
 --              start_ns (ns, start of the kernel after the gap)
 --   main_gaps  the main gaps (kind 'kernel') with launched_before_idle: true when
 --              prelaunched, false when starved, NULL when the launch call is unknown
@@ -50,19 +50,18 @@
 --                 launched_before_idle
 --   histogram     main gaps per log-spaced bin, empty bins included
 
--- @query sequence
-SELECT global_pid, pid, device_id, correlation_id, unit, start_ns,
-       max(end_ns) OVER (PARTITION BY global_pid, device_id ORDER BY start_ns, end_ns
-                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until_ns
-FROM (SELECT global_pid, pid, device_id, correlation_id, start_ns, end_ns,
-             CASE WHEN graph_node_id IS NULL THEN 'kernel' ELSE 'graph_node' END AS unit
-      FROM kernels
-      UNION ALL
-      SELECT global_pid, pid, device_id, correlation_id, gpu_start_ns, gpu_end_ns, 'graph'
-      FROM cuda_graphs
-      WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL)
-
 -- @query gaps
+WITH sequence AS (
+    SELECT global_pid, pid, device_id, correlation_id, unit, start_ns,
+           max(end_ns) OVER (PARTITION BY global_pid, device_id ORDER BY start_ns, end_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until_ns
+    FROM (SELECT global_pid, pid, device_id, correlation_id, start_ns, end_ns,
+                 CASE WHEN graph_node_id IS NULL THEN 'kernel' ELSE 'graph_node' END AS unit
+          FROM kernels
+          UNION ALL
+          SELECT global_pid, pid, device_id, correlation_id, gpu_start_ns, gpu_end_ns, 'graph'
+          FROM cuda_graphs
+          WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL))
 SELECT s.device_id, s.pid, s.global_pid,
        CASE WHEN s.unit = 'kernel' THEN 'kernel'
             WHEN s.unit = 'graph' OR s.start_ns = f.first_start_ns THEN 'graph_launch'
