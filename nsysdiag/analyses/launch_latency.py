@@ -21,7 +21,7 @@ from .base import OK, AnalysisResult, not_captured, run_query, steps
 NAME = "launch_latency"
 
 #: intermediate queries of the SQL file, computed once per run as temporary tables
-_STEPS = ("launches", "queue_events", "depth_series", "depth_at_launch")
+_STEPS = ("launches", "queue_events", "depth_series")
 
 #: rows of the ``latency`` table, flattened into the summary as ``<metric>_<stat>_ns``
 _METRICS = (

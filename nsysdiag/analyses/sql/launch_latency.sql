@@ -16,7 +16,7 @@
 -- At equal times the -1s and +1s are netted, so a start and a launch at the same ns do
 -- not make a transient depth. Graph launches are not in the queue.
 --
--- Steps (every query below runs with them in front as CTEs):
+-- Steps (materialized in this order; the queries below read them):
 --   launches        one row per non-graph kernel with its launch call (ns):
 --                     api_duration_ns              the launch call's own CPU time
 --                     api_start_to_kernel_start_ns call entry -> kernel start
@@ -31,8 +31,8 @@
 --                   global_pid/pid/context_id/stream_id (NULL at device level), t_ns,
 --                   depth after the instant, span_ns (time to the next event), the
 --                   series' first_ns and last_ns (its first and last queue event)
---   depth_at_launch device depth right after each matched launch call returned (counting
---                   its own kernel when that had not started yet)
+-- Depth at launch: the device depth right after each matched launch call returned
+-- (counting its own kernel when that had not started yet): the depth_series rows at_launch.
 -- Outputs:
 --   summary          kernels, matched, unmatched, unmatched_pct (% of kernels), queued
 --                    (started after the call returned), negative_queue (started before it
@@ -69,7 +69,7 @@ WHERE k.graph_node_id IS NULL
 -- @query queue_events
 -- +1 at api_end_ns and -1 at start_ns per queued kernel; a matched launch that did not
 -- queue leaves a 0 at its api_end_ns, only so that its depth at launch is read off the
--- same sorted pass (at_launch marks the rows that answer depth_at_launch)
+-- same sorted pass (at_launch marks the rows that give the depth at launch)
 SELECT device_id, global_pid, pid, context_id, stream_id,
        unnest([api_end_ns, start_ns]) AS t_ns, unnest([1, -1]) AS delta,
        unnest([true, false]) AS at_launch
@@ -101,11 +101,6 @@ FROM queue_events
 WHERE $streams AND delta <> 0
 WINDOW k AS (PARTITION BY device_id, global_pid, context_id, stream_id),
        o AS (k ORDER BY t_ns)
-
--- @query depth_at_launch
-SELECT device_id, depth
-FROM depth_series
-WHERE level = 'device' AND at_launch
 
 -- @query latency
 -- One list-valued quantile per metric: a single sorted copy of each column, not one per
@@ -154,7 +149,7 @@ FROM (SELECT count(*) AS kernels, count(api_end_ns) AS matched,
              quantile_cont(depth, 0.9) AS depth_at_launch_p90,
              quantile_cont(depth, 0.99) AS depth_at_launch_p99,
              max(depth) AS depth_at_launch_max
-      FROM depth_at_launch),
+      FROM depth_series WHERE level = 'device' AND at_launch),
      (SELECT sum(depth * span_ns) / nullif(sum(span_ns), 0) AS mean_depth,
              100.0 * coalesce(sum(span_ns) FILTER (WHERE depth > 0), 0) / nullif(sum(span_ns), 0)
                  AS queue_nonempty_pct
