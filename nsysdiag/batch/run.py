@@ -15,8 +15,6 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import UsageError
+from ..fileio import write_atomic
 
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
 
@@ -147,23 +146,11 @@ class BatchSummary:
         )
 
 
-def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _save_part(parts: Path, key: str, record: dict[str, Any]) -> None:
     from ..render.tables import dumps
 
     text = dumps(record)
-    _write_atomic(parts / f"{key}.json", lambda tmp: Path(tmp).write_text(text))
+    write_atomic(parts / f"{key}.json", lambda tmp: Path(tmp).write_text(text))
 
 
 def _results(
@@ -264,4 +251,4 @@ def _combine(records: list[dict[str, Any]], out: Path) -> None:
         table = (
             pa.Table.from_pylist(rows) if rows else pa.table({"report": pa.array([], pa.string())})
         )
-        _write_atomic(path, lambda tmp, t=table: pq.write_table(t, tmp))
+        write_atomic(path, lambda tmp, t=table: pq.write_table(t, tmp))

@@ -8,13 +8,12 @@ of failing or reporting zeros that are not measurements.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..adapters.base import Source
 from ..errors import MissingDataError
+from ..fileio import write_atomic
 from .definitions import VIEWS
 
 PRESENT, EMPTY, NOT_CAPTURED = "present", "empty", "not_captured"
@@ -130,11 +129,7 @@ def cached_probe(source: Source, directory: Path) -> Probe:
     text = json.dumps({"views": {k: asdict(v) for k, v in result.views.items()},
                        "cuda_traced": result.cuda_traced})
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".probe.", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, stored)
+        write_atomic(stored, lambda tmp: Path(tmp).write_text(text))
     except OSError:
         pass  # an unwritable cache only costs the reuse
     return result
