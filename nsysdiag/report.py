@@ -160,9 +160,19 @@ class Report:
         return results.run(self, name, **options)
 
     def scratch_dir(self) -> Path:
-        """A private directory for intermediate results, removed by :meth:`close`."""
+        """A private directory for intermediate results, removed by :meth:`close`.
+
+        It lies beside DuckDB's spill files (``<cache dir>/spill``), on disk: the steps of a
+        big trace write gigabytes, too much for a RAM-backed /tmp. Falls back to the
+        system's temporary directory when the cache directory is not writable.
+        """
         if self._scratch is None:
-            self._scratch = tempfile.mkdtemp(prefix="nsysdiag-steps-")
+            spill = default_cache_dir() / "spill"
+            try:
+                spill.mkdir(parents=True, exist_ok=True)
+                self._scratch = tempfile.mkdtemp(prefix="steps-", dir=spill)
+            except OSError:
+                self._scratch = tempfile.mkdtemp(prefix="nsysdiag-steps-")
         return Path(self._scratch)
 
     def ensure_views(self, *names: str) -> None:

@@ -271,7 +271,9 @@ def test_output_paths_not_derived_from_trace_contents(tmp_path, capsys, monkeypa
         name, key = d.name.rsplit("-", 1)
         assert name in ANALYSES and re.fullmatch(r"[0-9a-f]{20}", key), d.name
         assert all(re.fullmatch(r"result\.json|\d+\.arrow", f.name) for f in d.iterdir()), d
-    assert {p.name for p in cache.iterdir()} <= {"views", "exports"}
+    assert {p.name for p in cache.iterdir()} <= {"views", "exports", "spill"}
+    # spill/ holds DuckDB's spill files and the analyses' scratch steps, all gone on close
+    assert not (cache / "spill").exists() or not any((cache / "spill").iterdir())
 
 
 def test_odd_paths_work(tmp_path, monkeypatch, capsys):
