@@ -21,6 +21,11 @@ def cache_dir() -> Path:
     return Path(env) if env else Path(platformdirs.user_cache_dir("nsysdiag"))
 
 
+def spill_dir() -> Path:
+    """Where DuckDB spills past its memory limit and analyses keep their scratch steps."""
+    return cache_dir() / "spill"
+
+
 MEMORY_ENV = "NSYSDIAG_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "1200MB"
 

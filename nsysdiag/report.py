@@ -15,7 +15,7 @@ import duckdb
 from . import __version__
 from .adapters.base import Source
 from .adapters.detect import open_source
-from .config import MEMORY_ENV, memory_limit
+from .config import MEMORY_ENV, memory_limit, spill_dir
 from .config import cache_dir as default_cache_dir
 from .errors import InputError, UsageError
 from .views.build import VIEW_FORMAT, ViewStore, sql_string
@@ -38,7 +38,7 @@ def duckdb_connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     con.execute("SET enable_progress_bar = false")
     # views and analyses order explicitly; without this COPY buffers whole tables
     con.execute("SET preserve_insertion_order = false")
-    spill = default_cache_dir() / "spill"
+    spill = spill_dir()
     try:
         con.execute("SET memory_limit = ?", [memory_limit()])
     except duckdb.Error as exc:
@@ -167,7 +167,7 @@ class Report:
         system's temporary directory when the cache directory is not writable.
         """
         if self._scratch is None:
-            spill = default_cache_dir() / "spill"
+            spill = spill_dir()
             try:
                 spill.mkdir(parents=True, exist_ok=True)
                 self._scratch = tempfile.mkdtemp(prefix="steps-", dir=spill)
