@@ -10,10 +10,9 @@ kernels, own copies, other work, idle with own work pending, idle); the slowest
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -280,10 +279,9 @@ def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table
 
 
 def _instances(report: Report, scope: str) -> pa.Table:
-    with contextlib.ExitStack() as stack:
+    with ExitStack() as stack:
         stack.enter_context(steps(report, NAME, ("rg_units", "rg_calls"), {"scope": scope}))
-        units = report.sql("SELECT instance FROM rg_units ORDER BY instance").to_arrow_table()
-        ids = units.column("instance").to_numpy(zero_copy_only=False).astype(np.int64)
+        ids = _instance_ids(report, "rg_units")
         groups = int(ids.max()) + 1 if len(ids) else 1
         cpu = _sweep(report, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)[ids]
         stack.enter_context(_registered(report, "rg_cpu", pa.table({
@@ -291,13 +289,17 @@ def _instances(report: Report, scope: str) -> pa.Table:
             **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
         stack.enter_context(steps(report, NAME, ("rg_ops", "rg_own", "rg_udev", "rg_pending")))
         busy = _sweep(report, "rg_busy_intervals", "rg_busy_probes", 1, 2 * groups)[:, 0]
-        measured = report.sql(
-            "SELECT instance FROM rg_udev WHERE device_id IS NOT NULL ORDER BY instance"
-        ).to_arrow_table().column("instance").to_numpy(zero_copy_only=False).astype(np.int64)
+        measured = _instance_ids(report, "rg_udev WHERE device_id IS NOT NULL")
         stack.enter_context(_registered(report, "rg_busy", pa.table({
             "instance": measured, "busy_ns": busy[2 * measured],
             "pending_busy_ns": busy[2 * measured + 1]})))
         return run_query(report, NAME, "instances")
+
+
+def _instance_ids(report: Report, source: str) -> np.ndarray:
+    """The sorted instance numbers of a step (``source``: a step name, maybe filtered)."""
+    rows = report.sql(f"SELECT instance FROM {source} ORDER BY instance").to_arrow_table()
+    return rows.column("instance").to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _sweep(
