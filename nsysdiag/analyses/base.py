@@ -114,6 +114,16 @@ def steps(
             target.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def registered(report: Report, name: str, table: pa.Table) -> Iterator[None]:
+    """Expose an Arrow table to the report's SQL as ``name`` for the duration of a block."""
+    report.con.register(name, table)
+    try:
+        yield
+    finally:
+        report.con.unregister(name)
+
+
 @dataclass(frozen=True)
 class AnalysisResult:
     """The outcome of one analysis.

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..render.text import fmt_ns
 from ..report import Report
-from .base import OK, AnalysisResult, not_captured, run_query
+from . import intervals
+from .base import OK, AnalysisResult, not_captured, registered, run_query, steps
 
 NAME = "overlap"
 
@@ -46,7 +49,8 @@ def run(report: Report) -> AnalysisResult:
     probe = report.probe
     if not any(probe.present(v) for v in ("kernels", "memcpys", "memsets", "cuda_graphs")):
         return not_captured(NAME, report, "kernels")  # type: ignore[return-value]
-    per = run_query(report, NAME, "devices")
+    with steps(report, NAME, ("ops",)), registered(report, "_overlap_busy", _busy(report)):
+        per = run_query(report, NAME, "devices")
     total = next(r for r in per.to_pylist() if r["device_id"] is None)
     devices = per.filter(pc.is_valid(per.column("device_id")))
     streams = run_query(report, NAME, "streams")
@@ -71,6 +75,35 @@ def run(report: Report) -> AnalysisResult:
         main="devices",
         findings=tuple(_findings(dev_rows, sync, summary)),
     )
+
+
+def _busy(report: Report) -> pa.Table:
+    """Per device: kernel, copy and any busy time, time with >= 2 kernels, peak kernels."""
+    devices: dict[int, tuple[intervals.Busy, intervals.Union, intervals.Union]] = {}
+    for (device,), op in intervals.segments(
+        report, "SELECT device_id, cls = 'kernel' AS kernel, start_ns, end_ns FROM ops",
+        ("device_id",), ("kernel", "start_ns", "end_ns"),
+    ):
+        kernels, copies, either = devices.setdefault(
+            device, (intervals.Busy(), intervals.Union(), intervals.Union()))
+        k = op["kernel"]
+        start, end = op["start_ns"].astype(np.int64), op["end_ns"].astype(np.int64)
+        kernels.feed(start[k], end[k])
+        copies.feed(start[~k], end[~k])
+        either.feed(start, end)
+    return pa.table({
+        "device_id": list(devices),
+        "kernel_ns": [k.ns for k, _, _ in devices.values()],
+        "copy_ns": [c.ns for _, c, _ in devices.values()],
+        "any_ns": [a.ns for _, _, a in devices.values()],
+        "concurrent_ns": [k.twice_ns for k, _, _ in devices.values()],
+        "max_in_flight": [k.peak for k, _, _ in devices.values()],
+    }, schema=_BUSY_SCHEMA)
+
+
+_BUSY_SCHEMA = pa.schema([("device_id", pa.int64())] + [
+    (c, pa.int64())
+    for c in ("kernel_ns", "copy_ns", "any_ns", "concurrent_ns", "max_in_flight")])
 
 
 def _single_stream(row: dict) -> bool:

@@ -11,8 +11,7 @@ kernels, own copies, other work, idle with own work pending, idle); the slowest
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -22,7 +21,16 @@ import pyarrow as pa
 
 from ..errors import UsageError
 from . import sweep
-from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, load_sql, run_query, steps
+from .base import (
+    EMPTY,
+    NOT_CAPTURED,
+    OK,
+    AnalysisResult,
+    load_sql,
+    registered,
+    run_query,
+    steps,
+)
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -238,16 +246,6 @@ def durations(
     return Durations(unit.name, d, unit.source)
 
 
-@contextmanager
-def _registered(report: Report, name: str, table: pa.Table) -> Iterator[None]:
-    """Expose an Arrow table to the report's SQL as ``name`` for the duration of a block."""
-    report.con.register(name, table)
-    try:
-        yield
-    finally:
-        report.con.unregister(name)
-
-
 def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table, str]:
     """One row per instance with its CPU and GPU components (the ``instances`` table).
 
@@ -268,7 +266,7 @@ def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table
         The instances and the scope used.
     """
     chosen = scope if scope != "auto" else ("thread" if unit.thread_local else "process")
-    with _registered(report, "_ranges_units", unit.instances):
+    with registered(report, "_ranges_units", unit.instances):
         table = _instances(report, chosen)
         if scope == "auto" and chosen == "thread" and unit.source != "sync_fallback":
             api = sum(_total(table, f"{c}_ns") for c in CPU_COMPONENTS[:-1])
@@ -284,13 +282,13 @@ def _instances(report: Report, scope: str) -> pa.Table:
         ids = _instance_ids(report, "rg_units")
         groups = int(ids.max()) + 1 if len(ids) else 1
         cpu = _sweep(report, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)[ids]
-        stack.enter_context(_registered(report, "rg_cpu", pa.table({
+        stack.enter_context(registered(report, "rg_cpu", pa.table({
             "instance": ids,
             **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
         stack.enter_context(steps(report, NAME, ("rg_ops", "rg_own", "rg_udev", "rg_pending")))
         busy = _sweep(report, "rg_busy_intervals", "rg_busy_probes", 1, 2 * groups)[:, 0]
         measured = _instance_ids(report, "rg_udev WHERE device_id IS NOT NULL")
-        stack.enter_context(_registered(report, "rg_busy", pa.table({
+        stack.enter_context(registered(report, "rg_busy", pa.table({
             "instance": measured, "busy_ns": busy[2 * measured],
             "pending_busy_ns": busy[2 * measured + 1]})))
         return run_query(report, NAME, "instances")
@@ -357,7 +355,7 @@ def run(
     if isinstance(unit, AnalysisResult):
         return unit
     instances, used_scope = decompose(report, unit, scope)
-    with _registered(report, "_ranges_instances", instances):
+    with registered(report, "_ranges_instances", instances):
         params = {"tail_pct": tail_pct, "limit": SLOWEST}
         stats = run_query(report, NAME, "summary", params).to_pylist()[0]
         attribution = run_query(report, NAME, "attribution", params)

@@ -6,7 +6,8 @@
 --
 -- Busy time is the measure of a union of intervals, found with the running maximum of end
 -- times (gaps-and-islands): sorted by start, each interval adds the part of it beyond the
--- furthest end seen so far, greatest(0, end - greatest(start, running_max_end)).
+-- furthest end seen so far, greatest(0, end - greatest(start, running_max_end)). The
+-- sorted passes run in numpy (analyses/intervals.py, which states the definitions).
 --   kernel_busy_ns  union of kernel (and graph-level launch) intervals
 --   copy_busy_ns    union of memcpy + memset intervals
 --   any_busy_ns     union of both
@@ -14,8 +15,8 @@
 --                   kernel in flight at once (the intersection of the two unions)
 --   exposed_copy_ns copy_busy_ns - both_busy_ns: copy time not hidden behind compute
 --   overlap_pct     100 * both_busy_ns / copy_busy_ns
--- Kernel concurrency uses a sweep (+1 at each start, -1 at each end): concurrent_kernel_ns
--- is the time with >= 2 kernels in flight, max_concurrent_kernels the peak.
+-- Kernel concurrency: concurrent_kernel_ns is the time with >= 2 kernels in flight (an
+-- interval is in flight on [start, end)), max_concurrent_kernels the peak.
 -- A stream is (global_pid, stream_id).
 --
 -- devices: one row per device (device_id NULL: all devices together).
@@ -23,52 +24,26 @@
 -- copy_apis: the API call behind each memcpy (joined on global_pid + correlation_id):
 --   copies, bytes and copy time per API name; synchronous = a memcpy API without 'Async'.
 
+-- @query ops
+-- Step: every operation of each device, as an interval of class 'kernel' (kernels and
+-- graph-level launches) or 'copy' (memcpys and memsets); the busy times, their intersection
+-- and the kernel concurrency come from a sorted pass over it (analyses/intervals.py) and
+-- are registered as _overlap_busy (device_id, kernel_ns, copy_ns, any_ns, concurrent_ns,
+-- max_in_flight) for `devices`.
+SELECT device_id, 'kernel' AS cls, global_pid, stream_id, start_ns, end_ns
+FROM kernels WHERE end_ns >= start_ns
+UNION ALL
+SELECT device_id, 'kernel', global_pid, stream_id, gpu_start_ns, gpu_end_ns
+FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_end_ns >= gpu_start_ns
+UNION ALL
+SELECT device_id, 'copy', global_pid, stream_id, start_ns, end_ns
+FROM memcpys WHERE end_ns >= start_ns
+UNION ALL
+SELECT device_id, 'copy', global_pid, stream_id, start_ns, end_ns
+FROM memsets WHERE end_ns >= start_ns
+
 -- @query devices
-WITH ops AS (
-    SELECT device_id, 'kernel' AS cls, global_pid, stream_id, start_ns, end_ns
-    FROM kernels WHERE end_ns >= start_ns
-    UNION ALL
-    SELECT device_id, 'kernel', global_pid, stream_id, gpu_start_ns, gpu_end_ns
-    FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_end_ns >= gpu_start_ns
-    UNION ALL
-    SELECT device_id, 'copy', global_pid, stream_id, start_ns, end_ns
-    FROM memcpys WHERE end_ns >= start_ns
-    UNION ALL
-    SELECT device_id, 'copy', global_pid, stream_id, start_ns, end_ns
-    FROM memsets WHERE end_ns >= start_ns),
--- one sorted pass per device: the running end of the kernels, of the copies and of all
--- work before each operation; the part of an operation past it is new busy time
-running AS (
-    SELECT device_id, cls, start_ns, end_ns,
-           max(end_ns) FILTER (WHERE cls = 'kernel') OVER w AS kernel_before,
-           max(end_ns) FILTER (WHERE cls = 'copy') OVER w AS copy_before,
-           max(end_ns) OVER w AS any_before
-    FROM ops
-    WINDOW w AS (PARTITION BY device_id ORDER BY start_ns
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)),
-busy AS (
-    SELECT device_id,
-           sum(greatest(0, end_ns - greatest(start_ns, coalesce(kernel_before, start_ns))))
-               FILTER (WHERE cls = 'kernel') AS kernel_ns,
-           sum(greatest(0, end_ns - greatest(start_ns, coalesce(copy_before, start_ns))))
-               FILTER (WHERE cls = 'copy') AS copy_ns,
-           sum(greatest(0, end_ns - greatest(start_ns, coalesce(any_before, start_ns)))) AS any_ns
-    FROM running GROUP BY device_id),
--- kernels in flight: +1 at each start, -1 at each end; after all events at one instant
--- (RANGE frame) the count holds until the next instant (lead; 0 for the other events
--- at the same instant)
-kev AS (
-    SELECT device_id, unnest([start_ns, end_ns]) AS t, unnest([1, -1]) AS d
-    FROM ops WHERE cls = 'kernel'),
-kseg AS (
-    SELECT device_id,
-           sum(d) OVER (PARTITION BY device_id ORDER BY t RANGE UNBOUNDED PRECEDING) AS in_flight,
-           lead(t) OVER (PARTITION BY device_id ORDER BY t) - t AS len
-    FROM kev),
-conc AS (
-    SELECT device_id, coalesce(sum(len) FILTER (WHERE in_flight >= 2), 0) AS concurrent_ns,
-           max(in_flight) AS max_in_flight
-    FROM kseg GROUP BY device_id),
+WITH busy AS (SELECT * FROM _overlap_busy),
 counts AS (
     SELECT device_id, min(start_ns) AS first_ns, max(end_ns) AS last_ns,
            count(*) FILTER (WHERE cls = 'kernel') AS kernels,
@@ -80,12 +55,10 @@ counts AS (
 per AS (
     SELECT c.device_id, c.first_ns, c.last_ns, c.kernels, c.copies, c.streams,
            c.kernel_streams, c.copy_streams,
-           coalesce(b.kernel_ns, 0)::BIGINT AS kernel_busy_ns,
-           coalesce(b.copy_ns, 0)::BIGINT AS copy_busy_ns,
-           (coalesce(b.kernel_ns, 0) + coalesce(b.copy_ns, 0) - b.any_ns)::BIGINT AS both_busy_ns,
-           coalesce(k.concurrent_ns, 0)::BIGINT AS concurrent_kernel_ns,
-           coalesce(k.max_in_flight, 0)::BIGINT AS max_concurrent_kernels
-    FROM counts c JOIN busy b USING (device_id) LEFT JOIN conc k USING (device_id)),
+           b.kernel_ns AS kernel_busy_ns, b.copy_ns AS copy_busy_ns,
+           b.kernel_ns + b.copy_ns - b.any_ns AS both_busy_ns,
+           b.concurrent_ns AS concurrent_kernel_ns, b.max_in_flight AS max_concurrent_kernels
+    FROM counts c JOIN busy b USING (device_id)),
 total AS (
     SELECT device_id, first_ns, last_ns, kernels, copies, streams, kernel_streams, copy_streams,
            kernel_busy_ns, copy_busy_ns, both_busy_ns, concurrent_kernel_ns,

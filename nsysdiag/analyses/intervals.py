@@ -1,0 +1,116 @@
+"""Interval arithmetic in one sorted pass: unions, multiply covered time, peak concurrency.
+
+The analyses measure unions of intervals (a GPU's busy time), the time two or more ran at
+once and the peak number in flight. In SQL these are window functions over one partition
+per GPU, which DuckDB runs on one core: at ten million kernels one query spent 13 s in
+them. Here DuckDB sorts the intervals once and streams them in batches; numpy carries a
+few numbers from batch to batch, so memory holds one batch at a time.
+
+Definitions (intervals are half-open, ``[start, end)``, taken in start order):
+
+* ``before[i]``: the furthest end among the intervals before ``i``; interval ``i`` adds
+  ``max(0, end - max(start, before))`` to the union (gaps-and-islands).
+* The time covered at least twice is the union of the pieces ``[start[i], min(end[i],
+  before[i]))``: a point inside two intervals lies in this piece of the later-starting one,
+  and every point of such a piece is inside interval ``i`` and an earlier one that reaches
+  past it. The pieces come in the order of their starts, so a second union pass measures
+  them.
+* The peak number in flight is reached at a start ``t``: the intervals started at or
+  before ``t`` that end after it.
+
+Ties in start may come in any order: none of the three depends on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..report import Report
+
+BATCH_ROWS = 1 << 20
+
+
+class Union:
+    """Length of the union of intervals fed in start order."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+        self.furthest: int | None = None  # furthest end so far
+
+    def feed(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Add intervals (sorted by start, after all earlier ones); return ``before``."""
+        before = np.empty_like(end)
+        if not len(end):
+            return before
+        before[0] = start[0] if self.furthest is None else self.furthest
+        if len(end) > 1:
+            np.maximum.accumulate(end[:-1], out=before[1:])
+            if self.furthest is not None:
+                np.maximum(before[1:], self.furthest, out=before[1:])
+        last = max(int(before[-1]), int(end[-1]))
+        self.furthest = last
+        self.ns += int(np.maximum(end - np.maximum(start, before), 0).sum())
+        return before
+
+
+class Busy:
+    """Union, time covered at least twice and peak concurrency of intervals fed in start
+    order."""
+
+    def __init__(self) -> None:
+        self.union, self._twice = Union(), Union()
+        self.peak = 0
+        self._open = np.empty(0, dtype=np.int64)  # ends of intervals still in flight
+
+    @property
+    def ns(self) -> int:
+        return self.union.ns
+
+    @property
+    def twice_ns(self) -> int:
+        return self._twice.ns
+
+    def feed(self, start: np.ndarray, end: np.ndarray) -> None:
+        if not len(start):
+            return
+        before = self.union.feed(start, end)
+        self._twice.feed(start, np.minimum(end, before))
+        # in flight at start t: the open ends and this batch's ends after t, less the
+        # intervals of this batch that start after t
+        ends = np.sort(np.concatenate([self._open, end]))
+        after = len(ends) - np.searchsorted(ends, start, side="right")
+        later = len(start) - np.searchsorted(start, start, side="right")
+        self.peak = max(self.peak, int((after - later).max()))
+        self._open = ends[np.searchsorted(ends, start[-1], side="right"):]
+
+
+def segments(
+    report: Report, sql: str, keys: tuple[str, ...], columns: tuple[str, ...]
+) -> Iterator[tuple[tuple[int, ...], dict[str, np.ndarray]]]:
+    """Stream ``sql`` sorted by ``keys`` then ``start_ns``, in runs of one key.
+
+    Yields ``(key values, {column: array})`` for each run of rows with the same key within
+    a batch (a key's rows may come in several runs, in order). ``columns`` must include
+    ``start_ns``; rows with a NULL in a key or a column are left out.
+    """
+    names = (*keys, *columns)
+    nonnull = " AND ".join(f"{c} IS NOT NULL" for c in names)
+    reader = report.sql(
+        f"SELECT {', '.join(names)} FROM ({sql}) WHERE {nonnull} "
+        f"ORDER BY {', '.join(keys)}, start_ns"
+    ).to_arrow_reader(BATCH_ROWS)
+    for batch in reader:
+        if not batch.num_rows:
+            continue
+        cols = {n: batch.column(n).to_numpy(zero_copy_only=False) for n in names}
+        change = np.zeros(batch.num_rows - 1, dtype=bool)
+        for k in keys:
+            change |= cols[k][1:] != cols[k][:-1]
+        bounds = np.r_[0, np.flatnonzero(change) + 1, batch.num_rows]
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            yield (tuple(int(cols[k][lo]) for k in keys),
+                   {c: cols[c][lo:hi] for c in columns})
