@@ -30,6 +30,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 #: parallel cursors for a big table, and the row count from which a table counts as big
 READERS = 2
 PARALLEL_MIN_ROWS = 200_000
+#: rows per Arrow batch (the driver's default, 1024, costs a queue hand-off per 1024 rows)
+BATCH_ROWS = 65_536
 
 
 def _uri(path: Path) -> str:
@@ -147,6 +149,7 @@ class SqliteSource(Source):
         try:
             con = adbc.connect(_uri(self.path))
             cur = con.cursor()
+            cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
             handle = (con, cur)
             self._streams.add(handle)
             cur.execute(query)
@@ -183,7 +186,7 @@ class SqliteSource(Source):
 
     def _interleave(self, table: str, readers: list) -> Iterator[pa.RecordBatch]:
         """Batches of several streams, each drained by its own thread into one queue."""
-        out: queue.Queue = queue.Queue(maxsize=8 * len(readers))
+        out: queue.Queue = queue.Queue(maxsize=2 * len(readers))
         stop = threading.Event()
 
         def drain(reader: pa.RecordBatchReader) -> None:
