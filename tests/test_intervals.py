@@ -1,8 +1,9 @@
-"""analyses/intervals.py: unions, time covered twice and peak concurrency, fed in batches.
+"""analyses/intervals.py: unions, time covered twice, peak concurrency and a queue's depth,
+fed in batches.
 
-Against a brute-force count of how many intervals cover each nanosecond, on random small
-integer intervals (ties, nesting, zero lengths) cut into batches at random places, and a
-hand-worked case.
+Against brute force (how many intervals cover each nanosecond; the depth walked instant by
+instant), on random small integer inputs (ties, nesting, zero lengths, same-instant events)
+cut into batches at random places, and a hand-worked case.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nsysdiag.analyses.intervals import Busy, Union
+from nsysdiag.analyses.intervals import Busy, Depth, Union
 
 
 def brute(start: np.ndarray, end: np.ndarray) -> tuple[int, int, int]:
@@ -61,3 +62,47 @@ def test_nothing_fed():
     b = Busy()
     b.feed(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
     assert (b.ns, b.twice_ns, b.peak) == (0, 0, 0)
+
+
+def depth_brute(t, delta, mark, lo, hi):
+    """(time at each depth, marked events at each depth, changes) by walking the instants."""
+    instants = sorted(set(t.tolist()))
+    depth, after = 0, {}
+    for x in instants:
+        depth += int(delta[t == x].sum())
+        after[x] = depth
+    time_at, marked, changes = {}, {}, []
+    for a, b in zip(instants, instants[1:]):
+        if lo is not None and lo <= a < hi:
+            time_at[after[a]] = time_at.get(after[a], 0) + b - a
+    for x, m in zip(t.tolist(), mark.tolist()):
+        if m:
+            marked[after[x]] = marked.get(after[x], 0) + 1
+    for x in instants:
+        if int(delta[t == x].sum()) != 0:
+            changes.append((x, after[x]))
+    return time_at, marked, changes
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_depth_against_brute_force(seed):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(1, 50))
+    opens = rng.integers(0, 100, n)
+    closes = opens + rng.integers(0, 20, n)  # 0: a +1 and a -1 at one instant
+    t = np.r_[opens, closes, rng.integers(0, 120, 5)]
+    delta = np.r_[np.ones(n, int), -np.ones(n, int), np.zeros(5, int)]
+    mark = np.r_[rng.random(n) < 0.5, np.zeros(n, bool), np.ones(5, bool)]
+    order = np.lexsort((rng.random(len(t)), t))  # same-instant events in any order
+    t, delta, mark = t[order], delta[order], mark[order]
+    nz = t[delta != 0]
+    lo, hi = (int(nz.min()), int(nz.max())) if len(nz) else (None, None)
+    d = Depth(lo, hi, keep_changes=True)
+    cuts = sorted(set(rng.integers(0, len(t) + 1, int(rng.integers(0, 6))).tolist()))
+    for a, b in zip([0, *cuts], [*cuts, len(t)]):
+        d.feed(t[a:b], delta[a:b], mark[a:b])
+    d.finish()
+    time_at, marked, changes = depth_brute(t, delta, mark, lo, hi)
+    assert d.time_at == time_at and d.marked_at == marked
+    got = [(int(x), int(v)) for ts, vs in d.changes for x, v in zip(ts, vs)]
+    assert got == changes

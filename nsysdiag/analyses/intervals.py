@@ -1,4 +1,5 @@
-"""Interval arithmetic in one sorted pass: unions, multiply covered time, peak concurrency.
+"""Sorted passes in numpy: interval unions, multiply covered time, peak concurrency, and a
+count that events raise and lower (a queue's depth over time).
 
 The analyses measure unions of intervals (a GPU's busy time), the time two or more ran at
 once and the peak number in flight. In SQL these are window functions over one partition
@@ -19,11 +20,15 @@ Definitions (intervals are half-open, ``[start, end)``, taken in start order):
   before ``t`` that end after it.
 
 Ties in start may come in any order: none of the three depends on it.
+
+A count changed by events (+1, -1 or 0 at an instant, in time order; ``Depth``): the events
+of one instant are netted, so the count after an instant holds until the next instant.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -88,20 +93,95 @@ class Busy:
         self._open = ends[np.searchsorted(ends, start[-1], side="right"):]
 
 
+@dataclass
+class Depth:
+    """A count raised and lowered by events fed in time order (per key).
+
+    ``lo``/``hi`` bound the time accounted: the span from an instant ``t`` to the next
+    counts at the depth after ``t`` when ``lo <= t < hi``. Afterwards ``time_at`` maps
+    depth to nanoseconds, ``marked_at`` depth to the number of marked events (read right
+    after their instant), and ``changes`` holds (instants, depth after them) where the
+    events of the instant did not net to zero, when ``keep_changes``.
+    """
+
+    lo: int | None
+    hi: int | None
+    keep_changes: bool = False
+    time_at: dict[int, int] = field(default_factory=dict)
+    marked_at: dict[int, int] = field(default_factory=dict)
+    changes: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    _depth: int = 0
+    _open: tuple[int, int] | None = None  # (instant, depth after it): its span is pending
+    _tail: tuple[np.ndarray, ...] = ()  # events of the last instant fed, maybe not complete
+
+    def feed(self, t: np.ndarray, delta: np.ndarray, mark: np.ndarray) -> None:
+        """Add events (after all earlier ones); the last instant waits for more."""
+        if self._tail:
+            t, delta, mark = (np.concatenate([a, b]) for a, b in zip(self._tail, (t, delta, mark)))
+        cut = np.searchsorted(t, t[-1], side="left") if len(t) else 0
+        self._tail = (t[cut:], delta[cut:], mark[cut:])
+        self._instants(t[:cut], delta[:cut], mark[:cut])
+
+    def finish(self) -> None:
+        if self._tail:
+            self._instants(*self._tail)
+            self._tail = ()
+
+    def _instants(self, t: np.ndarray, delta: np.ndarray, mark: np.ndarray) -> None:
+        if not len(t):
+            return
+        first = np.r_[0, np.flatnonzero(t[1:] != t[:-1]) + 1]
+        at = t[first]
+        net = np.add.reduceat(delta.astype(np.int64), first)
+        after = self._depth + np.cumsum(net)
+        self._depth = int(after[-1])
+        _add(self.marked_at, np.repeat(after, np.diff(np.r_[first, len(t)]))[mark])
+        # spans: the pending instant to the first one here, then from each to the next
+        starts = at[:-1] if self._open is None else np.r_[self._open[0], at[:-1]]
+        depths = after[:-1] if self._open is None else np.r_[self._open[1], after[:-1]]
+        spans = at[1:] - at[:-1] if self._open is None else np.diff(np.r_[self._open[0], at])
+        inside = np.ones(len(starts), dtype=bool)
+        if self.lo is not None:
+            inside &= starts >= self.lo
+        if self.hi is not None:
+            inside &= starts < self.hi
+        if self.lo is None or self.hi is None:  # no event changes the count: nothing counts
+            inside[:] = False
+        _add(self.time_at, depths[inside], spans[inside])
+        self._open = (int(at[-1]), int(after[-1]))
+        if self.keep_changes:
+            changed = net != 0
+            self.changes.append((at[changed], after[changed]))
+
+
+def _add(into: dict[int, int], keys: np.ndarray, weights: np.ndarray | None = None) -> None:
+    """``into[k] += weight`` (1 without weights) for each key, in exact integers."""
+    if not len(keys):
+        return
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
+    sums = (np.add.reduceat(weights[order].astype(np.int64), first) if weights is not None
+            else np.diff(np.r_[first, len(keys)]))
+    for k, w in zip(keys[first].tolist(), sums.tolist()):
+        into[k] = into.get(k, 0) + w
+
+
 def segments(
-    report: Report, sql: str, keys: tuple[str, ...], columns: tuple[str, ...]
+    report: Report, sql: str, keys: tuple[str, ...], columns: tuple[str, ...],
+    order: str = "start_ns",
 ) -> Iterator[tuple[tuple[int, ...], dict[str, np.ndarray]]]:
-    """Stream ``sql`` sorted by ``keys`` then ``start_ns``, in runs of one key.
+    """Stream ``sql`` sorted by ``keys`` then ``order``, in runs of one key.
 
     Yields ``(key values, {column: array})`` for each run of rows with the same key within
-    a batch (a key's rows may come in several runs, in order). ``columns`` must include
-    ``start_ns``; rows with a NULL in a key or a column are left out.
+    a batch (a key's rows may come in several runs, in order). Rows with a NULL in a key
+    or a column are left out.
     """
     names = (*keys, *columns)
     nonnull = " AND ".join(f"{c} IS NOT NULL" for c in names)
     reader = report.sql(
         f"SELECT {', '.join(names)} FROM ({sql}) WHERE {nonnull} "
-        f"ORDER BY {', '.join(keys)}, start_ns"
+        f"ORDER BY {', '.join(keys)}, {order}"
     ).to_arrow_reader(BATCH_ROWS)
     for batch in reader:
         if not batch.num_rows:

@@ -10,18 +10,23 @@ launch gaps means the CPU cannot feed the GPU. Graph launches are timed per laun
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import Any
 
 import click
+import pyarrow as pa
 
 from ..errors import UsageError
 from ..report import Report
-from .base import OK, AnalysisResult, not_captured, run_query, steps
+from . import intervals
+from .base import OK, AnalysisResult, load_sql, not_captured, registered, run_query, steps
 
 NAME = "launch_latency"
 
 #: intermediate queries of the SQL file, computed once per run as temporary tables
-_STEPS = ("launches", "queue_events", "depth_series")
+_STEPS = ("launches", "queue_events")
+
+_SERIES_KEYS = ("level", "device_id", "global_pid", "pid", "context_id", "stream_id")
 
 #: rows of the ``latency`` table, flattened into the summary as ``<metric>_<stat>_ns``
 _METRICS = (
@@ -88,7 +93,10 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
     names = ("latency", "per_name", "queue_depth_hist", "graph_launches")
     if detail:
         names += ("per_kernel", "queue_depth")
-    with steps(report, NAME, _STEPS, {"streams": detail}):
+    with ExitStack() as stack:
+        stack.enter_context(steps(report, NAME, _STEPS))
+        for name, table in _depth(report, detail).items():
+            stack.enter_context(registered(report, name, table))
         tables = {name: run_query(report, NAME, name, {"top": top}) for name in names}
         summary = run_query(report, NAME, "summary").to_pylist()[0]
     latency = {r["metric"]: r for r in tables["latency"].to_pylist()}
@@ -98,6 +106,53 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
     return AnalysisResult(
         NAME, OK, _message(summary), summary, tables, main="latency", findings=_findings(summary)
     )
+
+
+def _depth(report: Report, streams: bool) -> dict[str, pa.Table]:
+    """The queue depth series of each GPU (and stream): ``_depth_hist``,
+    ``_depth_at_launch`` and ``_depth_changes`` of launch_latency.sql."""
+    bounds = {_series(b): b for b in
+              run_query(report, NAME, "queue_bounds", {"streams": streams}).to_pylist()}
+    sql = load_sql(NAME)
+    passes = [("device", "device_events", ("device_id",))]
+    if streams:
+        passes.append(("stream", "stream_events",
+                       ("device_id", "global_pid", "context_id", "stream_id")))
+    depths: dict[tuple, intervals.Depth] = {}
+    for level, query, keys in passes:
+        for key, ev in intervals.segments(report, sql[query], keys,
+                                          ("t_ns", "delta", "at_launch"), order="t_ns"):
+            name = _series(dict(zip(keys, key), level=level))
+            if name not in depths:
+                b = bounds[name]
+                depths[name] = intervals.Depth(b["first_ns"], b["last_ns"], keep_changes=streams)
+            depths[name].feed(ev["t_ns"], ev["delta"], ev["at_launch"] & (level == "device"))
+    hist, changes, marked = [], [], {}
+    for name, d in depths.items():
+        d.finish()
+        row = {k: bounds[name][k] for k in _SERIES_KEYS}
+        hist += [{**row, "depth": k, "time_ns": v} for k, v in sorted(d.time_at.items())]
+        for k, v in d.marked_at.items():
+            marked[k] = marked.get(k, 0) + v
+        changes += [{**row, "t_ns": t, "depth": v}
+                    for ts, vs in d.changes for t, v in zip(ts.tolist(), vs.tolist())]
+    series = [("level", pa.string())] + [(k, pa.int64()) for k in _SERIES_KEYS[1:]]
+    return {
+        "_depth_hist": pa.Table.from_pylist(hist, schema=pa.schema(
+            [*series, ("depth", pa.int64()), ("time_ns", pa.int64())])),
+        "_depth_at_launch": pa.table({"depth": list(marked), "launches": list(marked.values())},
+                                     schema=pa.schema([("depth", pa.int64()),
+                                                       ("launches", pa.int64())])),
+        "_depth_changes": pa.Table.from_pylist(changes, schema=pa.schema(
+            [*series, ("t_ns", pa.int64()), ("depth", pa.int64())])),
+    }
+
+
+def _series(row: dict) -> tuple:
+    """A depth series' identity: level and its keys (the stream's, NULL at device level)."""
+    if row["level"] == "device":
+        return ("device", row["device_id"])
+    return ("stream", row["device_id"], row["global_pid"], row["context_id"], row["stream_id"])
 
 
 def _us(ns: float | None) -> str:

@@ -27,12 +27,19 @@
 --                   (the four are NULL for an unmatched kernel)
 --   queue_events    +1 (at api_end_ns) and -1 (at start_ns) per queued kernel, at t_ns
 --                   (and a 0 at api_end_ns per matched launch that did not queue)
---   depth_series    one row per event: level ('device' or 'stream'), device_id,
---                   global_pid/pid/context_id/stream_id (NULL at device level), t_ns,
---                   depth after the instant, span_ns (time to the next event), the
---                   series' first_ns and last_ns (its first and last queue event)
--- Depth at launch: the device depth right after each matched launch call returned
--- (counting its own kernel when that had not started yet): the depth_series rows at_launch.
+--   queue_bounds    per series (level 'device': device_id; level 'stream': device_id,
+--                   global_pid, pid, context_id, stream_id): first_ns and last_ns, its
+--                   first and last queue event (delta <> 0)
+-- The depth series is one sorted pass per series over device_events / stream_events
+-- (analyses/intervals.py: Depth), registered for the queries below as
+--   _depth_hist      level, series keys, depth, time_ns: time at each depth after an
+--                    instant t with first_ns <= t < last_ns, until the next instant
+--   _depth_at_launch depth, launches: device depth right after each matched launch
+--                    call returned (counting its own kernel when that had not started
+--                    yet), i.e. after the instant of each at_launch event
+--   _depth_changes   level, series keys, t_ns, depth: every instant whose events do not
+--                    net to zero, with the depth after it ($streams / detail only)
+-- Events of a kernel without a device id are left out of the queue.
 -- Outputs:
 --   summary          kernels, matched, unmatched, unmatched_pct (% of kernels), queued
 --                    (started after the call returned), negative_queue (started before it
@@ -80,27 +87,29 @@ SELECT device_id, global_pid, pid, context_id, stream_id, api_end_ns, 0, true
 FROM launches
 WHERE api_end_ns IS NOT NULL AND NOT coalesce(start_ns > api_end_ns, false)
 
--- @query depth_series
--- One row per event. depth: after every event at its instant (RANGE frame: the -1s and +1s
--- of one instant are netted); span_ns: time to the next event (0 for all but one event of
--- an instant, NULL for the last); first_ns/last_ns: the series' first and last queue event.
--- The per-stream rows only when $streams is true (the diagnosis needs the device level).
+-- @query queue_bounds
 SELECT 'device' AS level, device_id, NULL::BIGINT AS global_pid, NULL::BIGINT AS pid,
-       NULL::BIGINT AS context_id, NULL::BIGINT AS stream_id, t_ns, delta, at_launch,
-       sum(delta) OVER (PARTITION BY device_id ORDER BY t_ns RANGE UNBOUNDED PRECEDING)
-           AS depth,
-       lead(t_ns) OVER (PARTITION BY device_id ORDER BY t_ns) - t_ns AS span_ns,
-       min(t_ns) FILTER (WHERE delta <> 0) OVER (PARTITION BY device_id) AS first_ns,
-       max(t_ns) FILTER (WHERE delta <> 0) OVER (PARTITION BY device_id) AS last_ns
+       NULL::BIGINT AS context_id, NULL::BIGINT AS stream_id,
+       min(t_ns) FILTER (WHERE delta <> 0) AS first_ns,
+       max(t_ns) FILTER (WHERE delta <> 0) AS last_ns
 FROM queue_events
+WHERE device_id IS NOT NULL
+GROUP BY device_id
 UNION ALL
-SELECT 'stream', device_id, global_pid, pid, context_id, stream_id, t_ns, delta, at_launch,
-       sum(delta) OVER (o RANGE UNBOUNDED PRECEDING), lead(t_ns) OVER o - t_ns,
-       min(t_ns) OVER k, max(t_ns) OVER k
+SELECT 'stream', device_id, global_pid, any_value(pid), context_id, stream_id, min(t_ns),
+       max(t_ns)
 FROM queue_events
-WHERE $streams AND delta <> 0
-WINDOW k AS (PARTITION BY device_id, global_pid, context_id, stream_id),
-       o AS (k ORDER BY t_ns)
+WHERE $streams AND delta <> 0 AND device_id IS NOT NULL AND global_pid IS NOT NULL
+  AND context_id IS NOT NULL AND stream_id IS NOT NULL
+GROUP BY device_id, global_pid, context_id, stream_id
+
+-- @query device_events
+SELECT device_id, t_ns, delta, at_launch FROM queue_events
+
+-- @query stream_events
+SELECT device_id, global_pid, context_id, stream_id, t_ns, delta, at_launch
+FROM queue_events
+WHERE delta <> 0
 
 -- @query latency
 -- One list-valued quantile per metric: a single sorted copy of each column, not one per
@@ -145,15 +154,28 @@ FROM (SELECT count(*) AS kernels, count(api_end_ns) AS matched,
                  AS negative_queue_pct
       FROM launches),
      (SELECT count(*) AS graph_launches FROM cuda_graphs WHERE api_start_ns IS NOT NULL),
-     (SELECT quantile_cont(depth, 0.5) AS depth_at_launch_p50,
-             quantile_cont(depth, 0.9) AS depth_at_launch_p90,
-             quantile_cont(depth, 0.99) AS depth_at_launch_p99,
-             max(depth) AS depth_at_launch_max
-      FROM depth_series WHERE level = 'device' AND at_launch),
-     (SELECT sum(depth * span_ns) / nullif(sum(span_ns), 0) AS mean_depth,
-             100.0 * coalesce(sum(span_ns) FILTER (WHERE depth > 0), 0) / nullif(sum(span_ns), 0)
+     -- quantile_cont over the depths at launch, from their counts: rank x = p * (n - 1)
+     -- lies between the depths at ranks floor(x) and floor(x) + 1 (0-based)
+     (WITH h AS (
+          SELECT depth, sum(launches) OVER (ORDER BY depth) AS cum,
+                 sum(launches) OVER () AS n
+          FROM _depth_at_launch),
+      q AS (
+          SELECT p, p * (n - 1) AS x, floor(p * (n - 1)) AS r
+          FROM (SELECT unnest([0.5, 0.9, 0.99]::DOUBLE[]) AS p), (SELECT any_value(n) AS n FROM h)),
+      v AS (
+          SELECT q.p, q.x - q.r AS frac, min(h.depth) FILTER (WHERE h.cum > q.r) AS lo,
+                 min(h.depth) FILTER (WHERE h.cum > q.r + 1) AS hi
+          FROM q, h GROUP BY q.p, q.x, q.r)
+      SELECT max(lo + frac * (coalesce(hi, lo) - lo)) FILTER (WHERE p = 0.5) AS depth_at_launch_p50,
+             max(lo + frac * (coalesce(hi, lo) - lo)) FILTER (WHERE p = 0.9) AS depth_at_launch_p90,
+             max(lo + frac * (coalesce(hi, lo) - lo)) FILTER (WHERE p = 0.99) AS depth_at_launch_p99,
+             (SELECT max(depth) FROM _depth_at_launch) AS depth_at_launch_max
+      FROM v),
+     (SELECT sum(depth * time_ns) / nullif(sum(time_ns), 0) AS mean_depth,
+             100.0 * coalesce(sum(time_ns) FILTER (WHERE depth > 0), 0) / nullif(sum(time_ns), 0)
                  AS queue_nonempty_pct
-      FROM depth_series WHERE level = 'device' AND t_ns >= first_ns AND t_ns < last_ns)
+      FROM _depth_hist WHERE level = 'device')
 
 -- @query per_kernel
 SELECT pid, device_id, stream_id, correlation_id, short_name, start_ns, api_duration_ns,
@@ -176,21 +198,15 @@ ORDER BY kernels DESC, name
 
 -- @query queue_depth
 -- every change: the instants whose events do not net to zero
-SELECT level, device_id, any_value(pid) AS pid, context_id, stream_id, t_ns,
-       any_value(depth) AS depth
-FROM depth_series
-GROUP BY level, device_id, global_pid, context_id, stream_id, t_ns
-HAVING sum(delta) <> 0
+SELECT level, device_id, pid, context_id, stream_id, t_ns, depth
+FROM _depth_changes
 ORDER BY level, device_id, pid, context_id, stream_id, t_ns
 
 -- @query queue_depth_hist
-SELECT level, device_id, any_value(pid) AS pid, context_id, stream_id, depth,
-       sum(span_ns)::BIGINT AS time_ns,
-       100.0 * sum(span_ns) / sum(sum(span_ns)) OVER (
+SELECT level, device_id, pid, context_id, stream_id, depth, time_ns,
+       100.0 * time_ns / sum(time_ns) OVER (
            PARTITION BY level, device_id, global_pid, context_id, stream_id) AS time_pct
-FROM depth_series
-WHERE t_ns >= first_ns AND t_ns < last_ns
-GROUP BY level, device_id, global_pid, context_id, stream_id, depth
+FROM _depth_hist
 ORDER BY level, device_id, pid, context_id, stream_id, depth
 
 -- @query graph_launches
