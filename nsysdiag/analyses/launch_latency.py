@@ -127,6 +127,7 @@ def _depth(report: Report, streams: bool) -> dict[str, pa.Table]:
                 b = bounds[name]
                 depths[name] = intervals.Depth(b["first_ns"], b["last_ns"], keep_changes=streams)
             depths[name].feed(ev["t_ns"], ev["delta"], ev["at_launch"] & (level == "device"))
+    series = [("level", pa.string())] + [(k, pa.int64()) for k in _SERIES_KEYS[1:]]
     hist, changes, marked = [], [], {}
     for name, d in depths.items():
         d.finish()
@@ -134,17 +135,19 @@ def _depth(report: Report, streams: bool) -> dict[str, pa.Table]:
         hist += [{**row, "depth": k, "time_ns": v} for k, v in sorted(d.time_at.items())]
         for k, v in d.marked_at.items():
             marked[k] = marked.get(k, 0) + v
-        changes += [{**row, "t_ns": t, "depth": v}
-                    for ts, vs in d.changes for t, v in zip(ts.tolist(), vs.tolist())]
-    series = [("level", pa.string())] + [(k, pa.int64()) for k in _SERIES_KEYS[1:]]
+        for ts, vs in d.changes:
+            changes.append(pa.table(
+                {k: pa.repeat(pa.scalar(row[k], t), len(ts)) for k, t in series}
+                | {"t_ns": ts.astype("int64"), "depth": vs.astype("int64")}))
     return {
         "_depth_hist": pa.Table.from_pylist(hist, schema=pa.schema(
             [*series, ("depth", pa.int64()), ("time_ns", pa.int64())])),
         "_depth_at_launch": pa.table({"depth": list(marked), "launches": list(marked.values())},
                                      schema=pa.schema([("depth", pa.int64()),
                                                        ("launches", pa.int64())])),
-        "_depth_changes": pa.Table.from_pylist(changes, schema=pa.schema(
-            [*series, ("t_ns", pa.int64()), ("depth", pa.int64())])),
+        "_depth_changes": pa.concat_tables([pa.table(
+            {k: pa.array([], t) for k, t in series}
+            | {"t_ns": pa.array([], pa.int64()), "depth": pa.array([], pa.int64())}), *changes]),
     }
 
 
