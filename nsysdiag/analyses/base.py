@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -92,26 +93,39 @@ def steps(
     that the queries after it need.
     """
     sql = load_sql(module)
-    made = []
-    try:
+    with contextlib.ExitStack() as stack:
         for name in names:
-            target = report.scratch_dir() / f"{module}.{name}.{uuid.uuid4().hex}.parquet"
-            made.append((name, target))
+            target = stack.enter_context(step_file(report, module, name))
             with _values_checked(report, module):
                 report.sql(
                     f"COPY (\n{sql[name]}\n) TO {sql_string(str(target))} "
                     "(FORMAT parquet, COMPRESSION lz4_raw)",
                     _bind(sql[name], params),
                 ).fetchall()
-            report.con.execute(
-                f"CREATE OR REPLACE TEMP VIEW {name} AS "
-                f"SELECT * FROM read_parquet({sql_string(str(target))})"
-            )
+            expose(report, name, target)
         yield
+
+
+@contextlib.contextmanager
+def step_file(report: Report, module: str, name: str) -> Iterator[Path]:
+    """A scratch Parquet path for step ``name``, removed (with its view) after the block.
+
+    For a step that Python writes: write the file, then :func:`expose` it as ``name``.
+    """
+    target = report.scratch_dir() / f"{module}.{name}.{uuid.uuid4().hex}.parquet"
+    try:
+        yield target
     finally:
-        for name, target in reversed(made):
-            report.con.execute(f"DROP VIEW IF EXISTS {name}")
-            target.unlink(missing_ok=True)
+        report.con.execute(f"DROP VIEW IF EXISTS {name}")
+        target.unlink(missing_ok=True)
+
+
+def expose(report: Report, name: str, target: Path) -> None:
+    """Name a step's Parquet file as a temporary view."""
+    report.con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {name} AS "
+        f"SELECT * FROM read_parquet({sql_string(str(target))})"
+    )
 
 
 @contextlib.contextmanager

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import math
 from contextlib import ExitStack
+from pathlib import Path
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import click
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ..errors import UsageError
 from . import sweep
@@ -26,9 +29,11 @@ from .base import (
     NOT_CAPTURED,
     OK,
     AnalysisResult,
+    expose,
     load_sql,
     registered,
     run_query,
+    step_file,
     steps,
 )
 
@@ -285,13 +290,67 @@ def _instances(report: Report, scope: str) -> pa.Table:
         stack.enter_context(registered(report, "rg_cpu", pa.table({
             "instance": ids,
             **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
-        stack.enter_context(steps(report, NAME, ("rg_ops", "rg_own", "rg_udev", "rg_pending")))
+        stack.enter_context(steps(report, NAME, ("rg_ops",)))
+        own = stack.enter_context(step_file(report, NAME, "rg_own"))
+        _own(report, own)
+        expose(report, "rg_own", own)
+        stack.enter_context(steps(report, NAME, ("rg_udev", "rg_pending")))
         busy = _sweep(report, "rg_busy_intervals", "rg_busy_probes", 1, 2 * groups)[:, 0]
         measured = _instance_ids(report, "rg_udev WHERE device_id IS NOT NULL")
         stack.enter_context(registered(report, "rg_busy", pa.table({
             "instance": measured, "busy_ns": busy[2 * measured],
             "pending_busy_ns": busy[2 * measured + 1]})))
         return run_query(report, NAME, "instances")
+
+
+_OWN_SCHEMA = pa.schema([("instance", pa.int64()), ("cls", pa.string()), ("device_id", pa.int64()),
+                         ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+                         ("api_end_ns", pa.int64())])
+
+
+def _own(report: Report, target: Path) -> None:
+    """Write the step rg_own: each launched operation placed in its instance (ranges.sql,
+    rg_launched, says the rule)."""
+    units = report.sql(
+        "SELECT key, start_ns, end_ns, instance FROM rg_units "
+        "WHERE key IS NOT NULL AND start_ns IS NOT NULL ORDER BY key, start_ns, instance"
+    ).fetchnumpy()
+    keys = np.asarray(units["key"], dtype=np.int64)
+    first = {int(k): (lo, hi) for k, lo, hi in zip(*_runs(keys))}
+    starts, ends, ids = (np.asarray(units[c], dtype=np.int64)
+                         for c in ("start_ns", "end_ns", "instance"))
+    launched = report.sql(load_sql(NAME)["rg_launched"]).to_arrow_reader(sweep.BATCH_ROWS)
+    with pq.ParquetWriter(target, _OWN_SCHEMA, compression="lz4") as out:
+        for batch in launched:
+            known = pc.and_(pc.and_(batch.column("key").is_valid(),
+                                    batch.column("api_start_ns").is_valid()),
+                            batch.column("api_end_ns").is_valid())
+            batch = batch.filter(known)
+            key, api_start, api_end = (batch.column(c).to_numpy().astype(np.int64)
+                                       for c in ("key", "api_start_ns", "api_end_ns"))
+            instance = np.full(batch.num_rows, -1, dtype=np.int64)
+            for k in np.unique(key).tolist():
+                if k not in first:
+                    continue
+                lo, hi = first[k]
+                rows = np.flatnonzero(key == k)
+                j = lo + np.searchsorted(starts[lo:hi], api_start[rows], side="right") - 1
+                inside = (j >= lo) & (api_end[rows] <= ends[np.maximum(j, lo)])
+                instance[rows[inside]] = ids[j[inside]]
+            placed = instance >= 0
+            if placed.any():
+                mine = batch.filter(pa.array(placed))
+                out.write_table(pa.table({
+                    "instance": instance[placed],
+                    **{c: mine.column(c) for c in ("cls", "device_id", "start_ns", "end_ns")},
+                    "api_end_ns": mine.column("api_end_ns"),
+                }).cast(_OWN_SCHEMA))
+
+
+def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value, first index, end index) of each run of equal values in a sorted array."""
+    first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1] if len(keys) else np.r_[:0]
+    return keys[first], first, np.r_[first[1:], len(keys)]
 
 
 def _instance_ids(report: Report, source: str) -> np.ndarray:

@@ -154,21 +154,17 @@ UNION ALL
 SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns
 FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0
 
--- @query rg_own
--- Each instance's own GPU work.
-WITH u AS (SELECT * FROM rg_units),
-ops AS (SELECT * FROM rg_ops),
-calls AS (SELECT * FROM rg_calls),
-launched AS (
-    SELECT o.cls, o.device_id, o.start_ns, o.end_ns, a.key,
-           a.start_ns AS api_start_ns, a.end_ns AS api_end_ns
-    FROM ops o JOIN calls a
-      ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id),
-own AS (
-    SELECT u.instance, l.cls, l.device_id, l.start_ns, l.end_ns, l.api_end_ns
-    FROM launched l ASOF JOIN u ON u.key = l.key AND l.api_start_ns >= u.start_ns
-    WHERE l.api_end_ns <= u.end_ns)
-SELECT * FROM own
+-- @query rg_launched
+-- Every GPU operation with the key's call that launched it. Each instance's own work,
+-- the step rg_own (instance, cls, device_id, start_ns, end_ns, api_end_ns), is matched
+-- from these in analyses/ranges.py (_own): the call goes to the instance of its key with
+-- the latest start_ns <= the call's start_ns (ties: the higher instance number), when
+-- that instance also contains the call's end. (An ASOF join did this in SQL: it sorted
+-- ten million launched operations to place them among a hundred thousand instances.)
+SELECT a.key, a.start_ns AS api_start_ns, a.end_ns AS api_end_ns, o.cls, o.device_id,
+       o.start_ns, o.end_ns
+FROM rg_ops o
+JOIN rg_calls a ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id
 
 -- @query rg_busy_intervals
 -- Every GPU operation as an interval of its device: the sweep (analyses/sweep.py) gives the
