@@ -290,7 +290,7 @@ def _instances(report: Report, scope: str) -> pa.Table:
         stack.enter_context(registered(report, "rg_cpu", pa.table({
             "instance": ids,
             **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
-        stack.enter_context(steps(report, NAME, ("rg_ops",)))
+        stack.enter_context(steps(report, NAME, ("rg_ops", "rg_launched")))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
         _own(report, own)
         expose(report, "rg_own", own)
@@ -319,7 +319,8 @@ def _own(report: Report, target: Path) -> None:
     first = {int(k): (lo, hi) for k, lo, hi in zip(*_runs(keys))}
     starts, ends, ids = (np.asarray(units[c], dtype=np.int64)
                          for c in ("start_ns", "end_ns", "instance"))
-    launched = report.sql(load_sql(NAME)["rg_launched"]).to_arrow_reader(sweep.BATCH_ROWS)
+    # from the step's file: streaming the join itself held its whole result in memory
+    launched = report.sql("SELECT * FROM rg_launched").to_arrow_reader(sweep.BATCH_ROWS)
     with pq.ParquetWriter(target, _OWN_SCHEMA, compression="lz4") as out:
         for batch in launched:
             known = pc.and_(pc.and_(batch.column("key").is_valid(),

@@ -155,7 +155,7 @@ SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns
 FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0
 
 -- @query rg_launched
--- Every GPU operation with the key's call that launched it. Each instance's own work,
+-- Step: every GPU operation with the key's call that launched it. Each instance's own work,
 -- the step rg_own (instance, cls, device_id, start_ns, end_ns, api_end_ns), is matched
 -- from these in analyses/ranges.py (_own): the call goes to the instance of its key with
 -- the latest start_ns <= the call's start_ns (ties: the higher instance number), when
