@@ -103,9 +103,12 @@ def main() -> int:
             shutil.copyfile(src, copy)
             ai = [args.nsys_ai, "diagnose", str(copy), "--format", "json",
                   "-o", str(work / "f.json")]
+            # a session store of its own: nsys-ai keys sessions by the file's content and
+            # fails (SESSION_CORRUPT) on one left by an earlier run from a deleted folder
+            ai_env = {**os.environ, "NSYS_AI_ARTIFACT_ROOT": str(work / "artifacts")}
             page_in(copy)
-            ai_cold = timed(ai, None, args.timeout)
-            ai_warm = timed(ai, None, args.timeout)
+            ai_cold = timed(ai, ai_env, args.timeout)
+            ai_warm = timed(ai, ai_env, args.timeout)
             shutil.rmtree(work, ignore_errors=True)
         rows.append((n, src.stat().st_size, cold, warm, views, ai_cold, ai_warm))
 
@@ -119,7 +122,8 @@ def main() -> int:
         print(f"{n:>10} {size / 1e6:>8.0f} | {cold[0]:>7.1f} {cold[1]:>8.0f} | {warm[0]:>7.1f} "
               f"{warm[1]:>8.0f} | {views[0]:>7.1f} {views[1]:>9.0f} | {aic[0]:>14.1f} "
               f"{aic[1]:>7.0f} | {aiw[0]:>14.1f} | {speed:>6.2f}x {mem:>9.2f}"
-              + ("" if cold[2] == 0 else f"  (nsysdiag exit {cold[2]})"))
+              + ("" if cold[2] == 0 else f"  (nsysdiag exit {cold[2]})")
+              + ("" if aic[2] in (0, -1) else f"  (nsys-ai exit {aic[2]})"))
     if len(rows) > 1:
         (n0, _, c0, *_), (n1, _, c1, *_) = rows[0], rows[-1]
         print(f"scaling: {n1 / n0:.1f}x the kernels cost {c1[0] / c0[0]:.2f}x the cold time")
