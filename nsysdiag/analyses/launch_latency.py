@@ -26,7 +26,15 @@ NAME = "launch_latency"
 #: intermediate queries of the SQL file, computed once per run as temporary tables
 _STEPS = ("launches", "queue_events")
 
+#: the depth series' keys (launch_latency.sql: queue_bounds) and the tables of their pass
 _SERIES_KEYS = ("level", "device_id", "global_pid", "pid", "context_id", "stream_id")
+_SERIES_FIELDS = [pa.field("level", pa.string())] + [
+    pa.field(k, pa.int64()) for k in _SERIES_KEYS[1:]]
+_DEPTH_SCHEMAS = {
+    "_depth_hist": pa.schema([*_SERIES_FIELDS, ("depth", pa.int64()), ("time_ns", pa.int64())]),
+    "_depth_at_launch": pa.schema([("depth", pa.int64()), ("launches", pa.int64())]),
+    "_depth_changes": pa.schema([*_SERIES_FIELDS, ("t_ns", pa.int64()), ("depth", pa.int64())]),
+}
 
 #: rows of the ``latency`` table, flattened into the summary as ``<metric>_<stat>_ns``
 _METRICS = (
@@ -127,27 +135,23 @@ def _depth(report: Report, streams: bool) -> dict[str, pa.Table]:
                 b = bounds[name]
                 depths[name] = intervals.Depth(b["first_ns"], b["last_ns"], keep_changes=streams)
             depths[name].feed(ev["t_ns"], ev["delta"], ev["at_launch"] & (level == "device"))
-    series = [("level", pa.string())] + [(k, pa.int64()) for k in _SERIES_KEYS[1:]]
-    hist, changes, marked = [], [], {}
+    hist, marked = [], {}
+    changes = [_DEPTH_SCHEMAS["_depth_changes"].empty_table()]
     for name, d in depths.items():
         d.finish()
         row = {k: bounds[name][k] for k in _SERIES_KEYS}
         hist += [{**row, "depth": k, "time_ns": v} for k, v in sorted(d.time_at.items())]
         for k, v in d.marked_at.items():
             marked[k] = marked.get(k, 0) + v
-        for ts, vs in d.changes:
-            changes.append(pa.table(
-                {k: pa.repeat(pa.scalar(row[k], t), len(ts)) for k, t in series}
-                | {"t_ns": ts.astype("int64"), "depth": vs.astype("int64")}))
+        changes += [pa.table({**{k: pa.repeat(pa.scalar(row[k], f.type), len(t))
+                                 for k, f in zip(_SERIES_KEYS, _SERIES_FIELDS)},
+                              "t_ns": t, "depth": v},
+                             schema=_DEPTH_SCHEMAS["_depth_changes"]) for t, v in d.changes]
     return {
-        "_depth_hist": pa.Table.from_pylist(hist, schema=pa.schema(
-            [*series, ("depth", pa.int64()), ("time_ns", pa.int64())])),
+        "_depth_hist": pa.Table.from_pylist(hist, schema=_DEPTH_SCHEMAS["_depth_hist"]),
         "_depth_at_launch": pa.table({"depth": list(marked), "launches": list(marked.values())},
-                                     schema=pa.schema([("depth", pa.int64()),
-                                                       ("launches", pa.int64())])),
-        "_depth_changes": pa.concat_tables([pa.table(
-            {k: pa.array([], t) for k, t in series}
-            | {"t_ns": pa.array([], pa.int64()), "depth": pa.array([], pa.int64())}), *changes]),
+                                     schema=_DEPTH_SCHEMAS["_depth_at_launch"]),
+        "_depth_changes": pa.concat_tables(changes),
     }
 
 
