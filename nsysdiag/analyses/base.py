@@ -19,7 +19,7 @@ import contextlib
 import functools
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..errors import InputError
 from ..render.tables import dumps, format_rows
@@ -107,6 +108,24 @@ def steps(
 
 
 @contextlib.contextmanager
+def temp_views(report: Report, module: str, names: tuple[str, ...]) -> Iterator[None]:
+    """Queries of an SQL file named as temporary views for the duration of the block.
+
+    For a step that only projects a view's columns (no join, sort or aggregate): the
+    queries after it read the view's file directly, which costs less than writing the
+    step out and reading it back.
+    """
+    sql = load_sql(module)
+    try:
+        for name in names:
+            report.sql(f"CREATE OR REPLACE TEMP VIEW {name} AS\n{sql[name]}")
+        yield
+    finally:
+        for name in names:
+            report.con.execute(f"DROP VIEW IF EXISTS {name}")
+
+
+@contextlib.contextmanager
 def step_file(report: Report, module: str, name: str) -> Iterator[Path]:
     """A scratch Parquet path for step ``name``, removed (with its view) after the block.
 
@@ -118,6 +137,23 @@ def step_file(report: Report, module: str, name: str) -> Iterator[Path]:
     finally:
         report.con.execute(f"DROP VIEW IF EXISTS {name}")
         target.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def python_step(
+    report: Report, module: str, name: str, schema: pa.Schema, tables: Iterable[pa.Table]
+) -> Iterator[None]:
+    """Step ``name`` made of the Arrow tables a Python pass yields, streamed to its file and
+    named as a view for the duration of the block."""
+    with step_file(report, module, name) as target:
+        # closing the pass on an error ends the query it streams, which holds the connection
+        with contextlib.closing(iter(tables)) as pass_, pq.ParquetWriter(
+            target, schema, compression="lz4"
+        ) as out:
+            for table in pass_:
+                out.write_table(table.cast(schema))
+        expose(report, name, target)
+        yield
 
 
 def expose(report: Report, name: str, target: Path) -> None:

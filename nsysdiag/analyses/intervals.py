@@ -48,18 +48,30 @@ class Union:
 
     def feed(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Add intervals (sorted by start, after all earlier ones); return ``before``."""
-        before = np.empty_like(end)
-        if not len(end):
-            return before
-        before[0] = start[0] if self.furthest is None else self.furthest
-        if len(end) > 1:
-            np.maximum.accumulate(end[:-1], out=before[1:])
-            if self.furthest is not None:
-                np.maximum(before[1:], self.furthest, out=before[1:])
-        last = max(int(before[-1]), int(end[-1]))
-        self.furthest = last
-        self.ns += int(np.maximum(end - np.maximum(start, before), 0).sum())
+        before, self.furthest = ends_before(start, end, self.furthest)
+        if len(end):
+            self.ns += int(np.maximum(end - np.maximum(start, before), 0).sum())
         return before
+
+
+def ends_before(
+    start: np.ndarray, end: np.ndarray, furthest: int | None
+) -> tuple[np.ndarray, int | None]:
+    """``before`` of intervals sorted by start that follow earlier ones reaching ``furthest``
+    (None: there were none), and the furthest end after them.
+
+    ``before[i]`` is the furthest end among all intervals before ``i``; for the very first
+    interval, which has none, it is its own start.
+    """
+    before = np.empty_like(end)
+    if not len(end):
+        return before, furthest
+    before[0] = start[0] if furthest is None else furthest
+    if len(end) > 1:
+        np.maximum.accumulate(end[:-1], out=before[1:])
+        if furthest is not None:
+            np.maximum(before[1:], furthest, out=before[1:])
+    return before, max(int(before[-1]), int(end[-1]))
 
 
 class Busy:
@@ -169,9 +181,10 @@ def _add(into: dict[int, int], keys: np.ndarray, weights: np.ndarray | None = No
 
 def segments(
     report: Report, sql: str, keys: tuple[str, ...], columns: tuple[str, ...],
-    order: str = "start_ns",
+    order: str = "start_ns", params: dict | None = None,
 ) -> Iterator[tuple[tuple[int, ...], dict[str, np.ndarray]]]:
-    """Stream ``sql`` sorted by ``keys`` then ``order``, in runs of one key.
+    """Stream ``sql`` (with ``params`` bound) sorted by ``keys`` then ``order``, in runs of
+    one key.
 
     Yields ``(key values, {column: array})`` for each run of rows with the same key within
     a batch (a key's rows may come in several runs, in order). Rows with a NULL in a key
@@ -181,7 +194,7 @@ def segments(
     nonnull = " AND ".join(f"{c} IS NOT NULL" for c in names)
     reader = report.sql(
         f"SELECT {', '.join(names)} FROM ({sql}) WHERE {nonnull} "
-        f"ORDER BY {', '.join(keys)}, {order}"
+        f"ORDER BY {', '.join(keys)}, {order}", params
     ).to_arrow_reader(BATCH_ROWS)
     for batch in reader:
         if not batch.num_rows:

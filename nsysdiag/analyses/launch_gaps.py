@@ -9,18 +9,33 @@ graphs are reported apart; gaps per stream are given too.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import click
+import numpy as np
+import pyarrow as pa
 
 from ..errors import UsageError
 from ..report import Report
-from .base import OK, AnalysisResult, not_captured, run_query, steps
+from . import intervals
+from .base import OK, AnalysisResult, load_sql, not_captured, python_step, run_query, steps
 
 NAME = "launch_gaps"
 
 #: intermediate queries of the SQL file, computed once per run as temporary tables
 _STEPS = ("gaps", "main_gaps", "gap_bins")
+
+#: the end of a unit whose end is unknown: below every valid timestamp (views.TS_LIMIT), so
+#: it extends no busy period and is no kernel's predecessor
+NO_END = -(1 << 62)
+
+_GAP_ROWS = pa.schema([(c, pa.int64()) for c in (
+    "device_id", "pid", "global_pid", "unit", "correlation_id", "gap_ns", "start_ns",
+    "launch_end_ns")])
+_STREAM_GAPS = pa.schema([(c, pa.int64()) for c in (
+    "global_pid", "device_id", "context_id", "stream_id", "gap_ns")])
 
 #: share of idle time in prelaunched gaps (%) from which a finding says so
 _PRELAUNCHED_PCT = 10.0
@@ -82,8 +97,63 @@ def gap_summary(
         others: the GPU ran out of work before the next launch call returned).
     """
     params = _thresholds(normal_threshold_us, p99_threshold_us)
-    with steps(report, NAME, _STEPS, params):
+    with _gaps(report, params, streams=False):
         return _summary(report, params)
+
+
+@contextlib.contextmanager
+def _gaps(report: Report, params: dict[str, int], streams: bool) -> Iterator[None]:
+    """The steps of the SQL file, after the sorted passes that feed them (``stream_gaps``
+    too with ``streams``)."""
+    params = {**params, "no_end": NO_END}
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(python_step(report, NAME, "gap_rows", _GAP_ROWS, _gap_rows(report)))
+        if streams:
+            stack.enter_context(
+                python_step(report, NAME, "stream_gaps", _STREAM_GAPS, _stream_gaps(report)))
+        stack.enter_context(steps(report, NAME, _STEPS, params))
+        yield
+
+
+def _gap_rows(report: Report) -> Iterator[pa.Table]:
+    """Per process and GPU, the units that start after the furthest end of the earlier ones."""
+    furthest: dict[tuple[int, ...], int | None] = {}
+    for key, unit in intervals.segments(
+        report, load_sql(NAME)["sequence"], ("global_pid", "device_id"),
+        ("pid", "correlation_id", "unit", "start_ns", "end_ns", "launch_end_ns"),
+        order="start_ns, sort_end", params={"no_end": NO_END},
+    ):
+        start = unit["start_ns"].astype(np.int64)
+        before, furthest[key] = intervals.ends_before(
+            start, unit["end_ns"].astype(np.int64), furthest.get(key))
+        gap = (start > before) & (before > NO_END)
+        yield pa.table({
+            "device_id": np.full(gap.sum(), key[1]),
+            "pid": unit["pid"][gap],
+            "global_pid": np.full(gap.sum(), key[0]),
+            **{c: unit[c][gap] for c in ("unit", "correlation_id")},
+            "gap_ns": (start - before)[gap],
+            "start_ns": start[gap],
+            "launch_end_ns": unit["launch_end_ns"][gap],
+        })
+
+
+def _stream_gaps(report: Report) -> Iterator[pa.Table]:
+    """Per stream, the own kernels that start after the end of the kernel before them."""
+    keys = ("global_pid", "device_id", "context_id", "stream_id")
+    last_end: dict[tuple[int, ...], int] = {}
+    for key, kernel in intervals.segments(
+        report, load_sql(NAME)["stream_sequence"], keys, ("own", "start_ns", "end_ns"),
+        order="start_ns, sort_end", params={"no_end": NO_END},
+    ):
+        start, end = (kernel[c].astype(np.int64) for c in ("start_ns", "end_ns"))
+        previous = np.r_[last_end.get(key, NO_END), end[:-1]]
+        last_end[key] = int(end[-1])
+        gap = kernel["own"] & (previous > NO_END) & (start > previous)
+        yield pa.table({
+            **{k: np.full(gap.sum(), v) for k, v in zip(keys, key)},
+            "gap_ns": (start - previous)[gap],
+        })
 
 
 def _summary(report: Report, params: dict[str, int]) -> dict[str, Any]:
@@ -140,7 +210,7 @@ def run(
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    with steps(report, NAME, _STEPS, params):
+    with _gaps(report, params, streams=True):
         summary = _summary(report, params)
         tables = {
             name: run_query(report, NAME, name, params)

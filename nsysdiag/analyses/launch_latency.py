@@ -19,12 +19,21 @@ import pyarrow as pa
 from ..errors import UsageError
 from ..report import Report
 from . import intervals
-from .base import OK, AnalysisResult, load_sql, not_captured, registered, run_query, steps
+from .base import (
+    OK,
+    AnalysisResult,
+    load_sql,
+    not_captured,
+    registered,
+    run_query,
+    steps,
+    temp_views,
+)
 
 NAME = "launch_latency"
 
 #: intermediate queries of the SQL file, computed once per run as temporary tables
-_STEPS = ("launches", "queue_events")
+_STEPS = ("queue_events",)
 
 #: the depth series' keys (launch_latency.sql: queue_bounds) and the tables of their pass
 _SERIES_KEYS = ("level", "device_id", "global_pid", "pid", "context_id", "stream_id")
@@ -102,6 +111,7 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
     if detail:
         names += ("per_kernel", "queue_depth")
     with ExitStack() as stack:
+        stack.enter_context(temp_views(report, NAME, ("launches",)))
         stack.enter_context(steps(report, NAME, _STEPS))
         for name, table in _depth(report, detail).items():
             stack.enter_context(registered(report, name, table))

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..views.build import sql_string
+from . import intervals
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -69,12 +70,12 @@ def covered_sums(
     try:
         probes = _Probes(_arrays(pq.ParquetFile(target).iter_batches(BATCH_ROWS)), out)
         sweep = _Sweep(probes, n_classes)
-        intervals = report.sql(
+        sorted_intervals = report.sql(
             f"SELECT key, start_ns, end_ns, cls FROM ({intervals_sql}) "
             "WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND key IS NOT NULL "
             "ORDER BY key, start_ns, end_ns DESC, cls"
         ).to_arrow_reader(BATCH_ROWS)
-        for key, start, end, cls in _arrays(intervals):
+        for key, start, end, cls in _arrays(sorted_intervals):
             sweep.feed(key, start, end, cls)
         sweep.finish()
     finally:
@@ -161,14 +162,7 @@ class _Sweep:
             self.key = key
             self._reset()
         # furthest end before each interval: the carried one, then the running maximum
-        before = np.empty_like(end)
-        before[0] = start[0] if self.max_end is None else self.max_end
-        if len(end) > 1:
-            np.maximum.accumulate(end[:-1], out=before[1:])
-            if self.max_end is not None:
-                np.maximum(before[1:], self.max_end, out=before[1:])
-        top = int(end.max())
-        self.max_end = top if self.max_end is None else max(self.max_end, top)
+        before, self.max_end = intervals.ends_before(start, end, self.max_end)
         s = np.maximum(start, before)
         keep = end > s
         if not keep.any():

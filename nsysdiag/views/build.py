@@ -23,7 +23,7 @@ from .definitions import API_CATEGORY_SQL, CHECK_MACROS, VIEWS, RawInput, ViewSp
 from .enums import ENUM_TABLES, enum_table
 
 #: bump when a view's columns or meaning change, so old caches are not reused
-VIEW_FORMAT = 5
+VIEW_FORMAT = 6
 
 
 def sql_string(value: str) -> str:

@@ -115,17 +115,33 @@ KERNELS = ViewSpec(
             {**_GPU_OP_COLUMNS, "graphId": "int", "demangledName": "int", "shortName": "int"},
         ),
     ),
+    depends=("api_calls",),
+    # The launch call is joined here, once, for every analysis that needs it (launch gaps,
+    # launch latency): each joining ten million kernels to their calls cost seconds.
     sql=f"""
+WITH launch AS (
+    SELECT global_pid, correlation_id, min(start_ns) AS launch_start_ns,
+           max(end_ns) AS launch_end_ns, arg_min(global_tid, start_ns) AS launch_global_tid
+    FROM api_calls WHERE category IN ('launch', 'graph_launch')
+    GROUP BY global_pid, correlation_id)
 SELECT {_gpu_common('k')}, k.graphId AS graph_id,
-       coalesce(dn.value, sn.value) AS name, coalesce(sn.value, dn.value) AS short_name
+       coalesce(dn.value, sn.value) AS name, coalesce(sn.value, dn.value) AS short_name,
+       l.launch_start_ns, l.launch_end_ns, l.launch_global_tid
 FROM {_timed('raw_kernel')} k
 LEFT JOIN _strings dn ON dn.id = k.demangledName
-LEFT JOIN _strings sn ON sn.id = k.shortName""",
+LEFT JOIN _strings sn ON sn.id = k.shortName
+LEFT JOIN launch l ON l.global_pid = k.globalPid AND l.correlation_id = k.correlationId""",
     columns={
         **_GPU_COMMON_DOC,
         "graph_id": "CUDA graph id (newer exports), else NULL",
         "name": "demangled kernel name",
         "short_name": "base kernel name",
+        "launch_start_ns": "entry of the launch call (api_calls category launch or "
+                           "graph_launch, same global_pid and correlation_id), ns; several "
+                           "calls with the id (runtime and driver) count as one, from the "
+                           "first entry to the last return; NULL when none was traced",
+        "launch_end_ns": "return of the launch call, ns (NULL when none was traced)",
+        "launch_global_tid": "nsys packed key of the thread that made the launch call",
     },
     source_tables=("CUPTI_ACTIVITY_KIND_KERNEL",),
     capture_hint="nsys profile --trace=cuda",

@@ -1,10 +1,10 @@
 -- Launch gaps: idle time between kernels on a GPU, the method's measure of launch overhead.
 --
 -- Inputs:  kernels (start_ns, end_ns, global_pid, device_id, context_id, stream_id,
---          correlation_id, graph_node_id); cuda_graphs (rows of trace_level 'graph': one
---          GPU interval per graph launch whose kernels were not traced one by one);
---          api_calls (category 'launch'), only to tell starved gaps from prelaunched ones
---          (below); without it they stay unattributed.
+--          correlation_id, graph_node_id, and launch_end_ns, the return of the launch
+--          call, only to tell starved gaps from prelaunched ones (below); without a CUDA
+--          API trace they stay unattributed); cuda_graphs (rows of trace_level 'graph': one
+--          GPU interval per graph launch whose kernels were not traced one by one).
 -- Params:  $normal_ns  a gap above this is not "normal" (ns; the method says 5 us);
 --          $p99_ns     a P99 gap above this signals a CPU-side bottleneck (ns; 20 us).
 --
@@ -20,19 +20,34 @@
 --                 launch (nodes of one launch share global_pid and correlation_id);
 --   graph_node    before a later node of the same launch (intra-graph gap).
 -- A main gap is "prelaunched" when the launch call of the kernel after it had returned
--- before the GPU went idle (api end_ns < busy_until_ns, joined on global_pid and
--- correlation_id): the work was already submitted, so the CPU did not cause that gap
+-- before the GPU went idle (launch_end_ns < busy_until_ns): the work was already submitted, so the CPU did not cause that gap
 -- (another process or context on the GPU, a stream wait, a copy did). Otherwise it is
 -- "starved": the kernel was submitted only after the GPU had run out of work.
 -- Per stream (PARTITION BY global_pid, device_id, context_id, stream_id): gap =
 -- start_ns - end_ns of the previous kernel on the stream, when positive, before non-graph
 -- kernels.
 --
+-- The running maximum and the per-stream predecessor are sorted passes in numpy
+-- (analyses/launch_gaps.py, with analyses/intervals.py): a window function over one
+-- partition per GPU runs on one core, 5 s at ten million kernels. The passes read
+--   sequence         the device sequence: every kernel and graph-level execution, unit
+--                    0 kernel, 1 graph node, 2 graph-level execution, sorted by start_ns,
+--                    then end_ns (NULL last); a NULL end extends no busy period
+--                    (end_ns = $no_end); a NULL correlation id reads -1, a NULL
+--                    launch_end_ns $no_end
+--   stream_sequence  kernels per stream, same order; own: not a graph node
+-- and write the steps
+--   gap_rows         from the sequence, the units that start after busy_until_ns (the
+--                    furthest end among the earlier units): device_id, pid, global_pid,
+--                    unit, correlation_id, gap_ns = start_ns - busy_until_ns, start_ns,
+--                    launch_end_ns
+--   stream_gaps      per stream, the own kernels that start after the end of the kernel
+--                    before them: global_pid, device_id, context_id, stream_id, gap_ns
+-- Rows with a NULL process, device, context, stream or start are in neither pass.
 -- Steps (materialized in this order; the queries below read them):
---   gaps       from the sequence of every kernel and graph-level execution with its unit
---              ('kernel', 'graph_node', 'graph') and busy_until_ns (the running maximum
---              of the earlier ends): device_id, pid, global_pid, kind, correlation_id, gap_ns (ns),
---              start_ns (ns, start of the kernel after the gap)
+--   gaps       gap_rows with kind ('kernel', 'graph_launch', 'graph_node', as above):
+--              device_id, pid, global_pid, kind, correlation_id, gap_ns (ns), start_ns
+--              (ns, start of the kernel after the gap), launch_end_ns (NULL if unknown)
 --   main_gaps  the main gaps (kind 'kernel') with launched_before_idle: true when
 --              prelaunched, false when starved, NULL when the launch call is unknown
 --   gap_bins   main gaps with their log-spaced bin: 5 bins per decade of ns,
@@ -50,39 +65,40 @@
 --                 launched_before_idle
 --   histogram     main gaps per log-spaced bin, empty bins included
 
+-- @query sequence
+SELECT global_pid, device_id, pid, coalesce(correlation_id, -1) AS correlation_id, unit,
+       start_ns, end_ns AS sort_end, coalesce(end_ns, $no_end) AS end_ns,
+       coalesce(launch_end_ns, $no_end) AS launch_end_ns
+FROM (SELECT global_pid, pid, device_id, correlation_id, start_ns, end_ns, launch_end_ns,
+             CASE WHEN graph_node_id IS NULL THEN 0 ELSE 1 END AS unit
+      FROM kernels
+      UNION ALL
+      SELECT global_pid, pid, device_id, correlation_id, gpu_start_ns, gpu_end_ns, NULL, 2
+      FROM cuda_graphs
+      WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL)
+
+-- @query stream_sequence
+SELECT global_pid, device_id, context_id, stream_id, graph_node_id IS NULL AS own, start_ns,
+       end_ns AS sort_end, coalesce(end_ns, $no_end) AS end_ns
+FROM kernels
+
 -- @query gaps
-WITH sequence AS (
-    SELECT global_pid, pid, device_id, correlation_id, unit, start_ns,
-           max(end_ns) OVER (PARTITION BY global_pid, device_id ORDER BY start_ns, end_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until_ns
-    FROM (SELECT global_pid, pid, device_id, correlation_id, start_ns, end_ns,
-                 CASE WHEN graph_node_id IS NULL THEN 'kernel' ELSE 'graph_node' END AS unit
-          FROM kernels
-          UNION ALL
-          SELECT global_pid, pid, device_id, correlation_id, gpu_start_ns, gpu_end_ns, 'graph'
-          FROM cuda_graphs
-          WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL))
-SELECT s.device_id, s.pid, s.global_pid,
-       CASE WHEN s.unit = 'kernel' THEN 'kernel'
-            WHEN s.unit = 'graph' OR s.start_ns = f.first_start_ns THEN 'graph_launch'
+SELECT g.device_id, g.pid, g.global_pid,
+       CASE WHEN g.unit = 0 THEN 'kernel'
+            WHEN g.unit = 2 OR g.start_ns = f.first_start_ns THEN 'graph_launch'
             ELSE 'graph_node' END AS kind,
-       s.correlation_id, s.start_ns - s.busy_until_ns AS gap_ns, s.start_ns
-FROM sequence s
+       nullif(g.correlation_id, -1) AS correlation_id, g.gap_ns, g.start_ns,
+       nullif(g.launch_end_ns, $no_end) AS launch_end_ns
+FROM gap_rows g
 LEFT JOIN (SELECT global_pid, correlation_id, min(start_ns) AS first_start_ns
            FROM kernels WHERE graph_node_id IS NOT NULL
            GROUP BY global_pid, correlation_id) f
-  ON s.unit = 'graph_node' AND f.global_pid = s.global_pid
- AND f.correlation_id = s.correlation_id
-WHERE s.start_ns > s.busy_until_ns
+  ON g.unit = 1 AND f.global_pid = g.global_pid AND f.correlation_id = g.correlation_id
 
 -- @query main_gaps
-SELECT g.device_id, g.pid, g.gap_ns, g.start_ns,
-       l.api_end_ns < g.start_ns - g.gap_ns AS launched_before_idle
-FROM gaps g
-LEFT JOIN (SELECT global_pid, correlation_id, max(end_ns) AS api_end_ns
-           FROM api_calls WHERE category = 'launch'
-           GROUP BY global_pid, correlation_id) l USING (global_pid, correlation_id)
-WHERE g.kind = 'kernel'
+SELECT device_id, pid, gap_ns, start_ns, launch_end_ns < start_ns - gap_ns AS launched_before_idle
+FROM gaps
+WHERE kind = 'kernel'
 
 -- @query gap_bins
 SELECT gap_ns, floor(log10(gap_ns) * 5 + 1e-9)::BIGINT AS bin
@@ -145,20 +161,20 @@ GROUP BY kind
 ORDER BY kind
 
 -- @query per_stream
-SELECT device_id, any_value(pid) AS pid, context_id, stream_id,
-       count(*) FILTER (WHERE graph_node_id IS NULL) AS kernels, count(gap_ns) AS gaps,
-       quantile_cont(gap_ns, 0.5) AS p50_ns, quantile_cont(gap_ns, 0.9) AS p90_ns,
-       quantile_cont(gap_ns, 0.99) AS p99_ns, max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns,
-       100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / nullif(count(gap_ns), 0)
-           AS share_above_normal_pct
-FROM (SELECT *, CASE WHEN graph_node_id IS NULL AND start_ns > previous_end_ns
-                    THEN start_ns - previous_end_ns END AS gap_ns
-      FROM (SELECT device_id, pid, global_pid, context_id, stream_id, graph_node_id, start_ns,
-                   lag(end_ns) OVER (PARTITION BY global_pid, device_id, context_id, stream_id
-                                     ORDER BY start_ns, end_ns) AS previous_end_ns
-            FROM kernels))
-GROUP BY device_id, global_pid, context_id, stream_id
-ORDER BY device_id, pid, context_id, stream_id
+SELECT k.device_id, k.pid, k.context_id, k.stream_id, k.kernels, coalesce(g.gaps, 0) AS gaps,
+       g.p50_ns, g.p90_ns, g.p99_ns, g.max_ns, g.mean_ns, g.share_above_normal_pct
+FROM (SELECT global_pid, device_id, context_id, stream_id, any_value(pid) AS pid,
+             count(*) FILTER (WHERE graph_node_id IS NULL) AS kernels
+      FROM kernels GROUP BY ALL) k
+LEFT JOIN (SELECT global_pid, device_id, context_id, stream_id, count(*) AS gaps,
+                  quantile_cont(gap_ns, 0.5) AS p50_ns, quantile_cont(gap_ns, 0.9) AS p90_ns,
+                  quantile_cont(gap_ns, 0.99) AS p99_ns, max(gap_ns) AS max_ns,
+                  avg(gap_ns) AS mean_ns,
+                  100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / count(*)
+                      AS share_above_normal_pct
+           FROM stream_gaps GROUP BY ALL) g
+  USING (global_pid, device_id, context_id, stream_id)
+ORDER BY k.device_id, k.pid, k.context_id, k.stream_id
 
 -- @query distribution
 SELECT device_id, pid, gap_ns, start_ns, launched_before_idle

@@ -1,13 +1,15 @@
 -- Launch latency and the dispatch queue (check C1 of the method).
 --
--- Inputs:  kernels (non-graph: graph_node_id IS NULL), api_calls (category 'launch'),
---          cuda_graphs (graph launches).
+-- Inputs:  kernels (non-graph: graph_node_id IS NULL) with their launch call
+--          (launch_start_ns, launch_end_ns: the view joins it), cuda_graphs (graph
+--          launches).
 -- Params:  $top  per_name keeps the $top kernel names with the most kernels; NULL keeps all.
 --
--- Each kernel is joined to its launch call on (global_pid, correlation_id): correlation ids
--- are unique only within a process. Should several launch calls share one id (a runtime
--- call and the driver call inside it), they count as one call from the first entry to the
--- last return. A kernel with no launch call is "unmatched" (its API columns are NULL).
+-- Each kernel's launch call is the one with its (global_pid, correlation_id): correlation
+-- ids are unique only within a process. Should several launch calls share one id (a
+-- runtime call and the driver call inside it), they count as one call from the first entry
+-- to the last return. A kernel with no launch call is "unmatched" (its API columns are
+-- NULL).
 --
 -- Dispatch queue: a kernel is launched-but-not-started from its launch call's return
 -- (api_end_ns) to its start (start_ns): +1 at api_end_ns, -1 at start_ns. A kernel that
@@ -16,7 +18,8 @@
 -- At equal times the -1s and +1s are netted, so a start and a launch at the same ns do
 -- not make a transient depth. Graph launches are not in the queue.
 --
--- Steps (materialized in this order; the queries below read them):
+-- Steps (in this order; the queries below read them; launches is a view of kernels, the
+-- others are materialized):
 --   launches        one row per non-graph kernel with its launch call (ns):
 --                     api_duration_ns              the launch call's own CPU time
 --                     api_start_to_kernel_start_ns call entry -> kernel start
@@ -59,18 +62,13 @@
 
 -- @query launches
 SELECT k.pid, k.global_pid, k.device_id, k.context_id, k.stream_id, k.correlation_id,
-       k.name, k.short_name, k.start_ns, l.api_start_ns, l.api_end_ns,
-       l.api_end_ns - l.api_start_ns AS api_duration_ns,
-       k.start_ns - l.api_start_ns AS api_start_to_kernel_start_ns,
-       k.start_ns - l.api_end_ns AS api_end_to_kernel_start_ns,
-       CASE WHEN l.api_end_ns IS NOT NULL THEN greatest(k.start_ns - l.api_end_ns, 0) END
+       k.name, k.short_name, k.start_ns, k.launch_start_ns AS api_start_ns,
+       k.launch_end_ns AS api_end_ns, k.launch_end_ns - k.launch_start_ns AS api_duration_ns,
+       k.start_ns - k.launch_start_ns AS api_start_to_kernel_start_ns,
+       k.start_ns - k.launch_end_ns AS api_end_to_kernel_start_ns,
+       CASE WHEN k.launch_end_ns IS NOT NULL THEN greatest(k.start_ns - k.launch_end_ns, 0) END
            AS queue_ns
 FROM kernels k
-LEFT JOIN (SELECT global_pid, correlation_id, min(start_ns) AS api_start_ns,
-                  max(end_ns) AS api_end_ns
-           FROM api_calls WHERE category = 'launch'
-           GROUP BY global_pid, correlation_id) l
-  ON l.global_pid = k.global_pid AND l.correlation_id = k.correlation_id
 WHERE k.graph_node_id IS NULL
 
 -- @query queue_events
