@@ -297,3 +297,22 @@ def test_without_detail_same_figures_no_per_gap_table():
     assert lean.summary == full.summary
     for name in lean.tables:
         assert lean.tables[name].equals(full.tables[name]), name
+
+
+def test_kernels_without_an_end(builder, tmp_path):
+    """A kernel whose end is invalid (before its start: NULL in the view) keeps its place in
+    the sequence but extends no busy period and is no stream predecessor.
+
+    A [0, 100], B at 200 (no end), C [300, 400], D [500, 600], E at 500 (no end; after D,
+    since unknown ends sort last), F [700, 800]. Device: busy until 100 before B (gap 100)
+    and before C (200); D follows C by 100; E starts inside D; F follows D by 100.
+    Stream: B follows A by 100, D follows C by 100; C and F follow a kernel without an end.
+    """
+    b = builder("current")
+    for start, end in ((0, 100), (200, 150), (300, 400), (500, 600), (500, 10), (700, 800)):
+        b.kernel(start, end)
+    res = run(b, tmp_path)
+    assert rows_of(res, "distribution", "start_ns", "gap_ns") == [
+        (200, 100), (300, 200), (500, 100), (700, 100)]
+    (stream,) = res.table("per_stream").to_pylist()
+    assert (stream["kernels"], stream["gaps"], stream["max_ns"]) == (6, 2, 100)

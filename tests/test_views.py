@@ -199,3 +199,20 @@ def test_probe_is_kept_in_the_cache(standard_export, tmp_path, monkeypatch):
     with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
         assert rep.probe.views == first.views
         assert rep.probe.cuda_traced == first.cuda_traced
+
+
+def test_kernels_carry_their_launch_call(builder, tmp_path):
+    b = builder("current")
+    b.api(10, 50, "cudaLaunchKernel", corr=5, tid=11)
+    b.api(20, 45, "cuLaunchKernel", corr=5, tid=11, driver=True)  # inside it: one call
+    b.api(60, 70, "cudaMemcpyAsync", corr=6)  # not a launch
+    b.api(80, 90, "cudaGraphLaunch", corr=7, tid=12)
+    b.kernel(100, 200, corr=5)
+    b.kernel(210, 220, corr=5, pid=99)  # same id in another process: not its call
+    b.kernel(230, 240, corr=6)
+    b.kernel(250, 260, corr=7, graph_node=3)
+    with nsysdiag.open(b.write(tmp_path / "l.sqlite"), cache=False) as rep:
+        got = rows(rep, "SELECT start_ns, launch_start_ns, launch_end_ns, "
+                        "launch_global_tid & 16777215 FROM kernels ORDER BY start_ns")
+    assert got == [(100, 10, 50, 11), (210, None, None, None), (230, None, None, None),
+                   (250, 80, 90, 12)]
