@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from contextlib import ExitStack
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import click
@@ -35,6 +35,7 @@ from .base import (
     run_query,
     step_file,
     steps,
+    temp_views,
 )
 
 if TYPE_CHECKING:
@@ -283,14 +284,15 @@ def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table
 
 def _instances(report: Report, scope: str) -> pa.Table:
     with ExitStack() as stack:
-        stack.enter_context(steps(report, NAME, ("rg_units", "rg_calls"), {"scope": scope}))
+        stack.enter_context(steps(report, NAME, ("rg_units",), {"scope": scope}))
+        stack.enter_context(temp_views(report, NAME, ("rg_calls",)))
         ids = _instance_ids(report, "rg_units")
         groups = int(ids.max()) + 1 if len(ids) else 1
         cpu = _sweep(report, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)[ids]
         stack.enter_context(registered(report, "rg_cpu", pa.table({
             "instance": ids,
             **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
-        stack.enter_context(steps(report, NAME, ("rg_ops", "rg_launched")))
+        stack.enter_context(steps(report, NAME, ("rg_ops", "rg_launched"), {"scope": scope}))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
         _own(report, own)
         expose(report, "rg_own", own)

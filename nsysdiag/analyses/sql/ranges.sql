@@ -111,19 +111,24 @@ ORDER BY instance;
 -- @query rg_units
 -- The rg_* queries are steps of `instances` (materialized one by one, so that each heavy
 -- join or window gets the whole memory budget; two sums come from analyses/sweep.py).
--- rg_units: the instances with the key their CUDA calls are matched on.
-SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key
+-- rg_units: the instances with the key their CUDA calls are matched on, and the scope.
+SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key,
+       $scope AS scope
 FROM _ranges_units
 
 -- @query rg_calls
--- The key's CUDA calls, with the component each counts into.
-SELECT CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key,
+-- The key's CUDA calls, with the component each counts into. A view, not a step: read
+-- twice, it costs less than writing twenty million calls out (so the scope comes from
+-- rg_units: a view takes no parameters).
+SELECT CASE WHEN (SELECT any_value(scope) FROM rg_units) = 'thread' THEN global_tid
+            ELSE global_pid END AS key,
        CASE WHEN category IN ('launch', 'graph_launch') THEN 'launch'
             WHEN category IN ('memcpy', 'memset') THEN 'memcpy'
             WHEN category = 'sync' THEN 'sync' ELSE 'other' END AS comp,
        start_ns, end_ns, global_pid, correlation_id
 FROM api_calls
-WHERE (CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END)
+WHERE (CASE WHEN (SELECT any_value(scope) FROM rg_units) = 'thread' THEN global_tid
+            ELSE global_pid END)
       IN (SELECT DISTINCT key FROM rg_units)
 
 -- @query rg_cpu_intervals
@@ -141,30 +146,42 @@ SELECT key, unnest([start_ns, end_ns]) AS ts, instance AS grp, unnest([-1, 1]) A
 FROM rg_units
 
 -- @query rg_ops
--- Every GPU operation with its launch key.
-SELECT 'kernel' AS cls, device_id, global_pid, correlation_id, start_ns, end_ns
+-- Every GPU operation with its launch key; kernel_row: a row of kernels, which carries its
+-- launch call.
+SELECT 'kernel' AS cls, device_id, global_pid, correlation_id, start_ns, end_ns,
+       true AS kernel_row
 FROM kernels WHERE start_ns > 0
 UNION ALL
-SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
+SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns, false
 FROM memcpys WHERE start_ns > 0
 UNION ALL
-SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns
+SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns, false
 FROM memsets WHERE start_ns > 0
 UNION ALL
-SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns
+SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns, false
 FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0
 
 -- @query rg_launched
--- Step: every GPU operation with the key's call that launched it. Each instance's own work,
--- the step rg_own (instance, cls, device_id, start_ns, end_ns, api_end_ns), is matched
--- from these in analyses/ranges.py (_own): the call goes to the instance of its key with
--- the latest start_ns <= the call's start_ns (ties: the higher instance number), when
--- that instance also contains the call's end. (An ASOF join did this in SQL: it sorted
--- ten million launched operations to place them among a hundred thousand instances.)
-SELECT a.key, a.start_ns AS api_start_ns, a.end_ns AS api_end_ns, o.cls, o.device_id,
-       o.start_ns, o.end_ns
+-- Step: every GPU operation with the key's call that launched it: a kernel's is the launch
+-- call the kernels view carries (several calls with its id, runtime and driver, count as
+-- one from the first entry to the last return); other operations are joined to rg_calls.
+-- Each instance's own work, the step rg_own (instance, cls, device_id, start_ns, end_ns,
+-- api_end_ns), is matched from these in analyses/ranges.py (_own): the call goes to the
+-- instance of its key with the latest start_ns <= the call's start_ns (ties: the higher
+-- instance number), when that instance also contains the call's end. (An ASOF join did
+-- this in SQL: it sorted ten million launched operations to place them among a hundred
+-- thousand instances.)
+SELECT *
+FROM (SELECT CASE WHEN $scope = 'thread' THEN launch_global_tid ELSE global_pid END AS key,
+             launch_start_ns AS api_start_ns, launch_end_ns AS api_end_ns, 'kernel' AS cls,
+             device_id, start_ns, end_ns
+      FROM kernels WHERE start_ns > 0 AND launch_end_ns IS NOT NULL)
+WHERE key IN (SELECT DISTINCT key FROM rg_units)
+UNION ALL
+SELECT a.key, a.start_ns, a.end_ns, o.cls, o.device_id, o.start_ns, o.end_ns
 FROM rg_ops o
 JOIN rg_calls a ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id
+WHERE NOT o.kernel_row
 
 -- @query rg_busy_intervals
 -- Every GPU operation as an interval of its device: the sweep (analyses/sweep.py) gives the
