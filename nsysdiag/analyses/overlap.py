@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from ..render.text import fmt_ns
 from ..report import Report
 from . import intervals
-from .base import OK, AnalysisResult, not_captured, registered, run_query, steps
+from .base import OK, AnalysisResult, not_captured, registered, run_query, temp_views
 
 NAME = "overlap"
 
@@ -49,7 +49,7 @@ def run(report: Report) -> AnalysisResult:
     probe = report.probe
     if not any(probe.present(v) for v in ("kernels", "memcpys", "memsets", "cuda_graphs")):
         return not_captured(NAME, report, "kernels")  # type: ignore[return-value]
-    with steps(report, NAME, ("ops",)), registered(report, "_overlap_busy", _busy(report)):
+    with temp_views(report, NAME, ("ops",)), registered(report, "_overlap_busy", _busy(report)):
         per = run_query(report, NAME, "devices")
     total = next(r for r in per.to_pylist() if r["device_id"] is None)
     devices = per.filter(pc.is_valid(per.column("device_id")))

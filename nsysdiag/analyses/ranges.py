@@ -292,7 +292,8 @@ def _instances(report: Report, scope: str) -> pa.Table:
         stack.enter_context(registered(report, "rg_cpu", pa.table({
             "instance": ids,
             **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
-        stack.enter_context(steps(report, NAME, ("rg_ops", "rg_launched"), {"scope": scope}))
+        stack.enter_context(temp_views(report, NAME, ("rg_ops",)))
+        stack.enter_context(steps(report, NAME, ("rg_launched",), {"scope": scope}))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
         _own(report, own)
         expose(report, "rg_own", own)

@@ -25,7 +25,8 @@
 --   copies, bytes and copy time per API name; synchronous = a memcpy API without 'Async'.
 
 -- @query ops
--- Step: every operation of each device, as an interval of class 'kernel' (kernels and
+-- A view (a projection, cheaper to read three times than to write out): every operation
+-- of each device, as an interval of class 'kernel' (kernels and
 -- graph-level launches) or 'copy' (memcpys and memsets); the busy times, their intersection
 -- and the kernel concurrency come from a sorted pass over it (analyses/intervals.py) and
 -- are registered as _overlap_busy (device_id, kernel_ns, copy_ns, any_ns, concurrent_ns,

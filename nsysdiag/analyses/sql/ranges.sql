@@ -146,7 +146,7 @@ SELECT key, unnest([start_ns, end_ns]) AS ts, instance AS grp, unnest([-1, 1]) A
 FROM rg_units
 
 -- @query rg_ops
--- Every GPU operation with its launch key; kernel_row: a row of kernels, which carries its
+-- (a view) Every GPU operation with its launch key; kernel_row: a row of kernels, which carries its
 -- launch call.
 SELECT 'kernel' AS cls, device_id, global_pid, correlation_id, start_ns, end_ns,
        true AS kernel_row
