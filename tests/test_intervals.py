@@ -106,3 +106,87 @@ def test_depth_against_brute_force(seed):
     assert d.time_at == time_at and d.marked_at == marked
     got = [(int(x), int(v)) for ts, vs in d.changes for x, v in zip(ts, vs)]
     assert got == changes
+
+
+# --- unions and merged stretches per group (ranges' instances) ---
+
+from nsysdiag.analyses import intervals  # noqa: E402
+
+
+def test_group_unions_and_islands_by_hand():
+    # group 1, window [0, 50]: [10,20) [12,15) [20,25) [30,40); group 2, window [5, 9]:
+    # [5,8) [6,9); group 5, window [90, 200]: [100,101)
+    g = np.array([1, 1, 1, 1, 2, 2, 5])
+    s = np.array([10, 12, 20, 30, 5, 6, 100])
+    e = np.array([20, 15, 25, 40, 8, 9, 101])
+    lo = np.array([0, 0, 0, 0, 5, 5, 90])
+    hi = np.array([50, 50, 50, 50, 9, 9, 200])
+    ids, length = intervals.group_unions(g, s, e, lo, hi)
+    assert ids.tolist() == [1, 2, 5] and length.tolist() == [25, 4, 1]
+    kernel = np.array([False, True, False, True, False, False, True])
+    # group 1 masked: [12,15) [30,40) = 13; group 2 has none: 0
+    assert intervals.group_unions(g, s, e, lo, hi, mask=kernel)[1].tolist() == [13, 0, 1]
+    # [10,20) and [20,25) touch: one stretch
+    got = intervals.group_islands(g, s, e, lo, hi)
+    assert [a.tolist() for a in got] == [[1, 1, 2, 5], [10, 30, 5, 100], [25, 40, 9, 101]]
+
+
+def brute_groups(g, s, e, lo, hi, mask=None):
+    """Per group: union length and merged stretches, nanosecond by nanosecond."""
+    union, islands = {}, []
+    for k in np.unique(g):
+        rows = (g == k) if mask is None else (g == k) & mask
+        covered = np.zeros(int(hi[g == k][0]) - int(lo[g == k][0]) + 2, dtype=bool)
+        for a, b in zip(s[rows], e[rows]):
+            covered[a - lo[g == k][0]:b - lo[g == k][0]] = True
+        union[int(k)] = int(covered.sum())
+        # stretches: intervals that touch merge, so walk the sorted intervals
+        cur = None
+        for a, b in sorted(zip(s[g == k].tolist(), e[g == k].tolist())):
+            if cur is not None and a <= cur[1]:
+                cur[1] = max(cur[1], b)
+            else:
+                if cur is not None:
+                    islands.append((int(k), *cur))
+                cur = [a, b]
+        islands.append((int(k), *cur))
+    return union, islands
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("limit", [1 << 62, 40])
+def test_groups_against_brute_force(monkeypatch, seed, limit):
+    """Random groups with nested, touching and equal intervals; a small SHIFT_LIMIT splits
+    the groups into several shifted runs."""
+    monkeypatch.setattr(intervals, "SHIFT_LIMIT", limit)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in sorted(rng.choice(50, size=rng.integers(1, 8), replace=False).tolist()):
+        lo = int(rng.integers(-30, 30))
+        hi = lo + int(rng.integers(1, 25))
+        for _ in range(int(rng.integers(1, 7))):
+            a = int(rng.integers(lo, hi))
+            rows.append((k, a, int(rng.integers(a + 1, hi + 1)), lo, hi))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    g, s, e, lo, hi = (np.array(c, dtype=np.int64) for c in zip(*rows))
+    mask = rng.random(len(g)) < 0.5
+    union, islands = brute_groups(g, s, e, lo, hi)
+    ids, length = intervals.group_unions(g, s, e, lo, hi)
+    assert dict(zip(ids.tolist(), length.tolist())) == union
+    masked, _ = brute_groups(g, s, e, lo, hi, mask)
+    ids, length = intervals.group_unions(g, s, e, lo, hi, mask=mask)
+    assert dict(zip(ids.tolist(), length.tolist())) == masked
+    got = intervals.group_islands(g, s, e, lo, hi)
+    assert list(zip(*(a.tolist() for a in got))) == islands
+
+
+def test_whole_groups_keeps_each_key_in_one_chunk():
+    import pyarrow as pa
+
+    keys = [1, 1, 2, 2, 2, 2, 3, 4, 4]
+    table = pa.table({"k": keys, "v": list(range(len(keys)))})
+    chunks = list(intervals.whole_groups(table.to_reader(max_chunksize=3), "k"))
+    # batches [1 1 2] [2 2 2] [3 4 4]: a key's rows wait for the next key
+    assert [c["k"].tolist() for c in chunks] == [[1, 1], [2, 2, 2, 2, 3], [4, 4]]
+    assert np.concatenate([c["v"] for c in chunks]).tolist() == list(range(len(keys)))
+    assert list(intervals.whole_groups(table.slice(0, 0).to_reader(), "k")) == []

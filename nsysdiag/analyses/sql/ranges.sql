@@ -207,26 +207,27 @@ udev AS (
     FROM u LEFT JOIN own_device d USING (instance) LEFT JOIN process_device p USING (global_pid))
 SELECT * FROM udev
 
--- @query rg_pending
--- Per instance, the merged stretches of its window in which own work was submitted and
--- unfinished on its device.
-WITH own AS (SELECT * FROM rg_own),
-udev AS (SELECT * FROM rg_udev),
-pending AS (
-    SELECT o.instance, greatest(o.api_end_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e
-    FROM own o JOIN udev d USING (instance)
-    WHERE o.device_id = d.device_id
-      AND least(o.end_ns, d.end_ns) > greatest(o.api_end_ns, d.start_ns)),
-pending_islands AS (
-    SELECT instance, s, e,
-           sum(CASE WHEN s > coalesce(c, s - 1) THEN 1 ELSE 0 END)
-               OVER (PARTITION BY instance ORDER BY s, e DESC ROWS UNBOUNDED PRECEDING) AS island
-    FROM (SELECT *, max(e) OVER (PARTITION BY instance ORDER BY s, e DESC
-                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS c
-          FROM pending)),
-pending_merged AS (
-    SELECT instance, min(s) AS s, max(e) AS e FROM pending_islands GROUP BY instance, island)
-SELECT * FROM pending_merged
+-- @query rg_pending_pieces
+-- Per instance, the parts of its window in which own work was submitted and unfinished on
+-- its device, sorted: analyses/ranges.py merges them (intervals.group_islands) into the
+-- step rg_pending (instance, s, e), the merged stretches.
+SELECT o.instance, greatest(o.api_end_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e,
+       d.start_ns AS lo, d.end_ns AS hi
+FROM rg_own o JOIN rg_udev d USING (instance)
+WHERE o.device_id = d.device_id
+  AND least(o.end_ns, d.end_ns) > greatest(o.api_end_ns, d.start_ns)
+ORDER BY o.instance, s
+
+-- @query rg_own_window
+-- Per instance, its own work clipped to its window on its device, sorted: analyses/ranges.py
+-- takes the unions (intervals.group_unions) of the kernels and of all of it into rg_own_union
+-- (instance, kernel_union_ns, any_union_ns). Work that ends where it starts adds nothing.
+SELECT o.instance, o.cls = 'kernel' AS kernel, greatest(o.start_ns, d.start_ns) AS s,
+       least(o.end_ns, d.end_ns) AS e, d.start_ns AS lo, d.end_ns AS hi
+FROM rg_own o JOIN rg_udev d USING (instance)
+WHERE o.device_id = d.device_id
+  AND least(o.end_ns, d.end_ns) > greatest(o.start_ns, d.start_ns)
+ORDER BY o.instance, s
 
 -- @query rg_busy_probes
 -- The instants at which the sweep reads each device's busy time, summed per group: the
@@ -290,23 +291,7 @@ own_total AS (
            coalesce(sum(end_ns - start_ns) FILTER (WHERE cls = 'copy'), 0) AS own_copy_total_ns,
            min(start_ns) AS gpu_start_ns, max(end_ns) AS gpu_end_ns
     FROM own GROUP BY instance),
-own_window AS (
-    SELECT o.instance, o.cls, greatest(o.start_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e
-    FROM own o JOIN udev d USING (instance)
-    WHERE o.device_id = d.device_id AND o.end_ns > d.start_ns AND o.start_ns < d.end_ns),
-own_cover AS (
-    SELECT instance, cls, s, e,
-           max(e) FILTER (WHERE cls = 'kernel') OVER w AS kernel_cover,
-           max(e) OVER w AS any_cover
-    FROM own_window
-    WINDOW w AS (PARTITION BY instance ORDER BY s, e DESC
-                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)),
-own_union AS (
-    SELECT instance,
-           sum(greatest(0, e - greatest(s, coalesce(kernel_cover, s))))
-               FILTER (WHERE cls = 'kernel') AS kernel_union_ns,
-           sum(greatest(0, e - greatest(s, coalesce(any_cover, s)))) AS any_union_ns
-    FROM own_cover GROUP BY instance),
+own_union AS (SELECT * FROM rg_own_union),
 pending_total AS (SELECT instance, sum(e - s) AS pending_ns FROM pending_merged GROUP BY instance),
 traced_span AS (
     SELECT global_pid, min(start_ns) AS lo, max(end_ns) AS hi FROM api_calls GROUP BY global_pid)
