@@ -32,13 +32,15 @@ one running maximum over the whole sorted stream restart at every group.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..report import Report
 
 BATCH_ROWS = 1 << 20
@@ -216,9 +218,7 @@ def segments(
                    {c: cols[c][lo:hi] for c in columns})
 
 
-def whole_groups(
-    reader, key: str
-) -> Iterator[dict[str, np.ndarray]]:
+def whole_groups(reader: Iterable[pa.RecordBatch], key: str) -> Iterator[dict[str, np.ndarray]]:
     """The batches of an Arrow stream sorted by ``key``, regrouped so that no key's rows are
     split between two of them (a key's rows are held back until the next key begins)."""
     held: dict[str, np.ndarray] | None = None
@@ -251,6 +251,7 @@ def _shifted(
     ends = np.r_[first[1:], n]
     span = hi[first] - lo[first] + 1
     cuts = [0, len(first)]
+    # the float sum is approximate, hence the margin before cutting exactly
     if float(span.astype(np.float64).sum()) >= SHIFT_LIMIT / 2:
         cuts, total = [0], 0
         for i, width in enumerate(span.tolist()):
