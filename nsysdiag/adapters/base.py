@@ -51,13 +51,12 @@ class Source(abc.ABC):
     def identity(self) -> str:
         """A string that changes whenever the export's content may have changed."""
 
-    def any_row(self, table: str, column: str, where: str) -> bool:
-        """Whether some row of ``table`` matches ``where``, a filter on the integer
-        ``column`` written by this package. False when either is absent."""
+    def any_nonzero(self, table: str, column: str) -> bool:
+        """Whether some row of ``table`` holds a value other than NULL and 0 in the integer
+        ``column``. False when either is absent."""
         if column not in self.tables().get(table, {}):
             return False
-        reader = self.read(table, {column: "int"}, where=where)
-        return any(batch.num_rows for batch in reader)
+        return any(_nonzero(batch.column(0)) for batch in self.read(table, {column: "int"}))
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release file handles."""
@@ -95,6 +94,10 @@ class Source(abc.ABC):
                 yield pa.record_batch(cols, schema=schema)
 
         return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _nonzero(arr: pa.Array) -> bool:
+    return bool(pc.any(pc.not_equal(arr, 0)).as_py())
 
 
 def _conform(arr: pa.Array, target: pa.DataType) -> pa.Array:

@@ -295,13 +295,17 @@ class SqliteSource(Source):
             for handle, _ in readers:
                 self._finish(handle)
 
-    def any_row(self, table: str, column: str, where: str) -> bool:
-        """One EXISTS query in SQLite, instead of streaming the column out."""
+    def any_nonzero(self, table: str, column: str) -> bool:
+        """One EXISTS query in SQLite; on a big table, the column decoded from its pages
+        (SQLite's scan of ten million kernels took 0.75 s)."""
         if column not in self.tables().get(table, {}):
             return False
+        if self.row_count(table) >= FAST_MIN_ROWS and sqlite_pages.available():
+            return super().any_nonzero(table, column)
         try:
             (found,) = self._db.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {_quote(table)} WHERE {where})"
+                f"SELECT EXISTS (SELECT 1 FROM {_quote(table)} "
+                f"WHERE {_quote(column)} IS NOT NULL AND {_quote(column)} <> 0)"
             ).fetchone()
         except sqlite3.DatabaseError as exc:
             raise self._error(table, exc) from None

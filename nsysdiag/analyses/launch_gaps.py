@@ -123,9 +123,9 @@ def _gap_rows(report: Report) -> Iterator[pa.Table]:
         ("pid", "correlation_id", "unit", "start_ns", "end_ns", "launch_end_ns"),
         order="start_ns, sort_end", params={"no_end": NO_END},
     ):
-        start = unit["start_ns"].astype(np.int64)
+        start = unit["start_ns"].astype(np.int64, copy=False)
         before, furthest[key] = intervals.ends_before(
-            start, unit["end_ns"].astype(np.int64), furthest.get(key))
+            start, unit["end_ns"].astype(np.int64, copy=False), furthest.get(key))
         gap = (start > before) & (before > NO_END)
         yield pa.table({
             "device_id": np.full(gap.sum(), key[1]),
@@ -146,7 +146,7 @@ def _stream_gaps(report: Report) -> Iterator[pa.Table]:
         report, load_sql(NAME)["stream_sequence"], keys, ("own", "start_ns", "end_ns"),
         order="start_ns, sort_end", params={"no_end": NO_END},
     ):
-        start, end = (kernel[c].astype(np.int64) for c in ("start_ns", "end_ns"))
+        start, end = (kernel[c].astype(np.int64, copy=False) for c in ("start_ns", "end_ns"))
         previous = np.r_[last_end.get(key, NO_END), end[:-1]]
         last_end[key] = int(end[-1])
         gap = kernel["own"] & (previous > NO_END) & (start > previous)

@@ -248,7 +248,7 @@ def durations(
     unit = select_unit(report, range_name, min_instances)
     if isinstance(unit, AnalysisResult):
         return Durations(None, np.array([], dtype=np.int64), None)
-    d = unit.instances.column("duration_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+    d = unit.instances.column("duration_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     return Durations(unit.name, d, unit.source)
 
 
@@ -327,13 +327,13 @@ def _own(report: Report, target: Path) -> None:
                          for c in ("start_ns", "end_ns", "instance"))
     # from the step's file: streaming the join itself held its whole result in memory
     launched = report.sql("SELECT * FROM rg_launched").to_arrow_reader(sweep.BATCH_ROWS)
-    with pq.ParquetWriter(target, _OWN_SCHEMA, compression="lz4") as out:
+    with pq.ParquetWriter(target, _OWN_SCHEMA, compression="lz4", use_dictionary=False) as out:
         for batch in launched:
             known = pc.and_(pc.and_(batch.column("key").is_valid(),
                                     batch.column("api_start_ns").is_valid()),
                             batch.column("api_end_ns").is_valid())
             batch = batch.filter(known)
-            key, api_start, api_end = (batch.column(c).to_numpy().astype(np.int64)
+            key, api_start, api_end = (batch.column(c).to_numpy().astype(np.int64, copy=False)
                                        for c in ("key", "api_start_ns", "api_end_ns"))
             instance = np.full(batch.num_rows, -1, dtype=np.int64)
             for k in np.unique(key).tolist():
@@ -380,7 +380,7 @@ def _own_window(report: Report) -> tuple[pa.Table, pa.Table]:
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(arrays).astype(np.int64) if arrays else np.empty(0, dtype=np.int64)
+    return np.concatenate(arrays).astype(np.int64, copy=False) if arrays else np.empty(0, dtype=np.int64)
 
 
 def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -392,7 +392,7 @@ def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _instance_ids(report: Report, source: str) -> np.ndarray:
     """The sorted instance numbers of a step (``source``: a step name, maybe filtered)."""
     rows = report.sql(f"SELECT instance FROM {source} ORDER BY instance").to_arrow_table()
-    return rows.column("instance").to_numpy(zero_copy_only=False).astype(np.int64)
+    return rows.column("instance").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
 
 
 def _sweep(

@@ -5,9 +5,11 @@ each kind (nested or overlapping calls counted once), and how long its GPU was b
 window and while its work was pending. In SQL that is a running maximum, a running sum and
 an ASOF join: three sorts of what can be 20 million calls or 10 million kernels, windows
 over one huge partition that DuckDB runs on one core and spills to disk. Here DuckDB sorts
-the intervals and the instants once each and streams both; numpy carries the running
-maximum and the running sums from batch to batch, answers each instant as the sweep passes
-it and adds the answer, signed, to its group. Memory stays at a batch of each.
+the intervals and the instants once each and streams both; a compiled loop
+(``_compiled.sweep``) carries the running maximum and the running sums from batch to
+batch, answers each instant as the sweep passes it and adds the answer, signed, to its
+group. Memory stays at a batch of each. (The loop replaced per-batch numpy expressions:
+at 10M kernels and 22M calls the two sweeps of ``ranges`` took 5.6 s, now 2.3 s.)
 
 Definitions (the same as the SQL they replace): intervals of one key are taken by start
 (ties: longer first, then lower class); each keeps the part beyond the furthest end seen so
@@ -20,6 +22,7 @@ with sign -1, summed into one group.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -28,7 +31,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..views.build import sql_string
-from . import intervals
+from . import _compiled
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -68,16 +71,15 @@ def covered_sums(
     finally:
         report.con.execute("SET preserve_insertion_order = false")
     try:
-        probes = _Probes(_arrays(pq.ParquetFile(target).iter_batches(BATCH_ROWS)), out)
-        sweep = _Sweep(probes, n_classes)
-        sorted_intervals = report.sql(
-            f"SELECT key, start_ns, end_ns, cls FROM ({intervals_sql}) "
-            "WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND key IS NOT NULL "
-            "ORDER BY key, start_ns, end_ns DESC, cls"
-        ).to_arrow_reader(BATCH_ROWS)
-        for key, start, end, cls in _arrays(sorted_intervals):
-            sweep.feed(key, start, end, cls)
-        sweep.finish()
+        _run_sweep(
+            _arrays(report.sql(
+                f"SELECT key, start_ns, end_ns, cls FROM ({intervals_sql}) "
+                "WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND key IS NOT NULL "
+                "ORDER BY key, start_ns, end_ns DESC, cls"
+            ).to_arrow_reader(BATCH_ROWS)),
+            _arrays(pq.ParquetFile(target).iter_batches(BATCH_ROWS)),
+            out,
+        )
     finally:
         target.unlink(missing_ok=True)
     return out
@@ -86,119 +88,29 @@ def covered_sums(
 def _arrays(batches) -> Iterator[tuple[np.ndarray, ...]]:
     for batch in batches:
         if batch.num_rows:
-            yield tuple(col.to_numpy(zero_copy_only=False).astype(np.int64)
+            yield tuple(col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
                         for col in batch.columns)
 
 
-class _Probes:
-    """The sorted probe stream: hands out the probes of one key below a time limit, and
-    adds their answers into ``out``."""
-
-    def __init__(self, batches: Iterator[tuple[np.ndarray, ...]], out: np.ndarray):
-        self.batches, self.out = batches, out
-        self.key = self.ts = self.grp = self.sign = np.empty(0, dtype=np.int64)
-        self._more = True
-
-    def _fill(self) -> bool:
-        """Append the next batch; False at the end of the stream."""
-        if self._more:
-            nxt = next(self.batches, None)
-            if nxt is None:
-                self._more = False
-            else:
-                self.key, self.ts, self.grp, self.sign = (
-                    np.concatenate([a, b]) for a, b in
-                    zip((self.key, self.ts, self.grp, self.sign), nxt))
-                return True
-        return False
-
-    def take(self, key: int, limit: int | None) -> Iterator[tuple[np.ndarray, ...]]:
-        """Remove and yield, in chunks, (ts, grp, sign) of the probes of ``key`` with
-        ts < ``limit`` (all of them when None); probes of smaller keys are dropped (they
-        cover nothing)."""
+def _run_sweep(
+    intervals: Iterator[tuple[np.ndarray, ...]], probes: Iterator[tuple[np.ndarray, ...]],
+    out: np.ndarray,
+) -> None:
+    """Feed the compiled sweep (``_compiled.sweep``) the interval batches, handing it the
+    probes batch by batch as it asks for them."""
+    state = np.zeros(_compiled.SWEEP_STATE, dtype=np.int64)
+    cum = np.zeros(out.shape[1], dtype=np.int64)
+    pending = [np.empty(0, dtype=np.int64)] * 4  # key, ts, grp, sign not yet answered
+    more, p = True, 0
+    empty = (np.empty(0, dtype=np.int64),) * 4
+    for batch, final in itertools.chain(((b, False) for b in intervals), [(empty, True)]):
         while True:
-            lo = np.searchsorted(self.key, key, side="left")
-            hi = np.searchsorted(self.key, key, side="right")
-            if limit is not None:
-                hi = lo + np.searchsorted(self.ts[lo:hi], limit, side="left")
-            if hi > lo:
-                yield self.ts[lo:hi], self.grp[lo:hi], self.sign[lo:hi]
-            exhausted = hi == len(self.key)  # the wanted run may go on in the next batch
-            self.key, self.ts, self.grp, self.sign = (
-                a[hi:] for a in (self.key, self.ts, self.grp, self.sign))
-            if not exhausted or not self._fill():
-                return
-
-    def add(self, grp: np.ndarray, sign: np.ndarray, values: np.ndarray) -> None:
-        np.add.at(self.out, grp, values * sign[:, None])
-
-
-class _Sweep:
-    """The running state over intervals sorted by key, start."""
-
-    def __init__(self, probes: _Probes, n_classes: int):
-        self.probes, self.n = probes, n_classes
-        self.key: int | None = None
-        self._reset()
-
-    def _reset(self) -> None:
-        self.max_end: int | None = None  # furthest end of this key so far
-        self.cum = np.zeros(self.n, dtype=np.int64)  # covered time per class, all pieces
-        self.last: tuple[int, int, int] | None = None  # (s, e, cls) of the last piece
-
-    def feed(self, key: np.ndarray, start: np.ndarray, end: np.ndarray, cls: np.ndarray) -> None:
-        bounds = np.flatnonzero(np.diff(key)) + 1
-        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(key)]):
-            self._segment(int(key[lo]), start[lo:hi], end[lo:hi], cls[lo:hi])
-
-    def finish(self) -> None:
-        if self.key is not None:
-            self._answer(self.key, None)
-
-    def _segment(self, key: int, start: np.ndarray, end: np.ndarray, cls: np.ndarray) -> None:
-        if key != self.key:
-            if self.key is not None:
-                self._answer(self.key, None)  # the rest of the previous key's probes
-            self.key = key
-            self._reset()
-        # furthest end before each interval: the carried one, then the running maximum
-        before, self.max_end = intervals.ends_before(start, end, self.max_end)
-        s = np.maximum(start, before)
-        keep = end > s
-        if not keep.any():
-            return
-        s, e, c = s[keep], end[keep], cls[keep]
-        cums = np.empty((len(s), self.n), dtype=np.int64)
-        for k in range(self.n):
-            np.cumsum(np.where(c == k, e - s, 0), out=cums[:, k])
-        cums += self.cum
-        # the probes before the last piece's start are answered within this batch
-        self._answer(key, int(s[-1]), (s, e, c, cums))
-        self.cum = cums[-1].copy()
-        self.last = (int(s[-1]), int(e[-1]), int(c[-1]))
-
-    def _answer(self, key: int, limit: int | None, pieces: tuple | None = None) -> None:
-        for t, grp, sign in self.probes.take(key, limit):
-            self.probes.add(grp, sign, self._covered(t, pieces))
-
-    def _covered(self, t: np.ndarray, pieces: tuple | None) -> np.ndarray:
-        """covered(key, t) per class for instants t of the current key, given this batch's
-        pieces (None: after all of them)."""
-        values = np.empty((len(t), self.n), dtype=np.int64)
-        # j: the last piece of this batch starting at or before t (-1: none, use the state
-        # carried from earlier batches)
-        j = (np.searchsorted(pieces[0], t, side="right") - 1 if pieces is not None
-             else np.full(len(t), -1))
-        carried = j < 0
-        if carried.any():
-            values[carried] = self.cum
-            if self.last is not None:
-                ls, le, lc = self.last
-                values[carried, lc] -= le - np.clip(t[carried], ls, le)
-        if pieces is not None and not carried.all():
-            s, e, c, cums = pieces
-            ji = j[~carried]
-            values[~carried] = cums[ji]
-            rows = np.flatnonzero(~carried)
-            values[rows, c[ji]] -= e[ji] - np.clip(t[~carried], s[ji], e[ji])
-        return values
+            status, p = _compiled.sweep(*batch, *pending, p, more, final, state, cum, out)
+            if status == 0:
+                break
+            nxt = next(probes, None)
+            if nxt is None:
+                more = False
+            else:
+                pending = [np.concatenate([a[p:], b]) for a, b in zip(pending, nxt)]
+                p = 0

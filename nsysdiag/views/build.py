@@ -144,19 +144,14 @@ class ViewStore:
         self._run("CREATE OR REPLACE TEMP TABLE _api_names_text AS "
                   f"SELECT id, n AS name, {API_CATEGORY_SQL} AS category FROM "
                   "(SELECT id, regexp_replace(value, '_v[0-9]+$', '') AS n FROM _strings)")
-        # Names repeated on millions of rows (kernel and API names, categories) are ENUM
-        # typed: DuckDB writes them to Parquet from their dictionary instead of hashing
-        # every string (10M kernels: 5.2 -> 3.8 s for the view); they read back as VARCHAR.
+        # The category is ENUM typed: DuckDB writes it to Parquet from its seven values
+        # instead of hashing the string of every call. (Names are not: an ENUM of every
+        # string of the export makes each Parquet dictionary page hold them all, and a join
+        # or GROUP BY on the column then hashes the whole dictionary for every vector.)
         self._enum_type("_api_category", " UNION ".join(
             f"SELECT {sql_string(c)}" for c in API_CATEGORIES))
-        self._enum_type("_name_enum", "SELECT value FROM _strings")
-        self._enum_type("_api_name_enum",
-                        "SELECT name FROM _api_names_text UNION SELECT 'unknown'")
-        self._run("CREATE OR REPLACE TEMP TABLE _names AS "
-                  "SELECT id, value::_name_enum AS value FROM _strings")
         self._run("CREATE OR REPLACE TEMP TABLE _api_names AS "
-                  "SELECT id, name::_api_name_enum AS name, category::_api_category AS category "
-                  "FROM _api_names_text")
+                  "SELECT id, name, category::_api_category AS category FROM _api_names_text")
         for kind, (table, _, _) in ENUM_TABLES.items():
             rows = self.source.read(table, {"id": "int", "name": "text", "label": "text"}).read_all()
             arrow = enum_table(kind, [tuple(r.values()) for r in rows.to_pylist()])

@@ -1,8 +1,8 @@
 """The normalized views: the contract every analysis reads (never raw nsys tables).
 
 Each view is one SQL statement over *raw inputs* (projected reads of nsys tables, named
-``raw_<alias>``), small helper tables (``_strings``, and ``_names``: the same strings as
-ENUM values; ``_api_names``, ``_enum_*``) and, for ``cuda_graphs``, other views.
+``raw_<alias>``), small helper tables (``_strings``, ``_api_names``, ``_enum_*``) and, for
+``cuda_graphs``, other views.
 Columns an older export lacks arrive as NULL, so one
 statement serves every nsys version. Timestamps are integer nanoseconds on the trace's
 timeline, NULL when missing or invalid (see ``TS_LIMIT``), so durations are never
@@ -129,8 +129,8 @@ SELECT {_gpu_common('k')}, k.graphId AS graph_id,
        coalesce(dn.value, sn.value) AS name, coalesce(sn.value, dn.value) AS short_name,
        l.launch_start_ns, l.launch_end_ns, l.launch_global_tid
 FROM {_timed('raw_kernel')} k
-LEFT JOIN _names dn ON dn.id = k.demangledName
-LEFT JOIN _names sn ON sn.id = k.shortName
+LEFT JOIN _strings dn ON dn.id = k.demangledName
+LEFT JOIN _strings sn ON sn.id = k.shortName
 LEFT JOIN launch l ON l.global_pid = k.globalPid AND l.correlation_id = k.correlationId""",
     columns={
         **_GPU_COMMON_DOC,
@@ -269,7 +269,7 @@ API_CALLS = ViewSpec(
 SELECT r.start AS start_ns, r."end" AS end_ns, r."end" - r.start AS duration_ns,
        {_PID.format(g='r.globalTid')} AS pid, {_TID.format(g='r.globalTid')} AS tid,
        {_GPID.format(g='r.globalTid')} AS global_pid, r.globalTid AS global_tid,
-       coalesce(n.name, 'unknown'::_api_name_enum) AS name,
+       coalesce(n.name, 'unknown') AS name,
        coalesce(n.category, 'other'::_api_category) AS category,
        CASE r.eventClass WHEN 0 THEN 'runtime' WHEN 1 THEN 'driver' ELSE 'other'
        END::ENUM('runtime', 'driver', 'other') AS api,

@@ -137,5 +137,4 @@ def cached_probe(source: Source, directory: Path) -> Probe:
 
 def _graph_nodes(source: Source) -> bool:
     """True when some kernel carries a graph node id (node-level graph tracing)."""
-    return source.any_row("CUPTI_ACTIVITY_KIND_KERNEL", "graphNodeId",
-                          "graphNodeId IS NOT NULL AND graphNodeId <> 0")
+    return source.any_nonzero("CUPTI_ACTIVITY_KIND_KERNEL", "graphNodeId")
