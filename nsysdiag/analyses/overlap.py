@@ -87,7 +87,7 @@ def _busy(report: Report) -> pa.Table:
         kernels, copies, either = devices.setdefault(
             device, (intervals.Busy(), intervals.Union(), intervals.Union()))
         k = op["kernel"]
-        start, end = op["start_ns"].astype(np.int64, copy=False), op["end_ns"].astype(np.int64, copy=False)
+        start, end = (op[c].astype(np.int64, copy=False) for c in ("start_ns", "end_ns"))
         kernels.feed(start[k], end[k])
         copies.feed(start[~k], end[~k])
         either.feed(start, end)

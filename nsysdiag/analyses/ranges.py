@@ -248,7 +248,7 @@ def durations(
     unit = select_unit(report, range_name, min_instances)
     if isinstance(unit, AnalysisResult):
         return Durations(None, np.array([], dtype=np.int64), None)
-    d = unit.instances.column("duration_ns").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    d = unit.instances.column("duration_ns").to_numpy(zero_copy_only=False).astype(np.int64)
     return Durations(unit.name, d, unit.source)
 
 
@@ -380,7 +380,9 @@ def _own_window(report: Report) -> tuple[pa.Table, pa.Table]:
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(arrays).astype(np.int64, copy=False) if arrays else np.empty(0, dtype=np.int64)
+    if not arrays:
+        return np.empty(0, dtype=np.int64)
+    return np.concatenate(arrays).astype(np.int64, copy=False)
 
 
 def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -19,7 +19,14 @@ import pyarrow as pa
 
 from ..adapters.base import Source
 from ..errors import InputError
-from .definitions import API_CATEGORIES, API_CATEGORY_SQL, CHECK_MACROS, VIEWS, RawInput, ViewSpec
+from .definitions import (
+    API_CATEGORIES,
+    API_CATEGORY_SQL,
+    CHECK_MACROS,
+    VIEWS,
+    RawInput,
+    ViewSpec,
+)
 from .enums import ENUM_TABLES, enum_table
 
 #: bump when a view's columns or meaning change, so old caches are not reused
@@ -125,12 +132,6 @@ class ViewStore:
                 f"could not be normalized ({str(exc).splitlines()[0]})", path=str(self.source.path)
             ) from None
 
-    def _enum_type(self, name: str, values_sql: str) -> None:
-        """(Re)create ENUM type ``name`` of the distinct non-NULL values of a query."""
-        self._run(f"DROP TYPE IF EXISTS {name}")
-        self._run(f"CREATE TYPE {name} AS ENUM "
-                  f"(SELECT DISTINCT v FROM ({values_sql}) t(v) WHERE v IS NOT NULL)")
-
     def _ensure_helpers(self) -> None:
         if self._helpers_ready:
             return
@@ -141,17 +142,18 @@ class ViewStore:
         self._run("CREATE OR REPLACE TEMP TABLE _strings AS "
                   "SELECT DISTINCT ON (id) id, value FROM _strings_arrow")
         self.con.unregister("_strings_arrow")
-        self._run("CREATE OR REPLACE TEMP TABLE _api_names_text AS "
-                  f"SELECT id, n AS name, {API_CATEGORY_SQL} AS category FROM "
-                  "(SELECT id, regexp_replace(value, '_v[0-9]+$', '') AS n FROM _strings)")
         # The category is ENUM typed: DuckDB writes it to Parquet from its seven values
         # instead of hashing the string of every call. (Names are not: an ENUM of every
         # string of the export makes each Parquet dictionary page hold them all, and a join
         # or GROUP BY on the column then hashes the whole dictionary for every vector.)
-        self._enum_type("_api_category", " UNION ".join(
-            f"SELECT {sql_string(c)}" for c in API_CATEGORIES))
-        self._run("CREATE OR REPLACE TEMP TABLE _api_names AS "
-                  "SELECT id, name, category::_api_category AS category FROM _api_names_text")
+        self._run("DROP TYPE IF EXISTS _api_category")
+        values = ", ".join(map(sql_string, API_CATEGORIES))
+        self._run(f"CREATE TYPE _api_category AS ENUM ({values})")
+        self._run(
+            "CREATE OR REPLACE TEMP TABLE _api_names AS "
+            f"SELECT id, n AS name, ({API_CATEGORY_SQL})::_api_category AS category FROM "
+            "(SELECT id, regexp_replace(value, '_v[0-9]+$', '') AS n FROM _strings)"
+        )
         for kind, (table, _, _) in ENUM_TABLES.items():
             rows = self.source.read(table, {"id": "int", "name": "text", "label": "text"}).read_all()
             arrow = enum_table(kind, [tuple(r.values()) for r in rows.to_pylist()])

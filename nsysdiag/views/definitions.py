@@ -2,8 +2,7 @@
 
 Each view is one SQL statement over *raw inputs* (projected reads of nsys tables, named
 ``raw_<alias>``), small helper tables (``_strings``, ``_api_names``, ``_enum_*``) and, for
-``cuda_graphs``, other views.
-Columns an older export lacks arrive as NULL, so one
+``cuda_graphs``, other views. Columns an older export lacks arrive as NULL, so one
 statement serves every nsys version. Timestamps are integer nanoseconds on the trace's
 timeline, NULL when missing or invalid (see ``TS_LIMIT``), so durations are never
 negative; ``pid``/``tid`` are decoded from nsys's packed ``globalPid``/``globalTid``
@@ -580,10 +579,10 @@ VIEWS: dict[str, ViewSpec] = {
               PROCESSES, DEVICES, OS_RUNTIME, GPU_METRICS, CUDA_GRAPHS)
 }
 
-#: the API-name classification behind ``api_calls.category``
-#: the values of api_calls.category (API_CATEGORY_SQL)
+#: the values of ``api_calls.category``
 API_CATEGORIES = ("launch", "graph_launch", "memcpy", "memset", "sync", "memory", "other")
 
+#: the API-name classification behind ``api_calls.category``
 API_CATEGORY_SQL = r"""
 CASE
   WHEN regexp_matches(n, '^cu(da)?GraphLaunch') THEN 'graph_launch'
