@@ -1,17 +1,17 @@
 """The compiled part of ``sqlite_pages``: SQLite b-tree pages and records, in numba.
 
-Imported only when a big table is read (importing numba costs about 0.3 s). Compiled
-functions are cached on disk by numba (``cache=True``), so compiling happens once per
-installation, not once per run.
+Imported only when a big table is read (importing numba costs about 0.3 s); compiled
+and cached as ``nsysdiag.jit`` says.
 """
 
-import numba
 import numpy as np
+
+from ..jit import jit
 
 LEAF, INTERIOR = 13, 5
 
-_jit = numba.njit(nogil=True, cache=True)
-_inline = numba.njit(nogil=True, cache=True, inline="always")
+_jit = jit()
+_inline = jit(inline=True)
 
 
 @_inline

@@ -1,14 +1,14 @@
 """Sequential passes of the analyses, compiled with numba.
 
 A running state carried from row to row (the furthest end so far, covered time per class)
-is a loop no vectorized numpy expression states directly; numba compiles the loop, and
-caches the machine code on disk (``cache=True``), so it is compiled once per installation.
+is a loop no vectorized numpy expression states directly; numba compiles the loop
+(``nsysdiag.jit``).
 """
 
-import numba
-import numpy as np
 
-_jit = numba.njit(nogil=True, cache=True)
+from ..jit import jit
+
+_jit = jit()
 
 #: sweep state slots: key seen, key, furthest end seen, furthest end, piece seen, last
 #: piece start, end, class, interval to resume at
