@@ -123,6 +123,17 @@ def _flip_middle_pages(d: Path) -> Path:
     return p
 
 
+def _schema_not_utf8(d: Path) -> Path:
+    """A CREATE statement in sqlite_master damaged into bytes that are not UTF-8: SQLite's
+    error message quotes them (the sqlite3 module then raised UnicodeDecodeError)."""
+    p = _fixture(d, "schema.sqlite")
+    data = bytearray(p.read_bytes())
+    at = data.find(b"CREATE TABLE")
+    data[at + 10] = 0xA3
+    p.write_bytes(bytes(data))
+    return p
+
+
 def _all_tables_empty(d: Path) -> Path:
     p = _fixture(d, "all_empty.sqlite")
     db = sqlite3.connect(p)
@@ -276,6 +287,7 @@ CASES: dict[str, tuple[Callable[[Path], Path], frozenset[int]]] = {
     **{f"truncated_{pct}pct": (lambda d, pct=pct: _truncated_steps(d, pct), ANY)
        for pct in (10, 50, 90)},
     "corrupt_middle_pages": (_flip_middle_pages, ANY),
+    "schema_not_utf8": (_schema_not_utf8, UNREADABLE),
     "sqlite_not_nsys": (_not_nsys, UNREADABLE),
     "odd_table_names": (_odd_table_names, ANY),
     "missing_kernel_table": (lambda d: _missing(d, "CUPTI_ACTIVITY_KIND_KERNEL"), USABLE),

@@ -38,6 +38,17 @@ FAST_MIN_ROWS = 1_000_000
 BATCH_ROWS = 65_536
 
 
+#: what the sqlite3 module raises on a damaged file: its error, or UnicodeDecodeError when
+#: the message quotes damaged schema text that is not valid UTF-8
+DB_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return exc.object.decode("utf-8", "replace")
+    return str(exc)
+
+
 def _uri(path: Path) -> str:
     return "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro&immutable=1"
 
@@ -62,8 +73,9 @@ class SqliteSource(Source):
             self._db = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
             self._db.text_factory = lambda b: b.decode("utf-8", "replace")
             self.tables()
-        except sqlite3.DatabaseError as exc:
-            raise InputError(f"not a readable SQLite database ({exc})", path=str(path)) from None
+        except DB_ERRORS as exc:
+            raise InputError(f"not a readable SQLite database ({_message(exc)})",
+                             path=str(path)) from None
 
     def tables(self) -> dict[str, dict[str, str]]:
         if self._tables is None:
@@ -86,8 +98,9 @@ class SqliteSource(Source):
         if table not in self._counts:
             try:
                 (n,) = self._db.execute(f"SELECT count(*) FROM {_quote(table)}").fetchone()
-            except sqlite3.DatabaseError as exc:
-                raise InputError(f"table {table} cannot be read ({exc})", path=str(self.path)) from None
+            except DB_ERRORS as exc:
+                raise InputError(f"table {table} cannot be read ({_message(exc)})",
+                                 path=str(self.path)) from None
             self._counts[table] = n
         return self._counts[table]
 
@@ -151,7 +164,7 @@ class SqliteSource(Source):
                 "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
             ).fetchone()
             info = self._db.execute(f"PRAGMA table_xinfo({_quote(table)})").fetchall()
-        except sqlite3.DatabaseError:
+        except DB_ERRORS:
             raise sqlite_pages.Unsupported("no schema") from None
         if not found or not isinstance(found[0], int) or found[0] < 1:
             raise sqlite_pages.Unsupported("no root page")
@@ -204,7 +217,7 @@ class SqliteSource(Source):
         try:
             query = f"SELECT min(rowid), max(rowid) FROM {_quote(table)}"
             lo, hi = self._db.execute(query).fetchone()
-        except sqlite3.DatabaseError:  # WITHOUT ROWID or damaged: read in one stream
+        except DB_ERRORS:  # WITHOUT ROWID or damaged: read in one stream
             return []
         if lo is None:
             return []
@@ -234,7 +247,7 @@ class SqliteSource(Source):
 
     def _error(self, table: str, exc: BaseException) -> InputError:
         return InputError(
-            f"table {table} cannot be read ({str(exc).splitlines()[0]})", path=str(self.path)
+            f"table {table} cannot be read ({_message(exc).splitlines()[0]})", path=str(self.path)
         )
 
     def _finish(self, handle) -> None:
@@ -307,7 +320,7 @@ class SqliteSource(Source):
                 f"SELECT EXISTS (SELECT 1 FROM {_quote(table)} "
                 f"WHERE {_quote(column)} IS NOT NULL AND {_quote(column)} <> 0)"
             ).fetchone()
-        except sqlite3.DatabaseError as exc:
+        except DB_ERRORS as exc:
             raise self._error(table, exc) from None
         return bool(found)
 
