@@ -5,7 +5,6 @@ is a loop no vectorized numpy expression states directly; numba compiles the loo
 (``nsysdiag.jit``).
 """
 
-
 from ..jit import jit
 
 _jit = jit()

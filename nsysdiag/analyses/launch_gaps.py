@@ -20,19 +20,31 @@ import pyarrow as pa
 from ..errors import UsageError
 from ..report import Report
 from . import intervals
-from .base import OK, AnalysisResult, load_sql, not_captured, python_step, run_query, steps
+from .base import (
+    OK,
+    AnalysisResult,
+    load_sql,
+    not_captured,
+    python_step,
+    run_query,
+    temp_views,
+)
 
 NAME = "launch_gaps"
 
-#: intermediate queries of the SQL file, computed once per run as temporary tables
-_STEPS = ("gaps", "main_gaps", "gap_bins")
+#: queries of the SQL file named as views over the pass' step gap_rows
+_VIEWS = ("gaps", "main_gaps")
+#: gap_rows.kind_id of the gap before each unit of the sequence (kernel, graph node,
+#: graph-level execution); a graph node's gap is a graph_launch gap when the node is the
+#: first of its launch
+KERNEL, GRAPH_LAUNCH, GRAPH_NODE = 0, 1, 2
 
 #: the end of a unit whose end is unknown: below every valid timestamp (views.TS_LIMIT), so
 #: it extends no busy period and is no kernel's predecessor
 NO_END = -(1 << 62)
 
 _GAP_ROWS = pa.schema([(c, pa.int64()) for c in (
-    "device_id", "pid", "global_pid", "unit", "correlation_id", "gap_ns", "start_ns",
+    "device_id", "pid", "global_pid", "kind_id", "correlation_id", "gap_ns", "start_ns",
     "launch_end_ns")])
 _STREAM_GAPS = pa.schema([(c, pa.int64()) for c in (
     "global_pid", "device_id", "context_id", "stream_id", "gap_ns")])
@@ -103,21 +115,34 @@ def gap_summary(
 
 @contextlib.contextmanager
 def _gaps(report: Report, params: dict[str, int], streams: bool) -> Iterator[None]:
-    """The steps of the SQL file, after the sorted passes that feed them (``stream_gaps``
-    too with ``streams``)."""
-    params = {**params, "no_end": NO_END}
+    """The steps of the SQL file, written by the sorted passes (``stream_gaps`` only with
+    ``streams``), and the views over them."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(python_step(report, NAME, "gap_rows", _GAP_ROWS, _gap_rows(report)))
         if streams:
             stack.enter_context(
                 python_step(report, NAME, "stream_gaps", _STREAM_GAPS, _stream_gaps(report)))
-        stack.enter_context(steps(report, NAME, _STEPS, params))
+        stack.enter_context(temp_views(report, NAME, _VIEWS))
         yield
 
 
+def _graph_first(report: Report) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """global_pid -> (sorted correlation ids of its graph launches, first node start)."""
+    rows = report.sql(load_sql(NAME)["graph_first"]).fetchnumpy()
+    pids = np.asarray(rows["global_pid"], dtype=np.int64)
+    out = {}
+    for pid in np.unique(pids).tolist():
+        mine = pids == pid
+        out[pid] = tuple(np.asarray(rows[c], dtype=np.int64)[mine]
+                         for c in ("correlation_id", "first_start_ns"))
+    return out
+
+
 def _gap_rows(report: Report) -> Iterator[pa.Table]:
-    """Per process and GPU, the units that start after the furthest end of the earlier ones."""
+    """Per process and GPU, the units that start after the furthest end of the earlier ones,
+    with the kind of their gap."""
     furthest: dict[tuple[int, ...], int | None] = {}
+    first = _graph_first(report)
     for key, unit in intervals.segments(
         report, load_sql(NAME)["sequence"], ("global_pid", "device_id"),
         ("pid", "correlation_id", "unit", "start_ns", "end_ns", "launch_end_ns"),
@@ -127,14 +152,23 @@ def _gap_rows(report: Report) -> Iterator[pa.Table]:
         before, furthest[key] = intervals.ends_before(
             start, unit["end_ns"].astype(np.int64, copy=False), furthest.get(key))
         gap = (start > before) & (before > NO_END)
+        kind, correlation = unit["unit"][gap], unit["correlation_id"][gap]
+        kind = np.where(kind == 0, KERNEL, np.where(kind == 2, GRAPH_LAUNCH, GRAPH_NODE))
+        if key[0] in first and (kind == GRAPH_NODE).any():
+            ids, starts = first[key[0]]
+            at = np.minimum(np.searchsorted(ids, correlation), len(ids) - 1)
+            first_node = (ids[at] == correlation) & (starts[at] == start[gap])
+            kind[(kind == GRAPH_NODE) & first_node] = GRAPH_LAUNCH
+        launch_end = unit["launch_end_ns"][gap]
         yield pa.table({
             "device_id": np.full(gap.sum(), key[1]),
             "pid": unit["pid"][gap],
             "global_pid": np.full(gap.sum(), key[0]),
-            **{c: unit[c][gap] for c in ("unit", "correlation_id")},
+            "kind_id": kind,
+            "correlation_id": pa.array(correlation, mask=correlation == -1),
             "gap_ns": (start - before)[gap],
             "start_ns": start[gap],
-            "launch_end_ns": unit["launch_end_ns"][gap],
+            "launch_end_ns": pa.array(launch_end, mask=launch_end == NO_END),
         })
 
 

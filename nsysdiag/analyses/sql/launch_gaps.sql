@@ -39,19 +39,20 @@
 -- and write the steps
 --   gap_rows         from the sequence, the units that start after busy_until_ns (the
 --                    furthest end among the earlier units): device_id, pid, global_pid,
---                    unit, correlation_id, gap_ns = start_ns - busy_until_ns, start_ns,
---                    launch_end_ns
+--                    kind_id (0 kernel, 1 graph_launch, 2 graph_node: the pass tells the
+--                    first node of a launch by the first start among the launch's graph
+--                    kernels, graph_first), correlation_id, gap_ns = start_ns -
+--                    busy_until_ns, start_ns, launch_end_ns (NULL if unknown)
 --   stream_gaps      per stream, the own kernels that start after the end of the kernel
 --                    before them: global_pid, device_id, context_id, stream_id, gap_ns
 -- Rows with a NULL process, device, context, stream or start are in neither pass.
--- Steps (materialized in this order; the queries below read them):
+-- Views over gap_rows (the queries below read them; projections and filters cost less
+-- than writing ten million rows out again):
 --   gaps       gap_rows with kind ('kernel', 'graph_launch', 'graph_node', as above):
 --              device_id, pid, global_pid, kind, correlation_id, gap_ns (ns), start_ns
 --              (ns, start of the kernel after the gap), launch_end_ns (NULL if unknown)
 --   main_gaps  the main gaps (kind 'kernel') with launched_before_idle: true when
 --              prelaunched, false when starved, NULL when the launch call is unknown
---   gap_bins   main gaps with their log-spaced bin: 5 bins per decade of ns,
---              bin b covers [10^(b/5), 10^((b+1)/5)) ns
 -- Outputs (ns unless named otherwise; shares in %):
 --   summary       main gaps: count, p50/p90/p99/p999/max/mean/total, shares above the
 --                 thresholds, cpu_bound (p99 > $p99_ns); kernels and graph_kernels counts;
@@ -63,7 +64,8 @@
 --   per_stream    one row per (device, process, context, stream)
 --   distribution  every main gap, in time order per device and process, with
 --                 launched_before_idle
---   histogram     main gaps per log-spaced bin, empty bins included
+--   histogram     main gaps per log-spaced bin, empty bins included: 5 bins per decade
+--                 of ns, bin b covers [10^(b/5), 10^((b+1)/5)) ns
 
 -- @query sequence
 SELECT global_pid, device_id, pid, coalesce(correlation_id, -1) AS correlation_id, unit,
@@ -82,28 +84,25 @@ SELECT global_pid, device_id, context_id, stream_id, graph_node_id IS NULL AS ow
        end_ns AS sort_end, coalesce(end_ns, $no_end) AS end_ns
 FROM kernels
 
+-- @query graph_first
+SELECT global_pid, correlation_id, min(start_ns) AS first_start_ns
+FROM kernels
+WHERE graph_node_id IS NOT NULL AND correlation_id IS NOT NULL AND start_ns IS NOT NULL
+GROUP BY global_pid, correlation_id
+ORDER BY global_pid, correlation_id
+
 -- @query gaps
-SELECT g.device_id, g.pid, g.global_pid,
-       CASE WHEN g.unit = 0 THEN 'kernel'
-            WHEN g.unit = 2 OR g.start_ns = f.first_start_ns THEN 'graph_launch'
-            ELSE 'graph_node' END AS kind,
-       nullif(g.correlation_id, -1) AS correlation_id, g.gap_ns, g.start_ns,
-       nullif(g.launch_end_ns, $no_end) AS launch_end_ns
-FROM gap_rows g
-LEFT JOIN (SELECT global_pid, correlation_id, min(start_ns) AS first_start_ns
-           FROM kernels WHERE graph_node_id IS NOT NULL
-           GROUP BY global_pid, correlation_id) f
-  ON g.unit = 1 AND f.global_pid = g.global_pid AND f.correlation_id = g.correlation_id
+SELECT device_id, pid, global_pid,
+       CASE kind_id WHEN 0 THEN 'kernel' WHEN 1 THEN 'graph_launch' ELSE 'graph_node' END
+           AS kind,
+       correlation_id, gap_ns, start_ns, launch_end_ns
+FROM gap_rows
 
 -- @query main_gaps
-SELECT device_id, pid, gap_ns, start_ns, launch_end_ns < start_ns - gap_ns AS launched_before_idle
-FROM gaps
-WHERE kind = 'kernel'
-
--- @query gap_bins
-SELECT gap_ns, floor(log10(gap_ns) * 5 + 1e-9)::BIGINT AS bin
-FROM gaps
-WHERE kind = 'kernel'
+SELECT device_id, pid, global_pid, gap_ns, start_ns,
+       launch_end_ns < start_ns - gap_ns AS launched_before_idle
+FROM gap_rows
+WHERE kind_id = 0
 
 -- @query summary
 SELECT count(*) AS count,
@@ -140,14 +139,14 @@ LEFT JOIN (SELECT global_pid, device_id, count(*) AS gaps,
                   max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns, sum(gap_ns)::BIGINT AS total_ns,
                   100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / count(*)
                       AS share_above_normal_pct
-           FROM gaps WHERE kind = 'kernel' GROUP BY global_pid, device_id) g
+           FROM main_gaps GROUP BY global_pid, device_id) g
   USING (global_pid, device_id)
 ORDER BY k.device_id, k.pid
 
 -- @query device_counts
 SELECT device_id, count(gap_ns) AS gaps
 FROM (SELECT DISTINCT device_id FROM kernels)
-LEFT JOIN (SELECT device_id, gap_ns FROM gaps WHERE kind = 'kernel') USING (device_id)
+LEFT JOIN (SELECT device_id, gap_ns FROM main_gaps) USING (device_id)
 GROUP BY device_id
 ORDER BY device_id
 
@@ -182,6 +181,7 @@ FROM main_gaps
 ORDER BY device_id, pid, start_ns
 
 -- @query histogram
+WITH gap_bins AS (SELECT floor(log10(gap_ns) * 5 + 1e-9)::BIGINT AS bin FROM main_gaps)
 SELECT b.bin, pow(10, b.bin / 5) AS bin_lo_ns, pow(10, (b.bin + 1) / 5) AS bin_hi_ns,
        coalesce(c.gaps, 0) AS gaps,
        100.0 * coalesce(c.gaps, 0) / sum(coalesce(c.gaps, 0)) OVER () AS share_pct
