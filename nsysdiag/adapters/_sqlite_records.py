@@ -103,7 +103,9 @@ def cell_counts(buf, pages, page_size):
 @_jit
 def decode(buf, pages, page_size, usable, column_map, rowid_column, values, valid, rowids):
     """Decode the cells of ``pages`` into ``values``/``valid`` (one row per output
-    column) and ``rowids``; returns the rows decoded, or -1 at anything unsupported."""
+    column) and ``rowids``; returns the rows decoded, or -1 at anything unsupported or
+    inconsistent (cells overlapping the page header, rowids out of order, values that do
+    not fill their record)."""
     ncols = column_map.size
     max_local = usable - 35
     row = 0
@@ -115,19 +117,20 @@ def decode(buf, pages, page_size, usable, column_map, rowid_column, values, vali
         if buf[head] != LEAF:
             return -1
         cells = u16(buf, head + 3)
-        if head + 8 + 2 * cells > end:
+        content = head + 8 + 2 * cells  # cells lie after the cell pointer array
+        if content > end:
             return -1
         for c in range(cells):
             ptr = u16(buf, head + 8 + 2 * c)
             pos = base + ptr
-            if ptr < 8 or pos >= end:
+            if pos < content or pos >= end:
                 return -1
             size, pos = varint(buf, pos, end)
             if pos < 0 or size > max_local:
                 return -1  # payload spills to overflow pages
             rowid, pos = varint(buf, pos, end)
-            if pos < 0 or pos + size > end:
-                return -1
+            if pos < 0 or pos + size > end or (row > 0 and rowid <= rowids[row - 1]):
+                return -1  # rowids rise from cell to cell and page to page
             record_end = pos + size
             hsize, hpos = varint(buf, pos, record_end)
             if hpos < 0 or hsize < 1 or hsize > size:
@@ -181,6 +184,8 @@ def decode(buf, pages, page_size, usable, column_map, rowid_column, values, vali
                     else:
                         return -1  # REAL, TEXT or BLOB in an integer column
                 body += width
+            if hpos == header_end and body != record_end:
+                return -1  # the values do not fill the record exactly
             if rowid_column >= 0:
                 values[rowid_column, row] = rowid
                 valid[rowid_column, row] = 1

@@ -148,7 +148,10 @@ class PageReader:
                 column = data.slice(i * rows * 8, rows * 8)
                 arrays.append(pa.Array.from_buffers(pa.int64(), rows, [bitmap, column], nulls))
             batch = pa.record_batch(arrays, schema=schema)
-            return batch.replace_schema_metadata({"last_rowid": str(rowids[-1])}) if rows else batch
+            if not rows:
+                return batch
+            return batch.replace_schema_metadata(
+                {"first_rowid": str(rowids[0]), "last_rowid": str(rowids[-1])})
 
         with cf.ThreadPoolExecutor(THREADS) as pool:
             pending: list[cf.Future] = []
@@ -162,7 +165,11 @@ class PageReader:
                     if batch is None:
                         raise Unsupported("a value or page the fast path does not read")
                     if batch.num_rows:
-                        progress[0] = int(batch.schema.metadata[b"last_rowid"])
+                        first, last = (int(batch.schema.metadata[k])
+                                       for k in (b"first_rowid", b"last_rowid"))
+                        if progress[0] is not None and first <= progress[0]:
+                            raise Unsupported("rowids out of order between pages")
+                        progress[0] = last
                         yield batch.replace_schema_metadata(None)
             finally:
                 for future in pending:
