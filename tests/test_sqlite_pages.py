@@ -186,3 +186,17 @@ def test_random_damage_never_crashes(tmp_path):
         src.close()
     assert outcomes["same"] > 20 and outcomes["error"] > 20  # both kinds of damage occurred
     assert outcomes["different"] == 0
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_any_nonzero(tmp_path, monkeypatch, fast):
+    if not fast:
+        monkeypatch.setattr(sqlite_adapter, "FAST_MIN_ROWS", 10**9)
+    path = tmp_path / "t.sqlite"
+    rows = [(i, None if i % 2 else 0, 5 if i == 2999 else None) for i in range(3000)]
+    _make(path, "CREATE TABLE t (k INTEGER, zeros INTEGER, late INTEGER)", rows)
+    src = SqliteSource(path)
+    assert [src.any_nonzero("t", c) for c in ("k", "zeros", "late", "absent")] == [
+        True, False, True, False]
+    assert (src._pages is not None) == fast
+    assert not src.any_nonzero("no_such_table", "k")
