@@ -43,6 +43,12 @@ def duckdb_connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
         con.execute("SET memory_limit = ?", [memory_limit()])
     except duckdb.Error as exc:
         raise UsageError(f"bad ${MEMORY_ENV}: {str(exc).splitlines()[0]}") from None
+    try:
+        # DuckDB creates the spill directory but not its parents: a first run with --no-cache
+        # (no cache directory yet) failed as soon as a view build spilled
+        spill.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        spill = Path(tempfile.gettempdir()) / "nsysdiag-spill"
     con.execute(f"SET temp_directory = {sql_string(str(spill))}")
     return con
 

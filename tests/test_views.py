@@ -216,3 +216,16 @@ def test_kernels_carry_their_launch_call(builder, tmp_path):
                         "launch_global_tid & 16777215 FROM kernels ORDER BY start_ns")
     assert got == [(100, 10, 50, 11), (210, None, None, None), (230, None, None, None),
                    (250, 80, 90, 12)]
+
+
+def test_spill_directory_exists_before_any_view_is_built(tmp_path, monkeypatch):
+    """DuckDB creates its spill directory but not the parents: without them, a view build
+    that spilled failed on a first run with --no-cache."""
+    from nsysdiag.report import duckdb_connect
+
+    monkeypatch.setenv("NSYSDIAG_CACHE_DIR", str(tmp_path / "new" / "cache"))
+    con = duckdb_connect()
+    (spill,) = con.execute("SELECT current_setting('temp_directory')").fetchone()
+    assert spill == str(tmp_path / "new" / "cache" / "spill")
+    assert (tmp_path / "new" / "cache" / "spill").is_dir()
+    con.close()

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from ..errors import InputError
 from ..render.tables import dumps, format_rows
-from ..views.build import sql_string
+from ..views.build import STEP_OPTIONS, sql_string
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,7 +100,7 @@ def steps(
             with _values_checked(report, module):
                 report.sql(
                     f"COPY (\n{sql[name]}\n) TO {sql_string(str(target))} "
-                    "(FORMAT parquet, COMPRESSION lz4_raw)",
+                    f"({STEP_OPTIONS})",
                     _bind(sql[name], params),
                 ).fetchall()
             expose(report, name, target)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow.parquet as pq
 
-from ..views.build import sql_string
+from ..views.build import STEP_OPTIONS, sql_string
 from . import _compiled
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def covered_sums(
         report.sql(
             f"COPY (SELECT key, ts, grp, sign FROM ({probes_sql}) "
             "WHERE key IS NOT NULL AND ts IS NOT NULL ORDER BY key, ts) "
-            f"TO {sql_string(str(target))} (FORMAT parquet, COMPRESSION lz4_raw)"
+            f"TO {sql_string(str(target))} ({STEP_OPTIONS})"
         ).fetchall()
     finally:
         report.con.execute("SET preserve_insertion_order = false")
