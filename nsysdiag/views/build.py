@@ -16,6 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..adapters.base import Source
 from ..errors import InputError
@@ -102,6 +103,8 @@ class ViewStore:
             ) from None
         registered = []
         try:
+            if spec.string_ids:
+                self._view_strings(spec)
             for raw in spec.inputs:
                 name = f"raw_{raw.alias}"
                 self.con.register(name, self._read(raw))
@@ -119,10 +122,30 @@ class ViewStore:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
-    def _read(self, raw: RawInput) -> pa.RecordBatchReader:
+    def _read(self, raw: RawInput, columns: dict[str, str] | None = None) -> pa.RecordBatchReader:
         tables = self.source.tables()
         table = next((t for t in raw.tables if t in tables), raw.tables[0])
-        return self.source.read(table, raw.columns, where=raw.where)
+        return self.source.read(table, columns or raw.columns, where=raw.where)
+
+    def _view_strings(self, spec: ViewSpec) -> None:
+        """The helper table ``_view_strings``: the strings whose ids ``spec.string_ids``
+        hold, as an ENUM of just those (kernel names: a few hundred among all the strings
+        of the export; an ENUM of every string would put them all in each dictionary
+        page of the view's file, and every GROUP BY on it would hash them all)."""
+        ids: set[int] = set()
+        for batch in self._read(spec.inputs[0], dict.fromkeys(spec.string_ids, "int")):
+            for column in batch.columns:
+                ids.update(pc.unique(column.drop_null()).to_pylist())
+        self.con.register("_view_string_ids", pa.table({"id": pa.array(sorted(ids), pa.int64())}))
+        try:
+            self._run("DROP TABLE IF EXISTS _view_strings")
+            self._run("DROP TYPE IF EXISTS _view_string")
+            self._run("CREATE TYPE _view_string AS ENUM (SELECT DISTINCT value FROM _strings "
+                      "SEMI JOIN _view_string_ids USING (id) WHERE value IS NOT NULL)")
+            self._run("CREATE TEMP TABLE _view_strings AS SELECT id, value::_view_string AS value "
+                      "FROM _strings SEMI JOIN _view_string_ids USING (id)")
+        finally:
+            self.con.unregister("_view_string_ids")
 
     def _run(self, sql: str) -> None:
         if self.tracer:

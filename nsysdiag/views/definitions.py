@@ -1,8 +1,8 @@
 """The normalized views: the contract every analysis reads (never raw nsys tables).
 
 Each view is one SQL statement over *raw inputs* (projected reads of nsys tables, named
-``raw_<alias>``), small helper tables (``_strings``, ``_api_names``, ``_enum_*``) and, for
-``cuda_graphs``, other views. Columns an older export lacks arrive as NULL, so one
+``raw_<alias>``), small helper tables (``_strings``, ``_view_strings``, ``_api_names``,
+``_enum_*``) and, for ``cuda_graphs``, other views. Columns an older export lacks arrive as NULL, so one
 statement serves every nsys version. Timestamps are integer nanoseconds on the trace's
 timeline, NULL when missing or invalid (see ``TS_LIMIT``), so durations are never
 negative; ``pid``/``tid`` are decoded from nsys's packed ``globalPid``/``globalTid``
@@ -40,6 +40,10 @@ class ViewSpec:
     #: what to capture with when the view is empty
     capture_hint: str
     depends: tuple[str, ...] = field(default=())
+    #: columns of the first raw input that hold StringIds ids: the build makes the helper
+    #: table ``_view_strings`` (id, value) of just those strings, values as an ENUM, which
+    #: DuckDB writes to Parquet from its dictionary instead of hashing every row's string
+    string_ids: tuple[str, ...] = field(default=())
 
 
 _PID = "({g} >> 24) & 16777215"
@@ -128,9 +132,10 @@ SELECT {_gpu_common('k')}, k.graphId AS graph_id,
        coalesce(dn.value, sn.value) AS name, coalesce(sn.value, dn.value) AS short_name,
        l.launch_start_ns, l.launch_end_ns, l.launch_global_tid
 FROM {_timed('raw_kernel')} k
-LEFT JOIN _strings dn ON dn.id = k.demangledName
-LEFT JOIN _strings sn ON sn.id = k.shortName
+LEFT JOIN _view_strings dn ON dn.id = k.demangledName
+LEFT JOIN _view_strings sn ON sn.id = k.shortName
 LEFT JOIN launch l ON l.global_pid = k.globalPid AND l.correlation_id = k.correlationId""",
+    string_ids=("demangledName", "shortName"),
     columns={
         **_GPU_COMMON_DOC,
         "graph_id": "CUDA graph id (newer exports), else NULL",
