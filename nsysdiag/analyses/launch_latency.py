@@ -80,7 +80,8 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
         ``per_name`` keeps the ``top`` names launched most often. Default: every name.
     detail : bool
         With False (what the diagnosis uses), skip the per-stream queue depth and the
-        large per-kernel and depth-series tables; the summary is the same.
+        per-kernel, per-name and depth-series tables (per name: one quantile sort per
+        name, a second at 10M kernels); the summary is the same.
 
     Returns
     -------
@@ -107,9 +108,9 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
     missing = not_captured(NAME, report, "kernels", "api_calls")
     if missing:
         return missing
-    names = ("latency", "per_name", "queue_depth_hist", "graph_launches")
+    names = ("latency", "queue_depth_hist", "graph_launches")
     if detail:
-        names += ("per_kernel", "queue_depth")
+        names += ("per_kernel", "per_name", "queue_depth")
     with ExitStack() as stack:
         stack.enter_context(temp_views(report, NAME, ("launches",)))
         stack.enter_context(steps(report, NAME, _STEPS))
