@@ -34,6 +34,8 @@ PARALLEL_MIN_ROWS = 200_000
 #: rows from which integer columns are decoded from the pages (``sqlite_pages``); below
 #: it SQLite is as quick as importing and loading the compiled decoder (about 0.5 s)
 FAST_MIN_ROWS = 1_000_000
+#: file size from which row counts come from the page headers
+FAST_MIN_BYTES = 256 << 20
 #: rows per Arrow batch (the driver's default, 1024, costs a queue hand-off per 1024 rows)
 BATCH_ROWS = 65_536
 
@@ -96,13 +98,26 @@ class SqliteSource(Source):
         if table not in self.tables():
             return 0
         if table not in self._counts:
-            try:
-                (n,) = self._db.execute(f"SELECT count(*) FROM {_quote(table)}").fetchone()
-            except DB_ERRORS as exc:
-                raise InputError(f"table {table} cannot be read ({_message(exc)})",
-                                 path=str(self.path)) from None
+            n = self._count_pages(table)
+            if n is None:
+                try:
+                    (n,) = self._db.execute(f"SELECT count(*) FROM {_quote(table)}").fetchone()
+                except DB_ERRORS as exc:
+                    raise InputError(f"table {table} cannot be read ({_message(exc)})",
+                                     path=str(self.path)) from None
             self._counts[table] = n
         return self._counts[table]
+
+    def _count_pages(self, table: str) -> int | None:
+        """Rows counted from the leaf pages' headers in a big file (``sqlite_pages``), or
+        None: SQLite's count(*) read 22M runtime calls in 0.25 s, this in 0.05 s."""
+        if self.path.stat().st_size < FAST_MIN_BYTES or not sqlite_pages.available():
+            return None
+        try:
+            root = self._layout(table, {}).root_page
+            return self._page_reader().rows(root)
+        except sqlite_pages.Unsupported:
+            return None
 
     def _select(self, table: str, columns: Mapping[str, str], where: str | None) -> str:
         exprs = []
@@ -141,21 +156,25 @@ class SqliteSource(Source):
         """The fast path; where it stops (a value or page it does not read), SQLite reads
         the rows after the last one it handed out."""
         layout = self._layout(table, columns)
-        if self._pages is None:
-            self._pages = sqlite_pages.PageReader(self.path)
+        reader = self._page_reader()
         names = list(columns)
         schema = pa.schema([(n, pa.int64()) for n in names])
         progress: list[int | None] = [None]
 
         def batches() -> Iterator[pa.RecordBatch]:
             try:
-                yield from self._pages.batches(layout, names, progress)
+                yield from reader.batches(layout, names, progress)
             except sqlite_pages.Unsupported:
                 rest = None if progress[0] is None else f"rowid > {progress[0]}"
                 for batch in self._read_sqlite(table, columns, rest):
                     yield pa.record_batch(batch.columns, schema=schema)
 
         return pa.RecordBatchReader.from_batches(schema, batches())
+
+    def _page_reader(self) -> sqlite_pages.PageReader:
+        if self._pages is None:
+            self._pages = sqlite_pages.PageReader(self.path)
+        return self._pages
 
     def _layout(self, table: str, columns: Mapping[str, str]) -> sqlite_pages.TableLayout:
         """Root page and column positions of a rowid table, for the fast path."""

@@ -90,8 +90,6 @@ class PageReader:
         # a read-only map: the input is never written
         with open(path, "rb") as f:
             self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        if hasattr(mmap, "MADV_RANDOM"):  # no read-around: the pages wanted are listed
-            self._map.madvise(mmap.MADV_RANDOM)
         self.buf = np.frombuffer(self._map, dtype=np.uint8, count=self.npages * self.page_size)
 
     def _release(self, pages: np.ndarray | None = None) -> None:
@@ -109,6 +107,25 @@ class PageReader:
             return
         self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
+    def _leaves(self, root: int) -> np.ndarray:
+        leaf_pages, _, _ = _kernels()
+        pages, status = leaf_pages(self.buf, root, self.page_size, self.npages)
+        self._release()
+        if status < 0:
+            raise Unsupported("not a rowid table b-tree")
+        return pages
+
+    def rows(self, root: int) -> int:
+        """The number of rows of the table b-tree at ``root``: its leaf pages' cell counts
+        (SQLite's count(*) reads every leaf page whole)."""
+        _, cell_counts, _ = _kernels()
+        pages, total = self._leaves(root), 0
+        for i in range(0, pages.size, PAGES_PER_CHUNK):
+            chunk = pages[i:i + PAGES_PER_CHUNK]
+            total += int(cell_counts(self.buf, chunk, self.page_size).sum())
+            self._release(chunk)
+        return total
+
     def batches(
         self, layout: TableLayout, names: Sequence[str], progress: list[int]
     ) -> Iterator[pa.RecordBatch]:
@@ -117,11 +134,8 @@ class PageReader:
         ``progress[0]`` holds the last rowid handed out (or is left alone before the first
         batch), so that a caller can read the rest another way after :class:`Unsupported`.
         """
-        leaf_pages, cell_counts, decode = _kernels()
-        pages, status = leaf_pages(self.buf, layout.root_page, self.page_size, self.npages)
-        self._release()
-        if status < 0:
-            raise Unsupported("not a rowid table b-tree")
+        _, cell_counts, decode = _kernels()
+        pages = self._leaves(layout.root_page)
         chunks = [pages[i:i + PAGES_PER_CHUNK] for i in range(0, pages.size, PAGES_PER_CHUNK)]
         column_map = np.asarray(layout.column_map, np.int64)
         schema = pa.schema([(n, pa.int64()) for n in names])
