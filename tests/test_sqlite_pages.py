@@ -20,8 +20,6 @@ from nsysdiag.adapters import sqlite_pages
 from nsysdiag.adapters.sqlite import SqliteSource
 from nsysdiag.errors import InputError
 
-pytestmark = pytest.mark.skipif(not sqlite_pages.available(), reason="numba not installed")
-
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 
 EDGES = [0, 1, -1, 127, -128, 128, -129, 32767, -32768, 32768, 2**23 - 1, -(2**23), 2**23,
@@ -130,15 +128,6 @@ def test_damaged_pages_give_one_input_error_and_leave_the_file_alone(tmp_path):
         src.read("t", {"k": "int", "v": "int"}).read_all()
     src.close()
     assert (damaged.read_bytes(), damaged.stat().st_mtime_ns) == before
-
-
-def test_without_numba_sqlite_reads_everything(tmp_path, monkeypatch):
-    path = tmp_path / "t.sqlite"
-    _make(path, "CREATE TABLE t (k INTEGER)", [(i,) for i in range(100)])
-    monkeypatch.setattr(sqlite_pages, "available", lambda: False)
-    src = SqliteSource(path)
-    assert src.read("t", {"k": "int"}).read_all().column("k").to_pylist() == list(range(100))
-    assert src._pages is None
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not present")

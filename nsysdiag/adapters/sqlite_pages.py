@@ -27,7 +27,6 @@ The file is memory-mapped read-only: nothing is written.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import importlib.util
 import mmap
 import os
 from collections.abc import Iterator, Sequence
@@ -59,17 +58,10 @@ class TableLayout:
 
 
 def _kernels():
-    """The compiled decoders (numba is imported on first use only)."""
-    try:
-        from . import _sqlite_records as records
-    except ImportError:  # an optional speed-up: without it, SQLite reads everything
-        raise Unsupported("numba is not installed") from None
+    """The compiled decoders (numba is imported on first use only: about 0.3 s)."""
+    from . import _sqlite_records as records
+
     return records.leaf_pages, records.cell_counts, records.decode
-
-
-def available() -> bool:
-    """Whether the fast path can run here (numba installed)."""
-    return importlib.util.find_spec("numba") is not None
 
 
 class PageReader:
@@ -140,7 +132,8 @@ class PageReader:
         column_map = np.asarray(layout.column_map, np.int64)
         schema = pa.schema([(n, pa.int64()) for n in names])
 
-        def work(chunk: np.ndarray) -> pa.RecordBatch | None:
+        def work(chunk: np.ndarray) -> tuple[pa.RecordBatch, int, int] | None:
+            """The chunk's rows, first and last rowid; None where it stops."""
             rows = int(cell_counts(self.buf, chunk, self.page_size).sum())
             # values in an Arrow buffer, handed to Arrow without a copy: numpy's own
             # allocations, freed by other threads, grew the heap past what was in use
@@ -162,10 +155,7 @@ class PageReader:
                 column = data.slice(i * rows * 8, rows * 8)
                 arrays.append(pa.Array.from_buffers(pa.int64(), rows, [bitmap, column], nulls))
             batch = pa.record_batch(arrays, schema=schema)
-            if not rows:
-                return batch
-            return batch.replace_schema_metadata(
-                {"first_rowid": str(rowids[0]), "last_rowid": str(rowids[-1])})
+            return (batch, int(rowids[0]), int(rowids[-1])) if rows else (batch, 0, 0)
 
         with cf.ThreadPoolExecutor(THREADS) as pool:
             pending: list[cf.Future] = []
@@ -175,16 +165,15 @@ class PageReader:
                     while index < len(chunks) and len(pending) < THREADS + 1:
                         pending.append(pool.submit(work, chunks[index]))
                         index += 1
-                    batch = pending.pop(0).result()
-                    if batch is None:
+                    done = pending.pop(0).result()
+                    if done is None:
                         raise Unsupported("a value or page the fast path does not read")
+                    batch, first, last = done
                     if batch.num_rows:
-                        first, last = (int(batch.schema.metadata[k])
-                                       for k in (b"first_rowid", b"last_rowid"))
                         if progress[0] is not None and first <= progress[0]:
                             raise Unsupported("rowids out of order between pages")
                         progress[0] = last
-                        yield batch.replace_schema_metadata(None)
+                        yield batch
             finally:
                 for future in pending:
                     future.cancel()
