@@ -179,6 +179,13 @@ def _add(into: dict[int, int], keys: np.ndarray, weights: np.ndarray | None = No
     """``into[k] += weight`` (1 without weights) for each key, in exact integers."""
     if not len(keys):
         return
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo <= 4 * len(keys) + 1024:  # a few distinct keys (depths): add in place
+        sums = np.zeros(hi - lo + 1, dtype=np.int64)
+        np.add.at(sums, keys - lo, 1 if weights is None else weights.astype(np.int64))
+        for k in np.flatnonzero(sums if weights is None else np.bincount(keys - lo)).tolist():
+            into[k + lo] = into.get(k + lo, 0) + int(sums[k])
+        return
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
