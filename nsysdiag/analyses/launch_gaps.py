@@ -109,12 +109,12 @@ def gap_summary(
         others: the GPU ran out of work before the next launch call returned).
     """
     params = _thresholds(normal_threshold_us, p99_threshold_us)
-    with _gaps(report, params, streams=False):
+    with _gaps(report, streams=False):
         return _summary(report, params)
 
 
 @contextlib.contextmanager
-def _gaps(report: Report, params: dict[str, int], streams: bool) -> Iterator[None]:
+def _gaps(report: Report, streams: bool) -> Iterator[None]:
     """The steps of the SQL file, written by the sorted passes (``stream_gaps`` only with
     ``streams``), and the views over them."""
     with contextlib.ExitStack() as stack:
@@ -244,7 +244,7 @@ def run(
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    with _gaps(report, params, streams=True):
+    with _gaps(report, streams=True):
         summary = _summary(report, params)
         tables = {
             name: run_query(report, NAME, name, params)
