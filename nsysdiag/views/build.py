@@ -31,7 +31,7 @@ from .definitions import (
 from .enums import ENUM_TABLES, enum_table
 
 #: bump when a view's columns or meaning change, so old caches are not reused
-VIEW_FORMAT = 6
+VIEW_FORMAT = 7
 
 #: How views are written. zstd level 1: at 5M kernels 17% faster to write than the default
 #: level 3 for 5% more bytes (snappy: as fast, twice the bytes). Format version 2 (delta
@@ -85,9 +85,10 @@ class ViewStore:
         self._ready.add(spec.name)
 
     def _create_view(self, spec: ViewSpec, target: Path) -> None:
-        self.con.execute(
-            f"CREATE OR REPLACE VIEW {spec.name} AS SELECT * FROM read_parquet({sql_string(str(target))})"
-        )
+        columns = ", ".join(f"{spec.derived[c]} AS {c}" if c in spec.derived else c
+                            for c in spec.columns) if spec.derived else "*"
+        self.con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT {columns} "
+                         f"FROM read_parquet({sql_string(str(target))})")
 
     def _build(self, spec: ViewSpec, target: Path) -> None:
         self._ensure_helpers()
