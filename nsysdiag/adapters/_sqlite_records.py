@@ -41,6 +41,12 @@ def u32(buf, pos):
     return (u16(buf, pos) << 16) | u16(buf, pos + 2)
 
 
+@_inline
+def header(page, page_size):
+    """Offset of a page's b-tree header (page 1 starts with the 100-byte file header)."""
+    return (page - 1) * page_size + (100 if page == 1 else 0)
+
+
 @_jit
 def leaf_pages(buf, root, page_size, npages):
     """Leaf page numbers of the b-tree at ``root``, left to right; status < 0 when
@@ -57,27 +63,24 @@ def leaf_pages(buf, root, page_size, npages):
         for i in range(level.size):
             if level[i] < 1 or level[i] > npages:
                 return level[:0], -1
-        first = level[0]
-        kind = buf[(first - 1) * page_size + (100 if first == 1 else 0)]
-        if kind == LEAF:
+        if buf[header(level[0], page_size)] == LEAF:
             return level, 0
         total = 0
         for i in range(level.size):
-            page = level[i]
-            head = (page - 1) * page_size + (100 if page == 1 else 0)
+            head = header(level[i], page_size)
+            cells = u16(buf, head + 3)
             if buf[head] != INTERIOR:
                 return level[:0], -2
-            if head + 12 + 2 * u16(buf, head + 3) > page * page_size:
+            if head + 12 + 2 * cells > level[i] * page_size:
                 return level[:0], -1
-            total += u16(buf, head + 3) + 1
+            total += cells + 1
         if total > npages:
             return level[:0], -1
         nxt = np.empty(total, np.int64)
         n = 0
         for i in range(level.size):
-            page = level[i]
-            base = (page - 1) * page_size
-            head = base + (100 if page == 1 else 0)
+            base = (level[i] - 1) * page_size
+            head = header(level[i], page_size)
             cells = u16(buf, head + 3)
             for c in range(cells):
                 ptr = u16(buf, head + 12 + 2 * c)
@@ -94,9 +97,7 @@ def leaf_pages(buf, root, page_size, npages):
 def cell_counts(buf, pages, page_size):
     out = np.empty(pages.size, np.int64)
     for i in range(pages.size):
-        page = pages[i]
-        head = (page - 1) * page_size + (100 if page == 1 else 0)
-        out[i] = u16(buf, head + 3)
+        out[i] = u16(buf, header(pages[i], page_size) + 3)
     return out
 
 
@@ -110,9 +111,8 @@ def decode(buf, pages, page_size, usable, column_map, rowid_column, values, vali
     max_local = usable - 35
     row = 0
     for i in range(pages.size):
-        page = pages[i]
-        base = (page - 1) * page_size
-        head = base + (100 if page == 1 else 0)
+        base = (pages[i] - 1) * page_size
+        head = header(pages[i], page_size)
         end = base + usable
         if buf[head] != LEAF:
             return -1

@@ -103,8 +103,7 @@ class SqliteSource(Source):
                 try:
                     (n,) = self._db.execute(f"SELECT count(*) FROM {_quote(table)}").fetchone()
                 except DB_ERRORS as exc:
-                    raise InputError(f"table {table} cannot be read ({_message(exc)})",
-                                     path=str(self.path)) from None
+                    raise self._error(table, exc) from None
             self._counts[table] = n
         return self._counts[table]
 
@@ -114,8 +113,7 @@ class SqliteSource(Source):
         if self.path.stat().st_size < FAST_MIN_BYTES:
             return None
         try:
-            root = self._layout(table, {}).root_page
-            return self._page_reader().rows(root)
+            return self._page_reader().rows(self._root_page(table))
         except sqlite_pages.Unsupported:
             return None
 
@@ -175,17 +173,25 @@ class SqliteSource(Source):
             self._pages = sqlite_pages.PageReader(self.path)
         return self._pages
 
-    def _layout(self, table: str, columns: Mapping[str, str]) -> sqlite_pages.TableLayout:
-        """Root page and column positions of a rowid table, for the fast path."""
+    def _root_page(self, table: str) -> int:
+        """The root page of a table's b-tree, for the fast path."""
         try:
             found = self._db.execute(
                 "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
             ).fetchone()
-            info = self._db.execute(f"PRAGMA table_xinfo({_quote(table)})").fetchall()
         except DB_ERRORS:
             raise sqlite_pages.Unsupported("no schema") from None
         if not found or not isinstance(found[0], int) or found[0] < 1:
             raise sqlite_pages.Unsupported("no root page")
+        return found[0]
+
+    def _layout(self, table: str, columns: Mapping[str, str]) -> sqlite_pages.TableLayout:
+        """Root page and column positions of a rowid table, for the fast path."""
+        root = self._root_page(table)
+        try:
+            info = self._db.execute(f"PRAGMA table_xinfo({_quote(table)})").fetchall()
+        except DB_ERRORS:
+            raise sqlite_pages.Unsupported("no schema") from None
         # (cid, name, type, notnull, default, pk, hidden): hidden or generated columns are
         # not stored as written; a default would fill records shorter than the table
         keys = [r for r in info if r[5]]
@@ -201,7 +207,7 @@ class SqliteSource(Source):
             if name == alias:
                 rowid_column, out = out, -1
             column_map.append(out)
-        return sqlite_pages.TableLayout(found[0], tuple(column_map), rowid_column)
+        return sqlite_pages.TableLayout(root, tuple(column_map), rowid_column)
 
     def _read_sqlite(
         self, table: str, columns: Mapping[str, str], where: str | None

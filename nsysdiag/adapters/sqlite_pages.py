@@ -57,11 +57,11 @@ class TableLayout:
     rowid_column: int
 
 
-def _kernels():
+def _records():
     """The compiled decoders (numba is imported on first use only: about 0.3 s)."""
-    from . import _sqlite_records as records
+    from . import _sqlite_records
 
-    return records.leaf_pages, records.cell_counts, records.decode
+    return _sqlite_records
 
 
 class PageReader:
@@ -69,19 +69,19 @@ class PageReader:
 
     def __init__(self, path: Path):
         with open(path, "rb") as f:
-            header = f.read(100)
-        if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+            if os.fstat(f.fileno()).st_size < 512:
+                raise Unsupported("not a SQLite file")
+            # a read-only map: the input is never written
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        header = self._map[:100]
+        if not header.startswith(b"SQLite format 3\x00"):
             raise Unsupported("not a SQLite file")
         page_size = int.from_bytes(header[16:18], "big")
         self.page_size = 65536 if page_size == 1 else page_size
         self.usable = self.page_size - header[20]
-        size = os.path.getsize(path)
-        if self.page_size < 512 or size < self.page_size:
+        if self.page_size < 512 or len(self._map) < self.page_size:
             raise Unsupported("unexpected page size")
-        self.npages = size // self.page_size
-        # a read-only map: the input is never written
-        with open(path, "rb") as f:
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.npages = len(self._map) // self.page_size
         self.buf = np.frombuffer(self._map, dtype=np.uint8, count=self.npages * self.page_size)
 
     def _release(self, pages: np.ndarray | None = None) -> None:
@@ -99,22 +99,23 @@ class PageReader:
             return
         self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
-    def _leaves(self, root: int) -> np.ndarray:
-        leaf_pages, _, _ = _kernels()
-        pages, status = leaf_pages(self.buf, root, self.page_size, self.npages)
+    def _chunks(self, root: int) -> list[np.ndarray]:
+        """The leaf pages of the b-tree at ``root``, left to right, in chunks."""
+        pages, status = _records().leaf_pages(self.buf, root, self.page_size, self.npages)
         self._release()
         if status < 0:
             raise Unsupported("not a rowid table b-tree")
-        return pages
+        return [pages[i:i + PAGES_PER_CHUNK] for i in range(0, pages.size, PAGES_PER_CHUNK)]
+
+    def _cells(self, chunk: np.ndarray) -> int:
+        return int(_records().cell_counts(self.buf, chunk, self.page_size).sum())
 
     def rows(self, root: int) -> int:
         """The number of rows of the table b-tree at ``root``: its leaf pages' cell counts
         (SQLite's count(*) reads every leaf page whole)."""
-        _, cell_counts, _ = _kernels()
-        pages, total = self._leaves(root), 0
-        for i in range(0, pages.size, PAGES_PER_CHUNK):
-            chunk = pages[i:i + PAGES_PER_CHUNK]
-            total += int(cell_counts(self.buf, chunk, self.page_size).sum())
+        total = 0
+        for chunk in self._chunks(root):
+            total += self._cells(chunk)
             self._release(chunk)
         return total
 
@@ -126,15 +127,14 @@ class PageReader:
         ``progress[0]`` holds the last rowid handed out (or is left alone before the first
         batch), so that a caller can read the rest another way after :class:`Unsupported`.
         """
-        _, cell_counts, decode = _kernels()
-        pages = self._leaves(layout.root_page)
-        chunks = [pages[i:i + PAGES_PER_CHUNK] for i in range(0, pages.size, PAGES_PER_CHUNK)]
+        decode = _records().decode
+        chunks = self._chunks(layout.root_page)
         column_map = np.asarray(layout.column_map, np.int64)
         schema = pa.schema([(n, pa.int64()) for n in names])
 
         def work(chunk: np.ndarray) -> tuple[pa.RecordBatch, int, int] | None:
             """The chunk's rows, first and last rowid; None where it stops."""
-            rows = int(cell_counts(self.buf, chunk, self.page_size).sum())
+            rows = self._cells(chunk)
             # values in an Arrow buffer, handed to Arrow without a copy: numpy's own
             # allocations, freed by other threads, grew the heap past what was in use
             data = pa.allocate_buffer(len(names) * rows * 8)

@@ -12,7 +12,7 @@ _jit = jit()
 #: sweep state slots: key seen, key, furthest end seen, furthest end, piece seen, last
 #: piece start, end, class, interval to resume at
 HAS_KEY, KEY, HAS_MAX, MAX_END, HAS_LAST, LAST_S, LAST_E, LAST_C, RESUME = range(9)
-SWEEP_STATE = 9
+SWEEP_STATE = RESUME + 1
 
 
 @_jit

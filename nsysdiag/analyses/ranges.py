@@ -20,7 +20,6 @@ import click
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..errors import UsageError
 from . import intervals, sweep
@@ -34,6 +33,7 @@ from .base import (
     registered,
     run_query,
     step_file,
+    step_writer,
     steps,
     temp_views,
 )
@@ -327,7 +327,7 @@ def _own(report: Report, target: Path) -> None:
                          for c in ("start_ns", "end_ns", "instance"))
     # from the step's file: streaming the join itself held its whole result in memory
     launched = report.sql("SELECT * FROM rg_launched").to_arrow_reader(sweep.BATCH_ROWS)
-    with pq.ParquetWriter(target, _OWN_SCHEMA, compression="lz4", use_dictionary=False) as out:
+    with step_writer(target, _OWN_SCHEMA) as out:
         for batch in launched:
             known = pc.and_(pc.and_(batch.column("key").is_valid(),
                                     batch.column("api_start_ns").is_valid()),
