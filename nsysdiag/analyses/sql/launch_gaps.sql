@@ -105,38 +105,42 @@ FROM gap_rows
 WHERE kind_id = 0
 
 -- @query summary
-SELECT count(*) AS count,
-       quantile_cont(gap_ns, 0.5) AS p50_ns, quantile_cont(gap_ns, 0.9) AS p90_ns,
-       quantile_cont(gap_ns, 0.99) AS p99_ns, quantile_cont(gap_ns, 0.999) AS p999_ns,
-       max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns,
-       coalesce(sum(gap_ns), 0)::BIGINT AS total_ns,
-       100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / nullif(count(*), 0)
-           AS share_above_normal_pct,
-       100.0 * count(*) FILTER (WHERE gap_ns > $p99_ns) / nullif(count(*), 0)
-           AS share_above_p99_threshold_pct,
-       coalesce(quantile_cont(gap_ns, 0.99) > $p99_ns, false) AS cpu_bound,
-       (SELECT count(*) FILTER (WHERE graph_node_id IS NULL) FROM kernels) AS kernels,
-       (SELECT count(graph_node_id) FROM kernels) AS graph_kernels,
-       count(*) FILTER (WHERE launched_before_idle) AS prelaunched_gaps,
-       100.0 * coalesce(sum(gap_ns) FILTER (WHERE launched_before_idle), 0)
-           / sum(gap_ns) FILTER (WHERE launched_before_idle IS NOT NULL) AS prelaunched_idle_pct,
-       count(*) FILTER (WHERE NOT launched_before_idle) AS starved_gaps,
-       quantile_cont(gap_ns, 0.5) FILTER (WHERE NOT launched_before_idle) AS starved_p50_ns,
-       quantile_cont(gap_ns, 0.99) FILTER (WHERE NOT launched_before_idle) AS starved_p99_ns
-FROM main_gaps
+-- One list-valued quantile per distribution: a single sorted copy of the gaps, not one
+-- per percentile (each holistic aggregate holds its own copy of its input).
+SELECT count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, q[4] AS p999_ns,
+       max_ns, mean_ns, total_ns, share_above_normal_pct, share_above_p99_threshold_pct,
+       coalesce(q[3] > $p99_ns, false) AS cpu_bound, kernels, graph_kernels,
+       prelaunched_gaps, prelaunched_idle_pct, starved_gaps,
+       starved_q[1] AS starved_p50_ns, starved_q[2] AS starved_p99_ns
+FROM (SELECT count(*) AS count, quantile_cont(gap_ns, [0.5, 0.9, 0.99, 0.999]) AS q,
+             max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns,
+             coalesce(sum(gap_ns), 0)::BIGINT AS total_ns,
+             100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / nullif(count(*), 0)
+                 AS share_above_normal_pct,
+             100.0 * count(*) FILTER (WHERE gap_ns > $p99_ns) / nullif(count(*), 0)
+                 AS share_above_p99_threshold_pct,
+             (SELECT count(*) FILTER (WHERE graph_node_id IS NULL) FROM kernels) AS kernels,
+             (SELECT count(graph_node_id) FROM kernels) AS graph_kernels,
+             count(*) FILTER (WHERE launched_before_idle) AS prelaunched_gaps,
+             100.0 * coalesce(sum(gap_ns) FILTER (WHERE launched_before_idle), 0)
+                 / sum(gap_ns) FILTER (WHERE launched_before_idle IS NOT NULL)
+                 AS prelaunched_idle_pct,
+             count(*) FILTER (WHERE NOT launched_before_idle) AS starved_gaps,
+             quantile_cont(gap_ns, [0.5, 0.99]) FILTER (WHERE NOT launched_before_idle)
+                 AS starved_q
+      FROM main_gaps)
 
 -- @query per_device
 SELECT k.device_id, k.pid, k.kernels, k.graph_kernels, coalesce(g.gaps, 0) AS gaps,
-       g.p50_ns, g.p90_ns, g.p99_ns, g.p999_ns, g.max_ns, g.mean_ns,
+       g.q[1] AS p50_ns, g.q[2] AS p90_ns, g.q[3] AS p99_ns, g.q[4] AS p999_ns, g.max_ns, g.mean_ns,
        coalesce(g.total_ns, 0) AS total_ns, g.share_above_normal_pct
 FROM (SELECT global_pid, device_id, any_value(pid) AS pid,
              count(*) FILTER (WHERE graph_node_id IS NULL) AS kernels,
              count(graph_node_id) AS graph_kernels
       FROM kernels GROUP BY global_pid, device_id) k
 LEFT JOIN (SELECT global_pid, device_id, count(*) AS gaps,
-                  quantile_cont(gap_ns, 0.5) AS p50_ns, quantile_cont(gap_ns, 0.9) AS p90_ns,
-                  quantile_cont(gap_ns, 0.99) AS p99_ns, quantile_cont(gap_ns, 0.999) AS p999_ns,
-                  max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns, sum(gap_ns)::BIGINT AS total_ns,
+                  quantile_cont(gap_ns, [0.5, 0.9, 0.99, 0.999]) AS q, max(gap_ns) AS max_ns,
+                  avg(gap_ns) AS mean_ns, sum(gap_ns)::BIGINT AS total_ns,
                   100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / count(*)
                       AS share_above_normal_pct
            FROM main_gaps GROUP BY global_pid, device_id) g
@@ -151,23 +155,22 @@ GROUP BY device_id
 ORDER BY device_id
 
 -- @query graph
-SELECT kind, count(*) AS count,
-       quantile_cont(gap_ns, 0.5) AS p50_ns, quantile_cont(gap_ns, 0.9) AS p90_ns,
-       quantile_cont(gap_ns, 0.99) AS p99_ns, max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns
-FROM gaps
-WHERE kind <> 'kernel'
-GROUP BY kind
+SELECT kind, count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, mean_ns
+FROM (SELECT kind, count(*) AS count, quantile_cont(gap_ns, [0.5, 0.9, 0.99]) AS q,
+             max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns
+      FROM gaps
+      WHERE kind <> 'kernel'
+      GROUP BY kind)
 ORDER BY kind
 
 -- @query per_stream
 SELECT k.device_id, k.pid, k.context_id, k.stream_id, k.kernels, coalesce(g.gaps, 0) AS gaps,
-       g.p50_ns, g.p90_ns, g.p99_ns, g.max_ns, g.mean_ns, g.share_above_normal_pct
+       g.q[1] AS p50_ns, g.q[2] AS p90_ns, g.q[3] AS p99_ns, g.max_ns, g.mean_ns, g.share_above_normal_pct
 FROM (SELECT global_pid, device_id, context_id, stream_id, any_value(pid) AS pid,
              count(*) FILTER (WHERE graph_node_id IS NULL) AS kernels
       FROM kernels GROUP BY ALL) k
 LEFT JOIN (SELECT global_pid, device_id, context_id, stream_id, count(*) AS gaps,
-                  quantile_cont(gap_ns, 0.5) AS p50_ns, quantile_cont(gap_ns, 0.9) AS p90_ns,
-                  quantile_cont(gap_ns, 0.99) AS p99_ns, max(gap_ns) AS max_ns,
+                  quantile_cont(gap_ns, [0.5, 0.9, 0.99]) AS q, max(gap_ns) AS max_ns,
                   avg(gap_ns) AS mean_ns,
                   100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / count(*)
                       AS share_above_normal_pct
