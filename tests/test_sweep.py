@@ -1,4 +1,5 @@
-"""The streaming sweep behind the CPU components of ranges, against a brute-force reference."""
+"""The streaming sweep behind the CPU components of ranges, and intervals.Coverage behind its
+GPU busy time, against a brute-force reference."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 import nsysdiag
+from nsysdiag.analyses import intervals as iv_mod
 from nsysdiag.analyses import sweep
 
 
@@ -56,6 +58,65 @@ def test_sweep_matches_reference(tmp_path, monkeypatch, seed, batch_rows):
     with nsysdiag.open(_export(tmp_path)) as rep:
         got = sums(rep, intervals, probes, 3, 6)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("batch_rows", [1, 3, 1 << 20])
+def test_coverage_matches_reference(tmp_path, monkeypatch, seed, batch_rows):
+    monkeypatch.setattr(iv_mod, "BATCH_ROWS", batch_rows)
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(1, 60))
+    keys = (rng.integers(0, 4, n) * 7 - 7).tolist()
+    starts = rng.integers(0, 200, n)
+    ends = starts + rng.integers(-5, 60, n)  # some end before their start: ignored
+    intervals = list(zip(keys, starts.tolist(), ends.tolist(), [0] * n))
+    m = 80
+    probe_keys = np.array((rng.integers(0, 5, m) * 7 - 7).tolist())  # a key with none too
+    probe_ts = np.concatenate([rng.integers(-10, 280, m - 20), starts[:10], ends[:10]])[:m]
+    probe_ts = np.resize(probe_ts, m)
+    want = reference(intervals, list(zip(probe_keys.tolist(), probe_ts.tolist())), 1)[:, 0]
+    with nsysdiag.open(_export(tmp_path)) as rep:
+        rep.con.register("iv", pa.table(dict(zip(("key", "start_ns", "end_ns"),
+                                                  map(list, zip(*[r[:3] for r in intervals]))))))
+        cover = iv_mod.Coverage(rep, "SELECT * FROM iv")
+    np.testing.assert_array_equal(cover.covered(probe_keys, probe_ts), want)
+    lo, hi = np.minimum(probe_ts, probe_ts[::-1]), np.maximum(probe_ts, probe_ts[::-1])
+    np.testing.assert_array_equal(cover.between(probe_keys, lo, hi),
+                                  cover.covered(probe_keys, hi) - cover.covered(probe_keys, lo))
+
+
+@pytest.mark.parametrize("order", ["ascending", "random", "descending", "sawtooth"])
+def test_compiled_covered_any_order(order):
+    # the galloping search against a plain binary search, over 5,000 pieces
+    from nsysdiag.analyses import _compiled
+
+    rng = np.random.default_rng(7)
+    lo = np.cumsum(rng.integers(1, 50, 5000)).astype(np.int64)
+    hi = lo + rng.integers(1, 40, 5000)
+    hi = np.minimum(hi, np.r_[lo[1:], hi[-1]])  # disjoint
+    before = np.r_[0, np.cumsum(hi - lo)[:-1]].astype(np.int64)
+    ts = rng.integers(-100, int(hi[-1]) + 100, 20000)
+    ts = {"ascending": np.sort(ts), "random": ts, "descending": np.sort(ts)[::-1],
+          "sawtooth": np.concatenate([np.sort(part) for part in np.array_split(ts, 37)])}[order]
+    ts = np.ascontiguousarray(ts, dtype=np.int64)
+    j = np.searchsorted(lo, ts, side="right") - 1
+    at = np.maximum(j, 0)
+    want = np.where(j >= 0, before[at] + np.minimum(ts, hi[at]) - lo[at], 0)
+    got = np.empty(len(ts), dtype=np.int64)
+    _compiled.covered(lo, hi, before, ts, got)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_coverage_by_hand(tmp_path):
+    # device 0: [0, 100) and [50, 80) inside it, then [120, 150): busy 130 in all;
+    # before 60: 60; inside [90, 130]: 10 + 10 = 20; device 1 has none
+    with nsysdiag.open(_export(tmp_path)) as rep:
+        rep.con.register("iv", pa.table({"key": [0, 0, 0], "start_ns": [0, 50, 120],
+                                         "end_ns": [100, 80, 150]}))
+        cover = iv_mod.Coverage(rep, "SELECT * FROM iv")
+    keys = np.array([0, 0, 0, 0, 1])
+    assert cover.covered(keys, np.array([60, 1000, -5, 120, 500])).tolist() == [60, 130, 0, 100, 0]
+    assert cover.between(np.array([0]), np.array([90]), np.array([130])).tolist() == [20]
 
 
 def test_nested_calls_count_once(tmp_path):

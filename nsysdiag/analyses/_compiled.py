@@ -5,6 +5,8 @@ is a loop no vectorized numpy expression states directly; numba compiles the loo
 (``nsysdiag.jit``).
 """
 
+import numpy as np
+
 from ..jit import jit
 
 _jit = jit()
@@ -90,3 +92,26 @@ def sweep(ikey, istart, iend, icls, pkey, pts, pgrp, psign, p, more, final, stat
         i += 1
     state[RESUME] = 0
     return 0, p
+
+
+@_jit
+def covered(lo, hi, before, ts, out):
+    """``out[i]``: the length of the pieces ``[lo, hi)`` (sorted, disjoint; ``before``: the
+    length of those before each) that lies before ``ts[i]``. Each search starts from the
+    previous answer and gallops, so instants that mostly ascend cost little more than a
+    merge; any order is answered correctly."""
+    n = lo.size
+    j = -1  # the last piece starting at or before the previous instant
+    for i in range(ts.size):
+        t = ts[i]
+        if j >= 0 and t < lo[j]:
+            j = np.searchsorted(lo, t, side="right") - 1
+        else:
+            step = 1
+            while j + step < n and lo[j + step] <= t:
+                j += step
+                step *= 2
+            # lo[j] <= t (or j == -1) and lo[j + step] > t (or past the end): bisect
+            a, b = j + 1, min(j + step, n)
+            j += np.searchsorted(lo[a:b], t, side="right")
+        out[i] = 0 if j < 0 else before[j] + min(t, hi[j]) - lo[j]

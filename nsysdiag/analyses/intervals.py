@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import _compiled
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -81,6 +83,59 @@ def ends_before(
         if furthest is not None:
             np.maximum(before[1:], furthest, out=before[1:])
     return before, max(int(before[-1]), int(end[-1]))
+
+
+class Coverage:
+    """Covered time of a union of intervals before any instant, per key, for instants in
+    any order.
+
+    ``covered(key, t)`` is the length of the union of the key's intervals that lies before
+    ``t``. The union is kept as its pieces (each interval beyond the furthest end before it)
+    with running totals, so an instant is answered by one binary search: no sort of the
+    instants, which in ``ranges`` number twice the pending stretches (17 million at ten
+    million kernels) against ten million intervals.
+    """
+
+    def __init__(self, report: Report, sql: str, params: dict | None = None) -> None:
+        """The union per ``key`` of the rows of ``sql`` (columns key, start_ns, end_ns;
+        rows with a NULL, or ending before they start, are left out)."""
+        parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        furthest: dict[int, int | None] = {}
+        for (key,), rows in segments(
+            report, f"SELECT * FROM ({sql}) WHERE end_ns >= start_ns", ("key",),
+            ("start_ns", "end_ns"), order="start_ns, end_ns DESC", params=params,
+        ):
+            start, end = (rows[c].astype(np.int64, copy=False) for c in ("start_ns", "end_ns"))
+            before, furthest[key] = ends_before(start, end, furthest.get(key))
+            lo = np.maximum(start, before)
+            piece = end > lo
+            parts.setdefault(key, []).append((lo[piece], end[piece]))
+        #: key -> (piece starts, piece ends, union before each piece), all sorted
+        self.pieces: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for key, chunks in parts.items():
+            lo, hi = (np.concatenate(c) for c in zip(*chunks))
+            before = np.zeros(len(lo), dtype=np.int64)
+            np.cumsum(hi[:-1] - lo[:-1], out=before[1:])
+            self.pieces[key] = (lo, hi, before)
+
+    def covered(self, keys: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """``covered(key, t)`` for each pair (int64; 0 for a key without intervals)."""
+        out = np.zeros(len(ts), dtype=np.int64)
+        if not len(ts):
+            return out
+        single = bool((keys == keys[0]).all())  # one GPU: no per-key selection
+        for key in [int(keys[0])] if single else np.unique(keys).tolist():
+            if key not in self.pieces:
+                continue
+            rows = slice(None) if single else np.flatnonzero(keys == key)
+            at = np.empty(len(out[rows]), dtype=np.int64)
+            _compiled.covered(*self.pieces[key], np.ascontiguousarray(ts[rows], np.int64), at)
+            out[rows] = at
+        return out
+
+    def between(self, keys: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Covered time of each key inside ``[start, end]``."""
+        return self.covered(keys, end) - self.covered(keys, start)
 
 
 class Busy:

@@ -298,14 +298,8 @@ def _instances(report: Report, scope: str) -> pa.Table:
         _own(report, own)
         expose(report, "rg_own", own)
         stack.enter_context(steps(report, NAME, ("rg_udev",)))
-        pending, own_union = _own_window(report)
-        stack.enter_context(registered(report, "rg_pending", pending))
-        stack.enter_context(registered(report, "rg_own_union", own_union))
-        busy = _sweep(report, "rg_busy_intervals", "rg_busy_probes", 1, 2 * groups)[:, 0]
-        measured = _instance_ids(report, "rg_udev WHERE device_id IS NOT NULL")
-        stack.enter_context(registered(report, "rg_busy", pa.table({
-            "instance": measured, "busy_ns": busy[2 * measured],
-            "pending_busy_ns": busy[2 * measured + 1]})))
+        stack.enter_context(registered(report, "rg_busy", _busy(report)))
+        stack.enter_context(registered(report, "rg_own_union", _own_union(report)))
         return run_query(report, NAME, "instances")
 
 
@@ -354,29 +348,49 @@ def _own(report: Report, target: Path) -> None:
                 }).cast(_OWN_SCHEMA))
 
 
-def _own_window(report: Report) -> tuple[pa.Table, pa.Table]:
-    """The steps rg_pending and rg_own_union (ranges.sql: rg_pending_pieces, rg_own_window):
-    per instance, merged stretches and unions of up to ten million pieces. Window functions
-    partitioned by instance did this in SQL, 2.7 s each at ten million kernels."""
+def _busy(report: Report) -> pa.Table:
+    """The step rg_busy: per instance with a device, the time the device was busy (the union
+    of all its operations, rg_busy_intervals) in the instance's window, busy_ns; the merged
+    stretches in which its own work was pending (rg_pending_pieces), pending_ns; and the
+    busy time inside them, pending_busy_ns. The stretches (as many as the kernels) are
+    merged and measured batch by batch, never held all at once."""
     sql = load_sql(NAME)
-    parts: dict[str, list] = {"instance": [], "s": [], "e": []}
+    busy = intervals.Coverage(report, sql["rg_busy_intervals"])
+    udev = report.sql("SELECT instance, device_id, start_ns, end_ns FROM rg_udev "
+                      "WHERE device_id IS NOT NULL ORDER BY instance").to_arrow_table()
+    instance, device = (udev.column(c).to_numpy().astype(np.int64, copy=False)
+                        for c in ("instance", "device_id"))
+    window = np.zeros(len(instance), dtype=np.int64)
+    for column, sign in (("end_ns", 1), ("start_ns", -1)):  # a NULL instant covers nothing
+        ts = udev.column(column)
+        window += sign * busy.covered(device, ts.fill_null(0).to_numpy()) * ts.is_valid().to_numpy(
+            zero_copy_only=False)
+    pending, pending_busy = (np.zeros(len(instance), dtype=np.int64) for _ in range(2))
     for c in intervals.whole_groups(
         report.sql(sql["rg_pending_pieces"]).to_arrow_reader(sweep.BATCH_ROWS), "instance"
     ):
-        for name, values in zip(parts, intervals.group_islands(
-                c["instance"], c["s"], c["e"], c["lo"], c["hi"])):
-            parts[name].append(values)
-    pending = pa.table({k: _joined(v) for k, v in parts.items()})
+        of, s, e = intervals.group_islands(c["instance"], c["s"], c["e"], c["lo"], c["hi"])
+        at = np.searchsorted(instance, of)  # pieces exist only where the device is known
+        np.add.at(pending, at, e - s)
+        np.add.at(pending_busy, at, busy.between(device[at], s, e))
+    return pa.table({"instance": instance, "busy_ns": window, "pending_ns": pending,
+                     "pending_busy_ns": pending_busy})
+
+
+def _own_union(report: Report) -> pa.Table:
+    """The step rg_own_union (ranges.sql: rg_own_window): per instance, the unions of its own
+    kernels and of all its own work in its window, from up to ten million pieces. (Window
+    functions partitioned by instance did this in SQL, 2.7 s at ten million kernels.)"""
     unions: dict[str, list] = {"instance": [], "kernel_union_ns": [], "any_union_ns": []}
     for c in intervals.whole_groups(
-        report.sql(sql["rg_own_window"]).to_arrow_reader(sweep.BATCH_ROWS), "instance"
+        report.sql(load_sql(NAME)["rg_own_window"]).to_arrow_reader(sweep.BATCH_ROWS), "instance"
     ):
         args = (c["instance"], c["s"], c["e"], c["lo"], c["hi"])
         ids, kernel = intervals.group_unions(*args, mask=c["kernel"].astype(bool))
         unions["instance"].append(ids)
         unions["kernel_union_ns"].append(kernel)
         unions["any_union_ns"].append(intervals.group_unions(*args)[1])
-    return pending, pa.table({k: _joined(v) for k, v in unions.items()})
+    return pa.table({k: _joined(v) for k, v in unions.items()})
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:

@@ -1,9 +1,9 @@
 """Covered time of a union of intervals, per class, summed over instants: one sorted sweep.
 
 ``ranges`` asks, for every instance, how much of its thread's time went into CUDA calls of
-each kind (nested or overlapping calls counted once), and how long its GPU was busy in its
-window and while its work was pending. In SQL that is a running maximum, a running sum and
-an ASOF join: three sorts of what can be 20 million calls or 10 million kernels, windows
+each kind (nested or overlapping calls counted once). (Its GPU's busy time, one class
+read at millions of instants, comes from ``intervals.Coverage`` instead.) In SQL that is a
+running maximum, a running sum and an ASOF join: sorts of what can be 20 million calls, windows
 over one huge partition that DuckDB runs on one core and spills to disk. Here DuckDB sorts
 the intervals and the instants once each and streams both; a compiled loop
 (``_compiled.sweep``) carries the running maximum and the running sums from batch to

@@ -5,8 +5,10 @@
 --   _ranges_units      the unit instances (output of units_nvtx or units_sync)
 --   rg_cpu             per instance the four CPU API components (sweep over rg_cpu_intervals
 --                      at rg_cpu_probes)
---   rg_busy            per instance busy_ns and pending_busy_ns (sweep over
---                      rg_busy_intervals at rg_busy_probes)
+--   rg_busy            per instance with a device: busy_ns (the union of
+--                      rg_busy_intervals inside its window), pending_ns (the length of
+--                      its merged rg_pending_pieces) and pending_busy_ns (the union inside
+--                      those stretches)
 --   _ranges_instances  the decomposed instances (output of instances)
 -- Parameters: $name (range name, or DOMAIN:NAME), $min_instances, $scope ('thread' or
 -- 'process'), $tail_pct (percent), $limit.
@@ -184,9 +186,9 @@ JOIN rg_calls a ON a.global_pid = o.global_pid AND a.correlation_id = o.correlat
 WHERE NOT o.kernel_row
 
 -- @query rg_busy_intervals
--- Every GPU operation as an interval of its device: the sweep (analyses/sweep.py) gives the
--- device's busy time (the union of its operations) before any instant.
-SELECT device_id AS key, start_ns, end_ns, 0 AS cls FROM rg_ops
+-- Every GPU operation as an interval of its device: intervals.Coverage gives the device's
+-- busy time (the union of its operations) before any instant.
+SELECT device_id AS key, start_ns, end_ns FROM rg_ops
 
 -- @query rg_udev
 -- The device each instance's GPU side is measured on: the one that ran most of its own
@@ -209,8 +211,8 @@ SELECT * FROM udev
 
 -- @query rg_pending_pieces
 -- Per instance, the parts of its window in which own work was submitted and unfinished on
--- its device, sorted: analyses/ranges.py merges them (intervals.group_islands) into the
--- step rg_pending (instance, s, e), the merged stretches.
+-- its device, sorted: analyses/ranges.py merges them (intervals.group_islands) into
+-- stretches and measures them into rg_busy (pending_ns, pending_busy_ns).
 SELECT o.instance, greatest(o.api_end_ns, d.start_ns) AS s, least(o.end_ns, d.end_ns) AS e,
        d.start_ns AS lo, d.end_ns AS hi
 FROM rg_own o JOIN rg_udev d USING (instance)
@@ -228,17 +230,6 @@ FROM rg_own o JOIN rg_udev d USING (instance)
 WHERE o.device_id = d.device_id
   AND least(o.end_ns, d.end_ns) > greatest(o.start_ns, d.start_ns)
 ORDER BY o.instance, s
-
--- @query rg_busy_probes
--- The instants at which the sweep reads each device's busy time, summed per group: the
--- window of each instance (group 2 * instance) and each of its pending stretches
--- (group 2 * instance + 1), end minus start.
-SELECT device_id AS key, unnest([start_ns, end_ns]) AS ts, 2 * instance AS grp,
-       unnest([-1, 1]) AS sign
-FROM rg_udev WHERE device_id IS NOT NULL
-UNION ALL
-SELECT d.device_id, unnest([p.s, p.e]), 2 * p.instance + 1, unnest([-1, 1])
-FROM rg_pending p JOIN rg_udev d USING (instance)
 
 -- @query instances
 -- key: the thread (scope 'thread') or the process (scope 'process') whose API calls count.
@@ -281,7 +272,6 @@ WITH u AS (SELECT * FROM rg_units),
 cpu AS (SELECT * FROM rg_cpu),
 own AS (SELECT * FROM rg_own),
 udev AS (SELECT * FROM rg_udev),
-pending_merged AS (SELECT * FROM rg_pending),
 busy AS (SELECT * FROM rg_busy),
 own_total AS (
     SELECT instance,
@@ -292,7 +282,6 @@ own_total AS (
            min(start_ns) AS gpu_start_ns, max(end_ns) AS gpu_end_ns
     FROM own GROUP BY instance),
 own_union AS (SELECT * FROM rg_own_union),
-pending_total AS (SELECT instance, sum(e - s) AS pending_ns FROM pending_merged GROUP BY instance),
 traced_span AS (
     SELECT global_pid, min(start_ns) AS lo, max(end_ns) AS hi FROM api_calls GROUP BY global_pid)
 SELECT u.instance, u.name, u.start_ns, u.end_ns, u.duration_ns, u.pid, u.tid,
@@ -308,8 +297,8 @@ SELECT u.instance, u.name, u.start_ns, u.end_ns, u.duration_ns, u.pid, u.tid,
             THEN coalesce(w.any_union_ns, 0) - coalesce(w.kernel_union_ns, 0) END::BIGINT
            AS gpu_own_copy_ns,
        (b.busy_ns - coalesce(w.any_union_ns, 0))::BIGINT AS gpu_other_ns,
-       (coalesce(pt.pending_ns, 0) - b.pending_busy_ns)::BIGINT AS gpu_pending_idle_ns,
-       (u.duration_ns - b.busy_ns - coalesce(pt.pending_ns, 0) + b.pending_busy_ns)::BIGINT
+       (b.pending_ns - b.pending_busy_ns)::BIGINT AS gpu_pending_idle_ns,
+       (u.duration_ns - b.busy_ns - b.pending_ns + b.pending_busy_ns)::BIGINT
            AS gpu_idle_ns,
        coalesce(t.n_kernels, 0) AS n_kernels, coalesce(t.n_copies, 0) AS n_copies,
        coalesce(t.own_kernel_total_ns, 0)::BIGINT AS own_kernel_total_ns,
@@ -320,7 +309,6 @@ JOIN cpu c USING (instance)
 JOIN udev d USING (instance)
 LEFT JOIN own_union w USING (instance)
 LEFT JOIN busy b USING (instance)
-LEFT JOIN pending_total pt USING (instance)
 LEFT JOIN own_total t USING (instance)
 LEFT JOIN traced_span s USING (global_pid)
 ORDER BY u.instance
