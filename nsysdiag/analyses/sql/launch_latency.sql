@@ -18,8 +18,8 @@
 -- At equal times the -1s and +1s are netted, so a start and a launch at the same ns do
 -- not make a transient depth. Graph launches are not in the queue.
 --
--- Steps (in this order; the queries below read them; launches is a view of kernels, the
--- others are materialized):
+-- Views of kernels (the queries below read them; queue_events is written out as a step
+-- when the detail tables are asked for, which read it four times):
 --   launches        one row per non-graph kernel with its launch call (ns):
 --                     api_duration_ns              the launch call's own CPU time
 --                     api_start_to_kernel_start_ns call entry -> kernel start
