@@ -293,9 +293,9 @@ def _instances(report: Report, scope: str) -> pa.Table:
             "instance": ids,
             **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
         stack.enter_context(temp_views(report, NAME, ("rg_ops",)))
-        stack.enter_context(steps(report, NAME, ("rg_launched",), {"scope": scope}))
+        stack.enter_context(steps(report, NAME, ("rg_launched_other",)))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
-        _own(report, own)
+        _own(report, own, scope)
         expose(report, "rg_own", own)
         stack.enter_context(steps(report, NAME, ("rg_udev",)))
         stack.enter_context(registered(report, "rg_busy", _busy(report)))
@@ -308,7 +308,7 @@ _OWN_SCHEMA = pa.schema([("instance", pa.int64()), ("cls", pa.string()), ("devic
                          ("api_end_ns", pa.int64())])
 
 
-def _own(report: Report, target: Path) -> None:
+def _own(report: Report, target: Path, scope: str) -> None:
     """Write the step rg_own: each launched operation placed in its instance (ranges.sql,
     rg_launched, says the rule)."""
     units = report.sql(
@@ -319,8 +319,8 @@ def _own(report: Report, target: Path) -> None:
     first = {int(k): (lo, hi) for k, lo, hi in zip(*_runs(keys))}
     starts, ends, ids = (np.asarray(units[c], dtype=np.int64)
                          for c in ("start_ns", "end_ns", "instance"))
-    # from the step's file: streaming the join itself held its whole result in memory
-    launched = report.sql("SELECT * FROM rg_launched").to_arrow_reader(sweep.BATCH_ROWS)
+    launched = report.sql(load_sql(NAME)["rg_launched"], {"scope": scope}).to_arrow_reader(
+        sweep.BATCH_ROWS)
     with step_writer(target, _OWN_SCHEMA) as out:
         for batch in launched:
             known = pc.and_(pc.and_(batch.column("key").is_valid(),

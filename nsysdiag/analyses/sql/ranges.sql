@@ -163,10 +163,20 @@ UNION ALL
 SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns, false
 FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0
 
+-- @query rg_launched_other
+-- Step: the GPU operations other than kernels (copies, memsets, graph-level executions)
+-- with the key's call that launched them, joined to rg_calls; a few, next to the kernels.
+SELECT a.key, a.start_ns AS api_start_ns, a.end_ns AS api_end_ns, o.cls, o.device_id,
+       o.start_ns, o.end_ns
+FROM rg_ops o
+JOIN rg_calls a ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id
+WHERE NOT o.kernel_row
+
 -- @query rg_launched
--- Step: every GPU operation with the key's call that launched it: a kernel's is the launch
--- call the kernels view carries (several calls with its id, runtime and driver, count as
--- one from the first entry to the last return); other operations are joined to rg_calls.
+-- Every GPU operation with the key's call that launched it: a kernel's is the launch call
+-- the kernels view carries (several calls with its id, runtime and driver, count as one
+-- from the first entry to the last return); the others come from rg_launched_other.
+-- Streamed (no join: the kernels are read as they are), not written out.
 -- Each instance's own work, the step rg_own (instance, cls, device_id, start_ns, end_ns,
 -- api_end_ns), is matched from these in analyses/ranges.py (_own): the call goes to the
 -- instance of its key with the latest start_ns <= the call's start_ns (ties: the higher
@@ -180,10 +190,7 @@ FROM (SELECT CASE WHEN $scope = 'thread' THEN launch_global_tid ELSE global_pid 
       FROM kernels WHERE start_ns > 0 AND launch_end_ns IS NOT NULL)
 WHERE key IN (SELECT DISTINCT key FROM rg_units)
 UNION ALL
-SELECT a.key, a.start_ns, a.end_ns, o.cls, o.device_id, o.start_ns, o.end_ns
-FROM rg_ops o
-JOIN rg_calls a ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id
-WHERE NOT o.kernel_row
+SELECT * FROM rg_launched_other
 
 -- @query rg_busy_intervals
 -- Every GPU operation as an interval of its device: intervals.Coverage gives the device's
