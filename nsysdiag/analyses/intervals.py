@@ -162,7 +162,8 @@ class Busy:
         self._twice.feed(start, np.minimum(end, before))
         # in flight at start t: the open ends and this batch's ends after t, less the
         # intervals of this batch that start after t
-        ends = np.sort(np.concatenate([self._open, end]))
+        # stable: timsort, near linear on ends that come almost in order (they mostly do)
+        ends = np.sort(np.concatenate([self._open, end]), kind="stable")
         after = len(ends) - np.searchsorted(ends, start, side="right")
         later = len(start) - np.searchsorted(start, start, side="right")
         self.peak = max(self.peak, int((after - later).max()))
