@@ -119,14 +119,15 @@ SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key
 FROM _ranges_units
 
 -- @query rg_calls
--- The key's CUDA calls, with the component each counts into. A view, not a step: read
--- twice, it costs less than writing twenty million calls out (so the scope comes from
--- rg_units: a view takes no parameters).
+-- The key's CUDA calls, with the CPU component each counts into, cls: 0 launch, 1 memcpy,
+-- 2 sync, 3 other (the order of CPU_COMPONENTS). A view, not a step: read twice, it costs
+-- less than writing twenty million calls out (so the scope comes from rg_units: a view
+-- takes no parameters).
 SELECT CASE WHEN (SELECT any_value(scope) FROM rg_units) = 'thread' THEN global_tid
             ELSE global_pid END AS key,
-       CASE WHEN category IN ('launch', 'graph_launch') THEN 'launch'
-            WHEN category IN ('memcpy', 'memset') THEN 'memcpy'
-            WHEN category = 'sync' THEN 'sync' ELSE 'other' END AS comp,
+       CASE WHEN category IN ('launch', 'graph_launch') THEN 0
+            WHEN category IN ('memcpy', 'memset') THEN 1
+            WHEN category = 'sync' THEN 2 ELSE 3 END AS cls,
        start_ns, end_ns, global_pid, correlation_id
 FROM api_calls
 WHERE (CASE WHEN (SELECT any_value(scope) FROM rg_units) = 'thread' THEN global_tid
@@ -134,13 +135,10 @@ WHERE (CASE WHEN (SELECT any_value(scope) FROM rg_units) = 'thread' THEN global_
       IN (SELECT DISTINCT key FROM rg_units)
 
 -- @query rg_cpu_intervals
--- The key's calls for the CPU components, classes 0 launch, 1 memcpy, 2 sync, 3 other (the
--- order of CPU_COMPONENTS); the sweep in analyses/sweep.py cuts them into disjoint pieces
--- (a call keeps the part not covered by a call that began earlier) and sums each class up
--- to every instance boundary.
-SELECT key, start_ns, end_ns,
-       CASE comp WHEN 'launch' THEN 0 WHEN 'memcpy' THEN 1 WHEN 'sync' THEN 2 ELSE 3 END AS cls
-FROM rg_calls
+-- The key's calls for the CPU components; the sweep in analyses/sweep.py cuts them into
+-- disjoint pieces (a call keeps the part not covered by a call that began earlier) and sums
+-- each class up to every instance boundary.
+SELECT key, start_ns, end_ns, cls FROM rg_calls
 
 -- @query rg_cpu_probes
 -- Each instance's boundaries: covered time at its end minus at its start.
