@@ -91,19 +91,19 @@ class Coverage:
 
     ``covered(key, t)`` is the length of the union of the key's intervals that lies before
     ``t``. The union is kept as its pieces (each interval beyond the furthest end before it)
-    with running totals, so an instant is answered by one binary search: no sort of the
-    instants, which in ``ranges`` number twice the pending stretches (17 million at ten
-    million kernels) against ten million intervals.
+    with running totals, so an instant is answered by one search among the pieces
+    (``_compiled.covered``): no sort of the instants, which in ``ranges`` number twice the
+    pending stretches (17 million at ten million kernels) against ten million intervals.
     """
 
-    def __init__(self, report: Report, sql: str, params: dict | None = None) -> None:
+    def __init__(self, report: Report, sql: str) -> None:
         """The union per ``key`` of the rows of ``sql`` (columns key, start_ns, end_ns;
         rows with a NULL, or ending before they start, are left out)."""
         parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         furthest: dict[int, int | None] = {}
         for (key,), rows in segments(
             report, f"SELECT * FROM ({sql}) WHERE end_ns >= start_ns", ("key",),
-            ("start_ns", "end_ns"), order="start_ns, end_ns DESC", params=params,
+            ("start_ns", "end_ns"), order="start_ns, end_ns DESC",
         ):
             start, end = (rows[c].astype(np.int64, copy=False) for c in ("start_ns", "end_ns"))
             before, furthest[key] = ends_before(start, end, furthest.get(key))

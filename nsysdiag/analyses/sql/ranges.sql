@@ -112,7 +112,8 @@ ORDER BY instance;
 
 -- @query rg_units
 -- The rg_* queries are steps of `instances` (materialized one by one, so that each heavy
--- join or window gets the whole memory budget; two sums come from analyses/sweep.py).
+-- join or window gets the whole memory budget; the CPU sums come from analyses/sweep.py,
+-- the busy times from intervals.Coverage).
 -- rg_units: the instances with the key their CUDA calls are matched on, and the scope.
 SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key,
        $scope AS scope
