@@ -31,7 +31,7 @@ from .definitions import (
 from .enums import ENUM_TABLES, enum_table
 
 #: bump when a view's columns or meaning change, so old caches are not reused
-VIEW_FORMAT = 7
+VIEW_FORMAT = 8
 
 #: How views are written. zstd level 1: at 5M kernels 17% faster to write than the default
 #: level 3 for 5% more bytes (snappy: as fast, twice the bytes). Format version 2 (delta
