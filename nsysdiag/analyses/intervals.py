@@ -24,6 +24,9 @@ Ties in start may come in any order: none of the three depends on it.
 A count changed by events (+1, -1 or 0 at an instant, in time order; ``Depth``): the events
 of one instant are netted, so the count after an instant holds until the next instant.
 
+A union kept for lookups (``Coverage``): its length before any instant, for instants in any
+order, by a compiled search among its pieces instead of a sort of the instants.
+
 Unions and merged stretches per group (``group_unions``, ``group_islands``), for many small
 groups at once (the instances of ``ranges``): each group's intervals lie in a window of its
 own, ``[lo, hi]``; shifting every window into a range above the earlier groups' ranges lets
