@@ -217,6 +217,35 @@ def test_random_trace_matches_reference_and_is_order_free(builder, tmp_path):
     assert results[0].summary == results[1].summary
 
 
+@pytest.mark.parametrize("batch_rows", [5, 1 << 20])
+def test_stream_gaps_match_reference_across_batches(builder, tmp_path, monkeypatch, batch_rows):
+    """Per-stream gaps come from the device pass: streams interleaved on two GPUs of two
+    processes, streamed in batches of 5 rows (streams met mid-pass, runs cut by batches)."""
+    from nsysdiag.analyses import intervals
+
+    monkeypatch.setattr(intervals, "BATCH_ROWS", batch_rows)
+    rng = random.Random(11)
+    b = builder("current")
+    by_stream: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    for _ in range(200):
+        start = rng.randrange(0, 50_000)
+        pid, device, stream = rng.choice((1, 2)), rng.choice((0, 1)), rng.choice((7, 8, 9, 13))
+        end = start + rng.randrange(1, 900)
+        b.kernel(start, end, pid=pid, device=device, stream=stream)
+        by_stream.setdefault((pid, device, stream), []).append((start, end))
+    ref = {}
+    for key, kernels in by_stream.items():
+        kernels.sort()
+        gaps = [s - e for (_, e), (s, _) in zip(kernels, kernels[1:]) if s > e]
+        if gaps:
+            ref[key] = (len(gaps), max(gaps), float(np.percentile(gaps, 50)))
+    res = run(b, tmp_path)
+    got = {(r["pid"], r["device_id"], r["stream_id"]): (r["gaps"], r["max_ns"], r["p50_ns"])
+           for r in res.table("per_stream").to_pylist() if r["gaps"]}
+    assert got == ref
+    assert res.table("per_stream").num_rows == len(by_stream)
+
+
 def test_gap_summary_helper(streams, tmp_path):
     with nsysdiag.open(streams.write(tmp_path / "s.sqlite"), cache=False) as rep:
         s = launch_gaps.gap_summary(rep)

@@ -115,3 +115,21 @@ def covered(lo, hi, before, ts, out):
             a, b = j + 1, min(j + step, n)
             j += np.searchsorted(lo[a:b], t, side="right")
         out[i] = 0 if j < 0 else before[j] + min(t, hi[j]) - lo[j]
+
+
+@_jit
+def follow_streams(codes, start, end, own, last_end, no_end, gap_code, gap_ns):
+    """Per stream, the gap before each own unit: ``start`` minus the end of the unit before
+    it on its stream (``codes``: the stream of each unit, in start order), when positive.
+    ``last_end`` (per stream code; ``no_end`` before its first unit) carries the streams
+    from batch to batch. Writes the gaps to ``gap_code``/``gap_ns``; returns their count."""
+    n = 0
+    for i in range(codes.size):
+        c = codes[i]
+        previous = last_end[c]
+        if own[i] and previous > no_end and start[i] > previous:
+            gap_code[n] = c
+            gap_ns[n] = start[i] - previous
+            n += 1
+        last_end[c] = end[i]
+    return n

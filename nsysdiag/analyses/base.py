@@ -19,7 +19,7 @@ import contextlib
 import functools
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -137,21 +137,6 @@ def step_file(report: Report, module: str, name: str) -> Iterator[Path]:
     finally:
         report.con.execute(f"DROP VIEW IF EXISTS {name}")
         target.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def python_step(
-    report: Report, module: str, name: str, schema: pa.Schema, tables: Iterable[pa.Table]
-) -> Iterator[None]:
-    """Step ``name`` made of the Arrow tables a Python pass yields, streamed to its file and
-    named as a view for the duration of the block."""
-    with step_file(report, module, name) as target:
-        # closing the pass on an error ends the query it streams, which holds the connection
-        with contextlib.closing(iter(tables)) as pass_, step_writer(target, schema) as out:
-            for table in pass_:
-                out.write_table(table.cast(schema))
-        expose(report, name, target)
-        yield
 
 
 def step_writer(target: Path, schema: pa.Schema) -> pq.ParquetWriter:

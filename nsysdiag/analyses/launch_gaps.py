@@ -19,14 +19,16 @@ import pyarrow as pa
 
 from ..errors import UsageError
 from ..report import Report
-from . import intervals
+from . import _compiled, intervals
 from .base import (
     OK,
     AnalysisResult,
+    expose,
     load_sql,
     not_captured,
-    python_step,
     run_query,
+    step_file,
+    step_writer,
     temp_views,
 )
 
@@ -43,11 +45,13 @@ KERNEL, GRAPH_LAUNCH, GRAPH_NODE = 0, 1, 2
 #: it extends no busy period and is no kernel's predecessor
 NO_END = -(1 << 62)
 
-_GAP_ROWS = pa.schema([(c, pa.int64()) for c in (
-    "device_id", "pid", "global_pid", "kind_id", "correlation_id", "gap_ns", "start_ns",
-    "launch_end_ns")])
-_STREAM_GAPS = pa.schema([(c, pa.int64()) for c in (
-    "global_pid", "device_id", "context_id", "stream_id", "gap_ns")])
+_STREAM_KEYS = ("global_pid", "device_id", "context_id", "stream_id")
+_SCHEMAS = {
+    "gap_rows": pa.schema([(c, pa.int64()) for c in (
+        "device_id", "pid", "global_pid", "kind_id", "correlation_id", "gap_ns", "start_ns",
+        "launch_end_ns")]),
+    "stream_gaps": pa.schema([(c, pa.int64()) for c in (*_STREAM_KEYS, "gap_ns")]),
+}
 
 #: share of idle time in prelaunched gaps (%) from which a finding says so
 _PRELAUNCHED_PCT = 10.0
@@ -115,13 +119,18 @@ def gap_summary(
 
 @contextlib.contextmanager
 def _gaps(report: Report, streams: bool) -> Iterator[None]:
-    """The steps of the SQL file, written by the sorted passes (``stream_gaps`` only with
+    """The steps of the SQL file, written by the sorted pass (``stream_gaps`` only with
     ``streams``), and the views over them."""
     with contextlib.ExitStack() as stack:
-        stack.enter_context(python_step(report, NAME, "gap_rows", _GAP_ROWS, _gap_rows(report)))
-        if streams:
-            stack.enter_context(
-                python_step(report, NAME, "stream_gaps", _STREAM_GAPS, _stream_gaps(report)))
+        files = {name: stack.enter_context(step_file(report, NAME, name))
+                 for name in ("gap_rows", "stream_gaps")[: 2 if streams else 1]}
+        with contextlib.ExitStack() as writers:
+            out = {name: writers.enter_context(step_writer(target, _SCHEMAS[name]))
+                   for name, target in files.items()}
+            for name, table in _sequence_pass(report, streams):
+                out[name].write_table(table.cast(_SCHEMAS[name]))
+        for name, target in files.items():
+            expose(report, name, target)
         stack.enter_context(temp_views(report, NAME, _VIEWS))
         yield
 
@@ -138,56 +147,85 @@ def _graph_first(report: Report) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _gap_rows(report: Report) -> Iterator[pa.Table]:
+def _sequence_pass(report: Report, streams: bool) -> Iterator[tuple[str, pa.Table]]:
     """Per process and GPU, the units that start after the furthest end of the earlier ones,
-    with the kind of their gap."""
+    with the kind of their gap (``gap_rows``); with ``streams``, per stream the own kernels
+    that start after the end of the kernel before them (``stream_gaps``: a stream's kernels
+    come in the same order, so one sorted read serves both)."""
     furthest: dict[tuple[int, ...], int | None] = {}
     first = _graph_first(report)
-    for key, unit in intervals.segments(
+    per_stream = _Streams() if streams else None
+    # a generator closed early (an error while writing) ends the query it streams, which
+    # holds the connection
+    with contextlib.closing(intervals.segments(
         report, load_sql(NAME)["sequence"], ("global_pid", "device_id"),
-        ("pid", "correlation_id", "unit", "start_ns", "end_ns", "launch_end_ns"),
+        ("pid", "correlation_id", "unit", "start_ns", "end_ns", "launch_end_ns",
+         "context_id", "stream_id", "in_stream"),
         order="start_ns, sort_end", params={"no_end": NO_END},
-    ):
-        start = unit["start_ns"].astype(np.int64, copy=False)
-        before, furthest[key] = intervals.ends_before(
-            start, unit["end_ns"].astype(np.int64, copy=False), furthest.get(key))
-        gap = (start > before) & (before > NO_END)
-        kind, correlation = unit["unit"][gap], unit["correlation_id"][gap]
-        kind = np.where(kind == 0, KERNEL, np.where(kind == 2, GRAPH_LAUNCH, GRAPH_NODE))
-        if key[0] in first and (kind == GRAPH_NODE).any():
-            ids, starts = first[key[0]]
-            at = np.minimum(np.searchsorted(ids, correlation), len(ids) - 1)
-            first_node = (ids[at] == correlation) & (starts[at] == start[gap])
-            kind[(kind == GRAPH_NODE) & first_node] = GRAPH_LAUNCH
-        launch_end = unit["launch_end_ns"][gap]
-        yield pa.table({
-            "device_id": np.full(gap.sum(), key[1]),
-            "pid": unit["pid"][gap],
-            "global_pid": np.full(gap.sum(), key[0]),
-            "kind_id": kind,
-            "correlation_id": pa.array(correlation, mask=correlation == -1),
-            "gap_ns": (start - before)[gap],
-            "start_ns": start[gap],
-            "launch_end_ns": pa.array(launch_end, mask=launch_end == NO_END),
-        })
+    )) as sequence:
+        for key, unit in sequence:
+            start = unit["start_ns"].astype(np.int64, copy=False)
+            end = unit["end_ns"].astype(np.int64, copy=False)
+            if per_stream is not None:
+                yield "stream_gaps", per_stream.gaps(key, unit, start, end)
+            before, furthest[key] = intervals.ends_before(start, end, furthest.get(key))
+            gap = (start > before) & (before > NO_END)
+            kind, correlation = unit["unit"][gap], unit["correlation_id"][gap]
+            kind = np.where(kind == 0, KERNEL, np.where(kind == 2, GRAPH_LAUNCH, GRAPH_NODE))
+            if key[0] in first and (kind == GRAPH_NODE).any():
+                ids, starts = first[key[0]]
+                at = np.minimum(np.searchsorted(ids, correlation), len(ids) - 1)
+                first_node = (ids[at] == correlation) & (starts[at] == start[gap])
+                kind[(kind == GRAPH_NODE) & first_node] = GRAPH_LAUNCH
+            launch_end = unit["launch_end_ns"][gap]
+            yield "gap_rows", pa.table({
+                "device_id": np.full(gap.sum(), key[1]),
+                "pid": unit["pid"][gap],
+                "global_pid": np.full(gap.sum(), key[0]),
+                "kind_id": kind,
+                "correlation_id": pa.array(correlation, mask=correlation == -1),
+                "gap_ns": (start - before)[gap],
+                "start_ns": start[gap],
+                "launch_end_ns": pa.array(launch_end, mask=launch_end == NO_END),
+            })
 
 
-def _stream_gaps(report: Report) -> Iterator[pa.Table]:
-    """Per stream, the own kernels that start after the end of the kernel before them."""
-    keys = ("global_pid", "device_id", "context_id", "stream_id")
-    last_end: dict[tuple[int, ...], int] = {}
-    for key, kernel in intervals.segments(
-        report, load_sql(NAME)["stream_sequence"], keys, ("own", "start_ns", "end_ns"),
-        order="start_ns, sort_end", params={"no_end": NO_END},
-    ):
-        start, end = (kernel[c].astype(np.int64, copy=False) for c in ("start_ns", "end_ns"))
-        previous = np.r_[last_end.get(key, NO_END), end[:-1]]
-        last_end[key] = int(end[-1])
-        gap = kernel["own"] & (previous > NO_END) & (start > previous)
-        yield pa.table({
-            **{k: np.full(gap.sum(), v) for k, v in zip(keys, key)},
-            "gap_ns": (start - previous)[gap],
-        })
+class _Streams:
+    """The streams met in the device sequence, each with a code, its key and the end of its
+    last kernel so far (``_compiled.follow_streams`` measures the gaps)."""
+
+    def __init__(self) -> None:
+        self.codes: dict[tuple[int, ...], int] = {}
+        self.keys = np.empty((0, len(_STREAM_KEYS)), dtype=np.int64)  # by code
+        self.last_end = np.empty(0, dtype=np.int64)
+
+    def gaps(self, key: tuple[int, ...], unit: dict[str, np.ndarray], start: np.ndarray,
+             end: np.ndarray) -> pa.Table:
+        mine = unit["in_stream"].astype(bool, copy=False)
+        codes = self._codes(key, unit["context_id"][mine], unit["stream_id"][mine])
+        gap_code, gap_ns = (np.empty(len(codes), dtype=np.int64) for _ in range(2))
+        n = _compiled.follow_streams(codes, start[mine], end[mine], unit["unit"][mine] == 0,
+                                     self.last_end, NO_END, gap_code, gap_ns)
+        keys = self.keys[gap_code[:n]]
+        return pa.table({**{c: keys[:, i] for i, c in enumerate(_STREAM_KEYS)},
+                         "gap_ns": gap_ns[:n]})
+
+    def _codes(self, key: tuple[int, ...], context: np.ndarray, stream: np.ndarray) -> np.ndarray:
+        """The code of each row's stream; a run of rows on one stream is looked up once."""
+        if not len(context):
+            return np.empty(0, dtype=np.int64)
+        change = (context[1:] != context[:-1]) | (stream[1:] != stream[:-1])
+        head = np.r_[0, np.flatnonzero(change) + 1]
+        pairs, inverse = np.unique(np.stack([context[head], stream[head]], axis=1),
+                                   axis=0, return_inverse=True)
+        streams = [(*key, *p) for p in pairs.tolist()]
+        new = [s for s in streams if s not in self.codes]
+        if new:
+            self.codes.update(zip(new, range(len(self.codes), len(self.codes) + len(new))))
+            self.keys = np.concatenate([self.keys, np.array(new, dtype=np.int64)])
+            self.last_end = np.r_[self.last_end, np.full(len(new), NO_END, dtype=np.int64)]
+        lut = np.array([self.codes[s] for s in streams], dtype=np.int64)
+        return np.repeat(lut[inverse.ravel()], np.diff(np.r_[head, len(context)]))
 
 
 def _summary(report: Report, params: dict[str, int]) -> dict[str, Any]:

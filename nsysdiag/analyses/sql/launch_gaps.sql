@@ -27,16 +27,19 @@
 -- start_ns - end_ns of the previous kernel on the stream, when positive, before non-graph
 -- kernels.
 --
--- The running maximum and the per-stream predecessor are sorted passes in numpy
--- (analyses/launch_gaps.py, with analyses/intervals.py): a window function over one
--- partition per GPU runs on one core, 5 s at ten million kernels. The passes read
+-- The running maximum and the per-stream predecessor are one sorted pass in numpy
+-- (analyses/launch_gaps.py, with analyses/intervals.py and analyses/_compiled.py): a
+-- window function over one partition per GPU runs on one core, 5 s at ten million
+-- kernels. The pass reads
 --   sequence         the device sequence: every kernel and graph-level execution, unit
 --                    0 kernel, 1 graph node, 2 graph-level execution, sorted by start_ns,
 --                    then end_ns (NULL last); a NULL end extends no busy period
 --                    (end_ns = $no_end); a NULL correlation id reads -1, a NULL
---                    launch_end_ns $no_end
---   stream_sequence  kernels per stream, same order; own: not a graph node
--- and write the steps
+--                    launch_end_ns $no_end; in_stream: a kernel with a known context and
+--                    stream (each stream's kernels come in this order too, so the same
+--                    pass follows them; a second read sorted per stream cost 1.1 s at
+--                    ten million kernels)
+-- and writes the steps
 --   gap_rows         from the sequence, the units that start after busy_until_ns (the
 --                    furthest end among the earlier units): device_id, pid, global_pid,
 --                    kind_id (0 kernel, 1 graph_launch, 2 graph_node: the pass tells the
@@ -45,7 +48,8 @@
 --                    busy_until_ns, start_ns, launch_end_ns (NULL if unknown)
 --   stream_gaps      per stream, the own kernels that start after the end of the kernel
 --                    before them: global_pid, device_id, context_id, stream_id, gap_ns
--- Rows with a NULL process, device, context, stream or start are in neither pass.
+-- Rows with a NULL process, device or start are left out; a kernel with a NULL context or
+-- stream counts on its GPU but in no stream.
 -- Views over gap_rows (the queries below read them; projections and filters cost less
 -- than writing ten million rows out again):
 --   gaps       gap_rows with kind ('kernel', 'graph_launch', 'graph_node', as above):
@@ -70,19 +74,17 @@
 -- @query sequence
 SELECT global_pid, device_id, pid, coalesce(correlation_id, -1) AS correlation_id, unit,
        start_ns, end_ns AS sort_end, coalesce(end_ns, $no_end) AS end_ns,
-       coalesce(launch_end_ns, $no_end) AS launch_end_ns
+       coalesce(launch_end_ns, $no_end) AS launch_end_ns,
+       coalesce(context_id, 0) AS context_id, coalesce(stream_id, 0) AS stream_id,
+       unit < 2 AND context_id IS NOT NULL AND stream_id IS NOT NULL AS in_stream
 FROM (SELECT global_pid, pid, device_id, correlation_id, start_ns, end_ns, launch_end_ns,
-             CASE WHEN graph_node_id IS NULL THEN 0 ELSE 1 END AS unit
+             CASE WHEN graph_node_id IS NULL THEN 0 ELSE 1 END AS unit, context_id, stream_id
       FROM kernels
       UNION ALL
-      SELECT global_pid, pid, device_id, correlation_id, gpu_start_ns, gpu_end_ns, NULL, 2
+      SELECT global_pid, pid, device_id, correlation_id, gpu_start_ns, gpu_end_ns, NULL, 2,
+             NULL, NULL
       FROM cuda_graphs
       WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL)
-
--- @query stream_sequence
-SELECT global_pid, device_id, context_id, stream_id, graph_node_id IS NULL AS own, start_ns,
-       end_ns AS sort_end, coalesce(end_ns, $no_end) AS end_ns
-FROM kernels
 
 -- @query graph_first
 SELECT global_pid, correlation_id, min(start_ns) AS first_start_ns
