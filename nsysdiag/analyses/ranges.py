@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, NamedTuple
 import click
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import UsageError
 from . import intervals, sweep
@@ -303,9 +302,9 @@ def _instances(report: Report, scope: str) -> pa.Table:
         return run_query(report, NAME, "instances")
 
 
-_OWN_SCHEMA = pa.schema([("instance", pa.int64()), ("cls", pa.string()), ("device_id", pa.int64()),
-                         ("start_ns", pa.int64()), ("end_ns", pa.int64()),
-                         ("api_end_ns", pa.int64())])
+_OWN_SCHEMA = pa.schema([("instance", pa.int64()), ("kernel", pa.bool_()),
+                         ("device_id", pa.int64()), ("start_ns", pa.int64()),
+                         ("end_ns", pa.int64()), ("api_end_ns", pa.int64())])
 
 
 def _own(report: Report, target: Path, scope: str) -> None:
@@ -323,28 +322,30 @@ def _own(report: Report, target: Path, scope: str) -> None:
         sweep.BATCH_ROWS)
     with step_writer(target, _OWN_SCHEMA) as out:
         for batch in launched:
-            known = pc.and_(pc.and_(batch.column("key").is_valid(),
-                                    batch.column("api_start_ns").is_valid()),
-                            batch.column("api_end_ns").is_valid())
-            batch = batch.filter(known)
-            key, api_start, api_end = (batch.column(c).to_numpy().astype(np.int64, copy=False)
-                                       for c in ("key", "api_start_ns", "api_end_ns"))
+            known = np.ones(batch.num_rows, dtype=bool)
+            values = []
+            for name in ("key", "api_start_ns", "api_end_ns"):
+                column = batch.column(name)
+                if column.null_count:
+                    known &= column.is_valid().to_numpy(zero_copy_only=False)
+                    column = column.fill_null(0)
+                values.append(column.to_numpy().astype(np.int64, copy=False))
+            key, api_start, api_end = values
             instance = np.full(batch.num_rows, -1, dtype=np.int64)
-            for k in np.unique(key).tolist():
+            for k in np.unique(key[known]).tolist():
                 if k not in first:
                     continue
                 lo, hi = first[k]
-                rows = np.flatnonzero(key == k)
+                rows = np.flatnonzero((key == k) & known)
                 j = lo + np.searchsorted(starts[lo:hi], api_start[rows], side="right") - 1
                 inside = (j >= lo) & (api_end[rows] <= ends[np.maximum(j, lo)])
                 instance[rows[inside]] = ids[j[inside]]
-            placed = instance >= 0
-            if placed.any():
-                mine = batch.filter(pa.array(placed))
+            placed = np.flatnonzero(instance >= 0)
+            if len(placed):
                 out.write_table(pa.table({
                     "instance": instance[placed],
-                    **{c: mine.column(c) for c in ("cls", "device_id", "start_ns", "end_ns")},
-                    "api_end_ns": mine.column("api_end_ns"),
+                    **{c: batch.column(c).take(placed)
+                       for c in ("kernel", "device_id", "start_ns", "end_ns", "api_end_ns")},
                 }).cast(_OWN_SCHEMA))
 
 

@@ -147,25 +147,26 @@ SELECT key, unnest([start_ns, end_ns]) AS ts, instance AS grp, unnest([-1, 1]) A
 FROM rg_units
 
 -- @query rg_ops
--- (a view) Every GPU operation with its launch key; kernel_row: a row of kernels, which carries its
--- launch call.
-SELECT 'kernel' AS cls, device_id, global_pid, correlation_id, start_ns, end_ns,
+-- (a view) Every GPU operation with its launch key; kernel: a kernel or a graph-level
+-- execution (else a copy or memset; a boolean, since a string per row cost time at ten
+-- million kernels); kernel_row: a row of kernels, which carries its launch call.
+SELECT true AS kernel, device_id, global_pid, correlation_id, start_ns, end_ns,
        true AS kernel_row
 FROM kernels WHERE start_ns > 0
 UNION ALL
-SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns, false
+SELECT false, device_id, global_pid, correlation_id, start_ns, end_ns, false
 FROM memcpys WHERE start_ns > 0
 UNION ALL
-SELECT 'copy', device_id, global_pid, correlation_id, start_ns, end_ns, false
+SELECT false, device_id, global_pid, correlation_id, start_ns, end_ns, false
 FROM memsets WHERE start_ns > 0
 UNION ALL
-SELECT 'kernel', device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns, false
+SELECT true, device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns, false
 FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0
 
 -- @query rg_launched_other
 -- Step: the GPU operations other than kernels (copies, memsets, graph-level executions)
 -- with the key's call that launched them, joined to rg_calls; a few, next to the kernels.
-SELECT a.key, a.start_ns AS api_start_ns, a.end_ns AS api_end_ns, o.cls, o.device_id,
+SELECT a.key, a.start_ns AS api_start_ns, a.end_ns AS api_end_ns, o.kernel, o.device_id,
        o.start_ns, o.end_ns
 FROM rg_ops o
 JOIN rg_calls a ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id
@@ -176,7 +177,7 @@ WHERE NOT o.kernel_row
 -- the kernels view carries (several calls with its id, runtime and driver, count as one
 -- from the first entry to the last return); the others come from rg_launched_other.
 -- Streamed (no join: the kernels are read as they are), not written out.
--- Each instance's own work, the step rg_own (instance, cls, device_id, start_ns, end_ns,
+-- Each instance's own work, the step rg_own (instance, kernel, device_id, start_ns, end_ns,
 -- api_end_ns), is matched from these in analyses/ranges.py (_own): the call goes to the
 -- instance of its key with the latest start_ns <= the call's start_ns (ties: the higher
 -- instance number), when that instance also contains the call's end. (An ASOF join did
@@ -184,7 +185,7 @@ WHERE NOT o.kernel_row
 -- thousand instances.)
 SELECT *
 FROM (SELECT CASE WHEN $scope = 'thread' THEN launch_global_tid ELSE global_pid END AS key,
-             launch_start_ns AS api_start_ns, launch_end_ns AS api_end_ns, 'kernel' AS cls,
+             launch_start_ns AS api_start_ns, launch_end_ns AS api_end_ns, true AS kernel,
              device_id, start_ns, end_ns
       FROM kernels WHERE start_ns > 0 AND launch_end_ns IS NOT NULL)
 WHERE key IN (SELECT DISTINCT key FROM rg_units)
@@ -230,7 +231,7 @@ ORDER BY o.instance, s
 -- Per instance, its own work clipped to its window on its device, sorted: analyses/ranges.py
 -- takes the unions (intervals.group_unions) of the kernels and of all of it into rg_own_union
 -- (instance, kernel_union_ns, any_union_ns). Work that ends where it starts adds nothing.
-SELECT o.instance, o.cls = 'kernel' AS kernel, greatest(o.start_ns, d.start_ns) AS s,
+SELECT o.instance, o.kernel, greatest(o.start_ns, d.start_ns) AS s,
        least(o.end_ns, d.end_ns) AS e, d.start_ns AS lo, d.end_ns AS hi
 FROM rg_own o JOIN rg_udev d USING (instance)
 WHERE o.device_id = d.device_id
@@ -281,10 +282,10 @@ udev AS (SELECT * FROM rg_udev),
 busy AS (SELECT * FROM rg_busy),
 own_total AS (
     SELECT instance,
-           count(*) FILTER (WHERE cls = 'kernel') AS n_kernels,
-           count(*) FILTER (WHERE cls = 'copy') AS n_copies,
-           coalesce(sum(end_ns - start_ns) FILTER (WHERE cls = 'kernel'), 0) AS own_kernel_total_ns,
-           coalesce(sum(end_ns - start_ns) FILTER (WHERE cls = 'copy'), 0) AS own_copy_total_ns,
+           count(*) FILTER (WHERE kernel) AS n_kernels,
+           count(*) FILTER (WHERE NOT kernel) AS n_copies,
+           coalesce(sum(end_ns - start_ns) FILTER (WHERE kernel), 0) AS own_kernel_total_ns,
+           coalesce(sum(end_ns - start_ns) FILTER (WHERE NOT kernel), 0) AS own_copy_total_ns,
            min(start_ns) AS gpu_start_ns, max(end_ns) AS gpu_end_ns
     FROM own GROUP BY instance),
 own_union AS (SELECT * FROM rg_own_union),
