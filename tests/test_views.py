@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import random
 
+import numpy as np
 import pytest
 from conftest import H200, need
 
@@ -216,6 +218,65 @@ def test_kernels_carry_their_launch_call(builder, tmp_path):
                         "launch_global_tid & 16777215 FROM kernels ORDER BY start_ns")
     assert got == [(100, 10, 50, 11), (210, None, None, None), (230, None, None, None),
                    (250, 80, 90, 12)]
+
+
+def test_launch_calls_match_a_reference(builder, tmp_path):
+    """Kernels of three processes, shuffled, matched to launch calls by (process,
+    correlation id): a runtime call and driver calls with its id are one call from the first
+    entry (and its thread) to the last return; ids without a launch call, or only another
+    process' or a memcpy's, match nothing. An invalid entry time reads as NULL."""
+    rng = random.Random(5)
+    b = builder("current")
+    calls: dict[tuple[int, int], list[tuple[int | None, int | None, int]]] = {}
+    for pid in (3, 4, 5):
+        for corr in rng.sample(range(1, 400), 120):
+            name = rng.choice(("cudaLaunchKernel", "cudaGraphLaunch", "cudaMemcpyAsync"))
+            for _ in range(rng.choice((1, 1, 2, 3))):  # runtime and driver calls, one id
+                start = rng.randrange(0, 10_000) if rng.random() > 0.05 else 2**62  # invalid
+                end = start + rng.randrange(1, 500) if start < 2**62 else 5
+                tid = rng.randrange(1, 9)
+                b.api(start, end, name, corr=corr, pid=pid, tid=tid, driver=rng.random() < 0.5)
+                if name != "cudaMemcpyAsync":
+                    # an invalid entry reads NULL; the return stays (it cannot be before it)
+                    calls.setdefault((pid, corr), []).append(
+                        (start if start < 2**62 else None, end, tid))
+    kernels = [(pid, corr) for pid in (3, 4, 5, 6) for corr in range(0, 420, 3)]
+    rng.shuffle(kernels)
+    expected = []
+    for i, (pid, corr) in enumerate(kernels):
+        b.kernel(10_000 + i, 10_001 + i, corr=corr, pid=pid)
+        mine = calls.get((pid, corr), [])
+        starts = [(s, t) for s, _, t in mine if s is not None]
+        ends = [e for _, e, _ in mine if e is not None]
+        first = min(starts, default=(None, None))  # ties: any thread of those entries
+        expected.append((10_000 + i, first[0], max(ends, default=None),
+                         first[1] if len(starts) == len({s for s, _ in starts}) else "tie"))
+    with nsysdiag.open(b.write(tmp_path / "l.sqlite"), cache=False) as rep:
+        got = rows(rep, "SELECT start_ns, launch_start_ns, launch_end_ns, "
+                        "launch_global_tid & 16777215 FROM kernels ORDER BY start_ns")
+    got = [g if e[3] != "tie" else (*g[:3], "tie") for g, e in zip(got, expected)]
+    assert got == expected
+    assert sum(e[1] is not None for e in expected) > 50  # the test matches many
+
+
+def test_launch_key_search_in_any_order():
+    """The galloping search finds each key whatever the order of the keys searched."""
+    from nsysdiag.views import _compiled
+
+    rng = np.random.default_rng(3)
+    keys = sorted({(int(c), int(r)) for c, r in zip(rng.integers(0, 3, 3000),
+                                                     rng.integers(-50, 5000, 3000))})
+    code, corr = (np.array(k, dtype=np.int64) for k in zip(*keys))
+    where = {k: i for i, k in enumerate(keys)}
+    for order in ("ascending", "descending", "random"):
+        q = np.stack([rng.integers(0, 4, 5000), rng.integers(-60, 5100, 5000)], axis=1)
+        if order != "random":
+            q = q[np.lexsort((q[:, 1], q[:, 0]))][:: 1 if order == "ascending" else -1]
+        ok = rng.random(len(q)) > 0.1
+        out = np.empty(len(q), dtype=np.int64)
+        _compiled.find_keys(code, corr, q[:, 0].copy(), q[:, 1].copy(), ok, out)
+        want = [where.get((int(c), int(r)), -1) if o else -1 for (c, r), o in zip(q, ok)]
+        assert out.tolist() == want
 
 
 def test_spill_directory_exists_before_any_view_is_built(tmp_path, monkeypatch):

@@ -29,6 +29,7 @@ from .definitions import (
     ViewSpec,
 )
 from .enums import ENUM_TABLES, enum_table
+from .launch import with_launch_calls
 
 #: bump when a view's columns or meaning change, so old caches are not reused
 VIEW_FORMAT = 8
@@ -110,7 +111,11 @@ class ViewStore:
                 self._view_strings(spec)
             for raw in spec.inputs:
                 name = f"raw_{raw.alias}"
-                self.con.register(name, self._read(raw))
+                if spec.launch_calls and raw is spec.inputs[0]:
+                    reader = with_launch_calls(self.con, lambda raw=raw: self._read(raw))
+                else:
+                    reader = self._read(raw)
+                self.con.register(name, reader)
                 registered.append(name)
             # DuckDB cannot see how long an Arrow stream is (it guesses one row) and would
             # build its hash tables on the raw table: keep the join order as written, big

@@ -47,6 +47,10 @@ class ViewSpec:
     #: columns computed when the view is read (name -> SQL over its stored columns), not
     #: written: integer arithmetic costs less than writing and reading the column
     derived: dict[str, str] = field(default_factory=dict)
+    #: the first raw input gains the columns launch_start_ns, launch_end_ns and
+    #: launch_global_tid: each row's launch call, looked up in the api_calls view by its
+    #: globalPid and correlationId (``views/launch.py``)
+    launch_calls: bool = False
 
 
 _PID = "({g} >> 24) & 16777215"
@@ -129,21 +133,17 @@ KERNELS = ViewSpec(
         ),
     ),
     depends=("api_calls",),
-    # The launch call is joined here, once, for every analysis that needs it (launch gaps,
-    # launch latency): each joining ten million kernels to their calls cost seconds.
+    # The launch call is looked up here, once, for every analysis that needs it (launch
+    # gaps, launch latency, ranges): each joining ten million kernels to their calls cost
+    # seconds.
+    launch_calls=True,
     sql=f"""
-WITH launch AS (
-    SELECT global_pid, correlation_id, min(start_ns) AS launch_start_ns,
-           max(end_ns) AS launch_end_ns, arg_min(global_tid, start_ns) AS launch_global_tid
-    FROM api_calls WHERE category IN ('launch', 'graph_launch')
-    GROUP BY global_pid, correlation_id)
 SELECT {_gpu_common('k')}, k.graphId AS graph_id,
        coalesce(dn.value, sn.value) AS name, coalesce(sn.value, dn.value) AS short_name,
-       l.launch_start_ns, l.launch_end_ns, l.launch_global_tid
+       k.launch_start_ns, k.launch_end_ns, k.launch_global_tid
 FROM {_timed('raw_kernel')} k
 LEFT JOIN _view_strings dn ON dn.id = k.demangledName
-LEFT JOIN _view_strings sn ON sn.id = k.shortName
-LEFT JOIN launch l ON l.global_pid = k.globalPid AND l.correlation_id = k.correlationId""",
+LEFT JOIN _view_strings sn ON sn.id = k.shortName""",
     string_ids=("demangledName", "shortName"),
     derived=_GPU_DERIVED,
     columns={
