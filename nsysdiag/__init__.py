@@ -7,8 +7,24 @@
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING
+
 from .errors import InputError, MissingDataError, NsysdiagError, UsageError  # noqa: E402
-from .report import Report, ReportInfo, open  # noqa: E402
+
+if TYPE_CHECKING:
+    from .report import Report, ReportInfo, open
+
+#: imported on first use: the command line (``cli/__init__.py``) sets memory options that
+#: must come before numpy and DuckDB are imported
+_FROM_REPORT = ("Report", "ReportInfo", "open")
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562
+    if name in _FROM_REPORT:
+        from . import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module 'nsysdiag' has no attribute {name!r}")
 
 
 def diagnose(target, **kwargs):  # noqa: ANN001, ANN201 - documented in diagnosis.engine
