@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nsysdiag.analyses.intervals import Busy, Depth, Union
+from nsysdiag.analyses.intervals import Busy, Union, queue_depth
 
 
 def brute(start: np.ndarray, end: np.ndarray) -> tuple[int, int, int]:
@@ -85,27 +85,36 @@ def depth_brute(t, delta, mark, lo, hi):
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_depth_against_brute_force(seed):
+def test_queue_depth_against_brute_force(seed):
+    """Raises, lowerings and unchanged marks in any order, several at one instant, a
+    lowering at its raise's instant (nets to zero); the bounds from the nonzero events."""
     rng = np.random.default_rng(100 + seed)
     n = int(rng.integers(1, 50))
     opens = rng.integers(0, 100, n)
     closes = opens + rng.integers(0, 20, n)  # 0: a +1 and a -1 at one instant
-    t = np.r_[opens, closes, rng.integers(0, 120, 5)]
-    delta = np.r_[np.ones(n, int), -np.ones(n, int), np.zeros(5, int)]
-    mark = np.r_[rng.random(n) < 0.5, np.zeros(n, bool), np.ones(5, bool)]
-    order = np.lexsort((rng.random(len(t)), t))  # same-instant events in any order
-    t, delta, mark = t[order], delta[order], mark[order]
-    nz = t[delta != 0]
-    lo, hi = (int(nz.min()), int(nz.max())) if len(nz) else (None, None)
-    d = Depth(lo, hi, keep_changes=True)
-    cuts = sorted(set(rng.integers(0, len(t) + 1, int(rng.integers(0, 6))).tolist()))
-    for a, b in zip([0, *cuts], [*cuts, len(t)]):
-        d.feed(t[a:b], delta[a:b], mark[a:b])
-    d.finish()
-    time_at, marked, changes = depth_brute(t, delta, mark, lo, hi)
-    assert d.time_at == time_at and d.marked_at == marked
-    got = [(int(x), int(v)) for ts, vs in d.changes for x, v in zip(ts, vs)]
-    assert got == changes
+    same = rng.integers(0, 120, 5)  # launches that did not queue
+    lo, hi = int(opens.min()), int(closes.max())
+    up, down = rng.permutation(opens), rng.permutation(closes)
+    time_at, marked, (t, depth) = queue_depth(up.copy(), same.copy(), down.copy(), lo, hi,
+                                              keep_changes=True)
+    events = np.r_[opens, same, closes]
+    deltas = np.r_[np.ones(n, int), np.zeros(5, int), -np.ones(n, int)]
+    marks = np.r_[np.ones(n + 5, bool), np.zeros(n, bool)]
+    want_time, want_marked, want_changes = depth_brute(events, deltas, marks, lo, hi)
+    assert (time_at, marked) == (want_time, want_marked)
+    assert list(zip(t.tolist(), depth.tolist())) == want_changes
+    assert queue_depth(up, same, down, None, None)[0] == {}  # no bounds: no time
+
+
+def test_queue_depth_by_hand():
+    # calls returning at 10, 20, 30 whose kernels start at 40, 50, 60 (the method's
+    # example): depths 1, 2, 3 at launch, then 2, 1, 0; a launch at 45 that did not queue
+    # reads depth 2 and splits [40, 50) at depth 2 in two
+    time_at, marked, (t, depth) = queue_depth(np.array([30, 10, 20]), np.array([45]),
+                                              np.array([60, 40, 50]), 10, 60, keep_changes=True)
+    assert time_at == {1: 10 + 10, 2: 10 + 10, 3: 10}
+    assert marked == {1: 1, 2: 2, 3: 1}
+    assert t.tolist() == [10, 20, 30, 40, 50, 60] and depth.tolist() == [1, 2, 3, 2, 1, 0]
 
 
 # --- unions and merged stretches per group (ranges' instances) ---

@@ -133,3 +133,54 @@ def follow_streams(codes, start, end, own, last_end, no_end, gap_code, gap_ns):
             n += 1
         last_end[c] = end[i]
     return n
+
+
+@_jit
+def queue_depth(up_t, same_t, down_t, lo, hi, counted, time_at, marked_at, change_t,
+                change_depth):
+    """A count raised by one at the instants ``up_t``, lowered by one at ``down_t`` and
+    left as it is at ``same_t`` (all three sorted), its events netted per instant. The span
+    from an instant to the next adds to ``time_at[depth after it]`` when ``counted`` and
+    ``lo <= instant < hi``; each ``up`` and ``same`` event adds one to
+    ``marked_at[depth after its instant]``; every instant whose events do not net to zero
+    goes to ``change_t``/``change_depth`` (while they have room). Returns the number of
+    such instants."""
+    i = j = k = 0
+    n_up, n_same, n_down = up_t.size, same_t.size, down_t.size
+    depth = 0
+    changes = 0
+    has_open = False
+    open_t = 0
+    while i < n_up or j < n_same or k < n_down:
+        t = 0
+        first = True
+        if i < n_up:
+            t, first = up_t[i], False
+        if j < n_same and (first or same_t[j] < t):
+            t, first = same_t[j], False
+        if k < n_down and (first or down_t[k] < t):
+            t = down_t[k]
+        if has_open and counted and open_t >= lo and open_t < hi:
+            time_at[depth] += t - open_t
+        net = 0
+        marks = 0
+        while i < n_up and up_t[i] == t:
+            net += 1
+            marks += 1
+            i += 1
+        while j < n_same and same_t[j] == t:
+            marks += 1
+            j += 1
+        while k < n_down and down_t[k] == t:
+            net -= 1
+            k += 1
+        depth += net
+        marked_at[depth] += marks
+        if net != 0:
+            if changes < change_t.size:
+                change_t[changes] = t
+                change_depth[changes] = depth
+            changes += 1
+        has_open = True
+        open_t = t
+    return changes

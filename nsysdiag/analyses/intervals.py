@@ -21,8 +21,8 @@ Definitions (intervals are half-open, ``[start, end)``, taken in start order):
 
 Ties in start may come in any order: none of the three depends on it.
 
-A count changed by events (+1, -1 or 0 at an instant, in time order; ``Depth``): the events
-of one instant are netted, so the count after an instant holds until the next instant.
+A count changed by events (+1, -1 or 0 at an instant; ``queue_depth``): the events of one
+instant are netted, so the count after an instant holds until the next instant.
 
 A union kept for lookups (``Coverage``): its length before any instant, for instants in any
 order, by a compiled search among its pieces instead of a sort of the instants.
@@ -36,7 +36,6 @@ one running maximum over the whole sorted stream restart at every group.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -173,85 +172,66 @@ class Busy:
         self._open = ends[np.searchsorted(ends, start[-1], side="right"):]
 
 
-@dataclass
-class Depth:
-    """A count raised and lowered by events fed in time order (per key).
+def queue_depth(
+    up_t: np.ndarray, same_t: np.ndarray, down_t: np.ndarray, lo: int | None, hi: int | None,
+    keep_changes: bool = False,
+) -> tuple[dict[int, int], dict[int, int], tuple[np.ndarray, np.ndarray]]:
+    """A count raised by one at the instants ``up_t``, lowered by one at ``down_t`` (each
+    after a raise) and left as it is at ``same_t``, its events netted per instant. The
+    arrays come in any order and are sorted in place (they come almost in order, which a
+    stable sort merges in near linear time); a compiled loop walks them
+    (``_compiled.queue_depth``).
 
-    ``lo``/``hi`` bound the time accounted: the span from an instant ``t`` to the next
-    counts at the depth after ``t`` when ``lo <= t < hi``. Afterwards ``time_at`` maps
-    depth to nanoseconds, ``marked_at`` depth to the number of marked events (read right
-    after their instant), and ``changes`` holds (instants, depth after them) where the
-    events of the instant did not net to zero, when ``keep_changes``.
+    Returns ``time_at`` (depth -> ns: the span from an instant ``t`` to the next counts at
+    the depth after ``t`` when ``lo <= t < hi``; nothing counts when either is None),
+    ``marked_at`` (depth -> number of ``up`` and ``same`` events, read right after their
+    instant) and, with ``keep_changes``, the instants whose events do not net to zero with
+    the depth after them (else empty arrays).
     """
-
-    lo: int | None
-    hi: int | None
-    keep_changes: bool = False
-    time_at: dict[int, int] = field(default_factory=dict)
-    marked_at: dict[int, int] = field(default_factory=dict)
-    changes: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
-    _depth: int = 0
-    _open: tuple[int, int] | None = None  # (instant, depth after it): its span is pending
-    _tail: tuple[np.ndarray, ...] = ()  # events of the last instant fed, maybe not complete
-
-    def feed(self, t: np.ndarray, delta: np.ndarray, mark: np.ndarray) -> None:
-        """Add events (after all earlier ones); the last instant waits for more."""
-        if self._tail:
-            t, delta, mark = (np.concatenate([a, b]) for a, b in zip(self._tail, (t, delta, mark)))
-        cut = np.searchsorted(t, t[-1], side="left") if len(t) else 0
-        self._tail = (t[cut:], delta[cut:], mark[cut:])
-        self._instants(t[:cut], delta[:cut], mark[:cut])
-
-    def finish(self) -> None:
-        if self._tail:
-            self._instants(*self._tail)
-            self._tail = ()
-
-    def _instants(self, t: np.ndarray, delta: np.ndarray, mark: np.ndarray) -> None:
-        if not len(t):
-            return
-        first = np.r_[0, np.flatnonzero(t[1:] != t[:-1]) + 1]
-        at = t[first]
-        net = np.add.reduceat(delta.astype(np.int64), first)
-        after = self._depth + np.cumsum(net)
-        self._depth = int(after[-1])
-        _add(self.marked_at, np.repeat(after, np.diff(np.r_[first, len(t)]))[mark])
-        # spans: the pending instant to the first one here, then from each to the next
-        starts = at[:-1] if self._open is None else np.r_[self._open[0], at[:-1]]
-        depths = after[:-1] if self._open is None else np.r_[self._open[1], after[:-1]]
-        spans = at[1:] - at[:-1] if self._open is None else np.diff(np.r_[self._open[0], at])
-        inside = np.ones(len(starts), dtype=bool)
-        if self.lo is not None:
-            inside &= starts >= self.lo
-        if self.hi is not None:
-            inside &= starts < self.hi
-        if self.lo is None or self.hi is None:  # no event changes the count: nothing counts
-            inside[:] = False
-        _add(self.time_at, depths[inside], spans[inside])
-        self._open = (int(at[-1]), int(after[-1]))
-        if self.keep_changes:
-            changed = net != 0
-            self.changes.append((at[changed], after[changed]))
+    for a in (up_t, same_t, down_t):
+        a.sort(kind="stable")
+    # zeros from calloc: only the pages of depths reached are touched
+    time_at, marked_at = (np.zeros(len(up_t) + 1, dtype=np.int64) for _ in range(2))
+    room = len(up_t) + len(down_t) if keep_changes else 0
+    change_t, change_depth = (np.empty(room, dtype=np.int64) for _ in range(2))
+    counted = lo is not None and hi is not None
+    n = _compiled.queue_depth(up_t, same_t, down_t, lo if counted else 0, hi if counted else 0,
+                              counted, time_at, marked_at, change_t, change_depth)
+    return ({int(d): int(time_at[d]) for d in np.flatnonzero(time_at)},
+            {int(d): int(marked_at[d]) for d in np.flatnonzero(marked_at)},
+            (change_t[:n], change_depth[:n]))
 
 
-def _add(into: dict[int, int], keys: np.ndarray, weights: np.ndarray | None = None) -> None:
-    """``into[k] += weight`` (1 without weights) for each key, in exact integers."""
-    if not len(keys):
+def run_codes(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's index among the distinct rows of ``columns``, and those rows (sorted, one
+    per line of a 2-D array). Rows come in runs of equal values (one GPU's or stream's work
+    together), so only the first row of each run is compared with the others: no sort of
+    every row."""
+    n = len(columns[0])
+    if not n:
+        return np.empty(0, dtype=np.int64), np.empty((0, len(columns)), dtype=np.int64)
+    change = np.zeros(n - 1, dtype=bool)
+    for c in columns:
+        change |= c[1:] != c[:-1]
+    head = np.r_[0, np.flatnonzero(change) + 1]
+    distinct, inverse = np.unique(np.stack([c[head] for c in columns], axis=1).astype(np.int64),
+                                  axis=0, return_inverse=True)
+    return np.repeat(inverse.ravel(), np.diff(np.r_[head, n])), distinct
+
+
+def by_code(codes: np.ndarray, n_codes: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(code, the indices of its rows in their order) for each code in ``range(n_codes)``
+    that has rows."""
+    if n_codes == 1:
+        yield 0, np.arange(len(codes))
         return
-    lo, hi = int(keys.min()), int(keys.max())
-    if hi - lo <= 4 * len(keys) + 1024:  # a few distinct keys (depths): add in place
-        sums = np.zeros(hi - lo + 1, dtype=np.int64)
-        np.add.at(sums, keys - lo, 1 if weights is None else weights.astype(np.int64))
-        for k in np.flatnonzero(sums if weights is None else np.bincount(keys - lo)).tolist():
-            into[k + lo] = into.get(k + lo, 0) + int(sums[k])
-        return
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1]
-    sums = (np.add.reduceat(weights[order].astype(np.int64), first) if weights is not None
-            else np.diff(np.r_[first, len(keys)]))
-    for k, w in zip(keys[first].tolist(), sums.tolist()):
-        into[k] = into.get(k, 0) + w
+    # a stable sort of codes that fit 16 bits is a radix sort
+    order = np.argsort(codes.astype(np.int16) if n_codes <= np.iinfo(np.int16).max else codes,
+                       kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(codes, minlength=n_codes))]
+    for code in range(n_codes):
+        if bounds[code + 1] > bounds[code]:
+            yield code, order[bounds[code]:bounds[code + 1]]
 
 
 def segments(

@@ -14,6 +14,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import click
+import numpy as np
 import pyarrow as pa
 
 from ..errors import UsageError
@@ -26,18 +27,12 @@ from .base import (
     not_captured,
     registered,
     run_query,
-    steps,
     temp_views,
 )
 
 NAME = "launch_latency"
 
-#: the queue events: written out as a step for the detail tables, which read them four
-#: times; the summary reads them twice, and recomputing them from the kernels view costs
-#: less than writing them out (10M kernels: 3.6 -> 3.0 s; with detail, 15 -> 17.5 s)
-_EVENTS = ("queue_events",)
-
-#: the depth series' keys (launch_latency.sql: queue_bounds) and the tables of their pass
+#: the depth series' keys and the tables of their pass (launch_latency.sql)
 _SERIES_KEYS = ("level", "device_id", "global_pid", "pid", "context_id", "stream_id")
 _SERIES_FIELDS = [pa.field("level", pa.string())] + [
     pa.field(k, pa.int64()) for k in _SERIES_KEYS[1:]]
@@ -115,7 +110,6 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
         names += ("per_kernel", "per_name", "queue_depth")
     with ExitStack() as stack:
         stack.enter_context(temp_views(report, NAME, ("launches",)))
-        stack.enter_context((steps if detail else temp_views)(report, NAME, _EVENTS))
         for name, table in _depth(report, detail).items():
             stack.enter_context(registered(report, name, table))
         tables = {name: run_query(report, NAME, name, {"top": top}) for name in names}
@@ -132,34 +126,39 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
 def _depth(report: Report, streams: bool) -> dict[str, pa.Table]:
     """The queue depth series of each GPU (and stream): ``_depth_hist``,
     ``_depth_at_launch`` and ``_depth_changes`` of launch_latency.sql."""
-    bounds = {_series(b): b for b in
-              run_query(report, NAME, "queue_bounds", {"streams": streams}).to_pylist()}
     sql = load_sql(NAME)
-    passes = [("device", "device_events", ("device_id",))]
-    if streams:
-        passes.append(("stream", "stream_events",
-                       ("device_id", "global_pid", "context_id", "stream_id")))
-    depths: dict[tuple, intervals.Depth] = {}
-    for level, query, keys in passes:
-        for key, ev in intervals.segments(report, sql[query], keys,
-                                          ("t_ns", "delta", "at_launch"), order="t_ns"):
-            name = _series(dict(zip(keys, key), level=level))
-            if name not in depths:
-                b = bounds[name]
-                depths[name] = intervals.Depth(b["first_ns"], b["last_ns"], keep_changes=streams)
-            depths[name].feed(ev["t_ns"], ev["delta"], ev["at_launch"] & (level == "device"))
     hist, marked = [], {}
     changes = [_DEPTH_SCHEMAS["_depth_changes"].empty_table()]
-    for name, d in depths.items():
-        d.finish()
-        row = {k: bounds[name][k] for k in _SERIES_KEYS}
-        hist += [{**row, "depth": k, "time_ns": v} for k, v in sorted(d.time_at.items())]
-        for k, v in d.marked_at.items():
+
+    def series(level: str, keys: dict[str, int], up: np.ndarray, same: np.ndarray,
+               down: np.ndarray) -> dict[int, int]:
+        # a series counts from its first to its last +1 or -1 event: the first queued
+        # return and the last start (each start comes after its return)
+        lo, hi = (int(up.min()), int(down.max())) if len(up) else (None, None)
+        time_at, marked_at, (t, depth) = intervals.queue_depth(up, same, down, lo, hi,
+                                                              keep_changes=streams)
+        row = _series_row(level, keys)
+        hist.extend({**row, "depth": k, "time_ns": v} for k, v in sorted(time_at.items()))
+        if len(t):
+            changes.append(pa.table(
+                {**{k: pa.repeat(pa.scalar(row[k], f.type), len(t))
+                    for k, f in zip(_SERIES_KEYS, _SERIES_FIELDS)},
+                 "t_ns": t, "depth": depth}, schema=_DEPTH_SCHEMAS["_depth_changes"]))
+        return marked_at
+
+    for device, launches in report.sql(sql["queue_devices"]).fetchall():
+        for k, v in series("device", {"device_id": device},
+                           *_device_events(report, sql["queue_launches"], device, launches)
+                           ).items():
             marked[k] = marked.get(k, 0) + v
-        changes += [pa.table({**{k: pa.repeat(pa.scalar(row[k], f.type), len(t))
-                                 for k, f in zip(_SERIES_KEYS, _SERIES_FIELDS)},
-                              "t_ns": t, "depth": v},
-                             schema=_DEPTH_SCHEMAS["_depth_changes"]) for t, v in d.changes]
+        if streams:
+            rows = {k: np.asarray(v, dtype=np.int64) for k, v in
+                    report.sql(sql["queue_streams"], {"device": device}).fetchnumpy().items()}
+            keys = ("global_pid", "context_id", "stream_id")
+            codes, distinct = intervals.run_codes(tuple(rows[k] for k in keys))
+            for code, at in intervals.by_code(codes, len(distinct)):
+                series("stream", {"device_id": device, **dict(zip(keys, distinct[code].tolist()))},
+                       rows["api_end_ns"][at], np.empty(0, dtype=np.int64), rows["start_ns"][at])
     return {
         "_depth_hist": pa.Table.from_pylist(hist, schema=_DEPTH_SCHEMAS["_depth_hist"]),
         "_depth_at_launch": pa.table({"depth": list(marked), "launches": list(marked.values())},
@@ -168,11 +167,32 @@ def _depth(report: Report, streams: bool) -> dict[str, pa.Table]:
     }
 
 
-def _series(row: dict) -> tuple:
+def _device_events(report: Report, sql: str, device: int, launches: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One GPU's queue events: the returns of the queued launches (+1), of the others (0)
+    and the starts of the queued kernels (-1). Filled batch by batch into two arrays of
+    one slot per launch (queued returns from the front, the others from the back): ten
+    million launches hold 160 MB, not a table of them."""
+    up, down = np.empty(launches, dtype=np.int64), np.empty(launches, dtype=np.int64)
+    front, back = 0, launches
+    for batch in report.sql(sql, {"device": device}).to_arrow_reader(intervals.BATCH_ROWS):
+        end = batch.column("api_end_ns").to_numpy()
+        start = batch.column("queued_start_ns")
+        queued = start.is_valid().to_numpy(zero_copy_only=False)
+        n = int(queued.sum())
+        up[front:front + n] = end[queued]
+        down[front:front + n] = start.drop_null().to_numpy()
+        up[back - (len(end) - n):back] = end[~queued]
+        front, back = front + n, back - (len(end) - n)
+    return up[:front], up[back:], down[:front]
+
+
+def _series_row(level: str, keys: dict[str, int]) -> dict[str, Any]:
     """A depth series' identity: level and its keys (the stream's, NULL at device level)."""
-    if row["level"] == "device":
-        return ("device", row["device_id"])
-    return ("stream", row["device_id"], row["global_pid"], row["context_id"], row["stream_id"])
+    row = {k: None for k in _SERIES_KEYS} | {"level": level, **keys}
+    if level == "stream":
+        row["pid"] = (keys["global_pid"] >> 24) & 0xFFFFFF
+    return row
 
 
 def _us(ns: float | None) -> str:

@@ -18,8 +18,7 @@
 -- At equal times the -1s and +1s are netted, so a start and a launch at the same ns do
 -- not make a transient depth. Graph launches are not in the queue.
 --
--- Views of kernels (the queries below read them; queue_events is written out as a step
--- when the detail tables are asked for, which read it four times):
+-- A view of kernels (the queries below read it):
 --   launches        one row per non-graph kernel with its launch call (ns):
 --                     api_duration_ns              the launch call's own CPU time
 --                     api_start_to_kernel_start_ns call entry -> kernel start
@@ -28,21 +27,22 @@
 --                                                  started first)
 --                     queue_ns                     max(api_end_to_kernel_start_ns, 0)
 --                   (the four are NULL for an unmatched kernel)
---   queue_events    +1 (at api_end_ns) and -1 (at start_ns) per queued kernel, at t_ns
---                   (and a 0 at api_end_ns per matched launch that did not queue)
---   queue_bounds    per series (level 'device': device_id; level 'stream': device_id,
---                   global_pid, pid, context_id, stream_id): first_ns and last_ns, its
---                   first and last queue event (delta <> 0)
--- The depth series is one sorted pass per series over device_events / stream_events
--- (analyses/intervals.py: Depth), registered for the queries below as
+-- The depth series are one sorted pass per series in analyses/launch_latency.py (_depth,
+-- with the compiled loop analyses/_compiled.py: queue_depth), GPU by GPU
+-- (queue_devices): per GPU, +1 at the return of each queued launch and -1 at its
+-- kernel's start, and each matched launch marks the depth right after its return
+-- (queue_launches); per stream, the same for the queued launches with a known process,
+-- context and stream (queue_streams). Each series counts time from its first to its last +1 or -1 event. (DuckDB
+-- sorted the twenty million events of ten million kernels and numpy netted them: 2 s of
+-- the analysis' 2.6 s.) The pass registers, for the queries below,
 --   _depth_hist      level, series keys, depth, time_ns: time at each depth after an
---                    instant t with first_ns <= t < last_ns, until the next instant
+--                    instant t with first <= t < last, until the next instant
 --   _depth_at_launch depth, launches: device depth right after each matched launch
 --                    call returned (counting its own kernel when that had not started
---                    yet), i.e. after the instant of each at_launch event
+--                    yet), i.e. after the instant of each launch
 --   _depth_changes   level, series keys, t_ns, depth: every instant whose events do not
 --                    net to zero, with the depth after it ($streams / detail only)
--- Events of a kernel without a device id are left out of the queue.
+-- Kernels without a device id are left out of the queue.
 -- Outputs:
 --   summary          kernels, matched, unmatched, unmatched_pct (% of kernels), queued
 --                    (started after the call returned), negative_queue (started before it
@@ -71,43 +71,26 @@ SELECT k.pid, k.global_pid, k.device_id, k.context_id, k.stream_id, k.correlatio
 FROM kernels k
 WHERE k.graph_node_id IS NULL
 
--- @query queue_events
--- +1 at api_end_ns and -1 at start_ns per queued kernel; a matched launch that did not
--- queue leaves a 0 at its api_end_ns, only so that its depth at launch is read off the
--- same sorted pass (at_launch marks the rows that give the depth at launch)
-SELECT device_id, global_pid, pid, context_id, stream_id,
-       unnest([api_end_ns, start_ns]) AS t_ns, unnest([1, -1]) AS delta,
-       unnest([true, false]) AS at_launch
+-- @query queue_devices
+SELECT device_id, count(*) AS launches
 FROM launches
-WHERE start_ns > api_end_ns
-UNION ALL
-SELECT device_id, global_pid, pid, context_id, stream_id, api_end_ns, 0, true
-FROM launches
-WHERE api_end_ns IS NOT NULL AND NOT coalesce(start_ns > api_end_ns, false)
-
--- @query queue_bounds
-SELECT 'device' AS level, device_id, NULL::BIGINT AS global_pid, NULL::BIGINT AS pid,
-       NULL::BIGINT AS context_id, NULL::BIGINT AS stream_id,
-       min(t_ns) FILTER (WHERE delta <> 0) AS first_ns,
-       max(t_ns) FILTER (WHERE delta <> 0) AS last_ns
-FROM queue_events
-WHERE device_id IS NOT NULL
+WHERE api_end_ns IS NOT NULL AND device_id IS NOT NULL
 GROUP BY device_id
-UNION ALL
-SELECT 'stream', device_id, global_pid, any_value(pid), context_id, stream_id, min(t_ns),
-       max(t_ns)
-FROM queue_events
-WHERE $streams AND delta <> 0 AND device_id IS NOT NULL AND global_pid IS NOT NULL
-  AND context_id IS NOT NULL AND stream_id IS NOT NULL
-GROUP BY device_id, global_pid, context_id, stream_id
+ORDER BY device_id
 
--- @query device_events
-SELECT device_id, t_ns, delta, at_launch FROM queue_events
+-- @query queue_launches
+-- One GPU's matched launches: the call's return, and its kernel's start when the kernel
+-- started after it (queued), else NULL
+SELECT api_end_ns, CASE WHEN start_ns > api_end_ns THEN start_ns END AS queued_start_ns
+FROM launches
+WHERE device_id = $device AND api_end_ns IS NOT NULL
 
--- @query stream_events
-SELECT device_id, global_pid, context_id, stream_id, t_ns, delta, at_launch
-FROM queue_events
-WHERE delta <> 0
+-- @query queue_streams
+-- One GPU's queued launches with a known stream
+SELECT global_pid, context_id, stream_id, api_end_ns, start_ns
+FROM launches
+WHERE device_id = $device AND start_ns > api_end_ns
+  AND global_pid IS NOT NULL AND context_id IS NOT NULL AND stream_id IS NOT NULL
 
 -- @query latency
 -- One list-valued quantile per metric: a single sorted copy of each column, not one per
