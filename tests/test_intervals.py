@@ -122,22 +122,33 @@ def test_queue_depth_by_hand():
 from nsysdiag.analyses import intervals  # noqa: E402
 
 
-def test_group_unions_and_islands_by_hand():
-    # group 1, window [0, 50]: [10,20) [12,15) [20,25) [30,40); group 2, window [5, 9]:
-    # [5,8) [6,9); group 5, window [90, 200]: [100,101)
-    g = np.array([1, 1, 1, 1, 2, 2, 5])
-    s = np.array([10, 12, 20, 30, 5, 6, 100])
-    e = np.array([20, 15, 25, 40, 8, 9, 101])
-    lo = np.array([0, 0, 0, 0, 5, 5, 90])
-    hi = np.array([50, 50, 50, 50, 9, 9, 200])
-    ids, length = intervals.group_unions(g, s, e, lo, hi)
-    assert ids.tolist() == [1, 2, 5] and length.tolist() == [25, 4, 1]
-    kernel = np.array([False, True, False, True, False, False, True])
-    # group 1 masked: [12,15) [30,40) = 13; group 2 has none: 0
-    assert intervals.group_unions(g, s, e, lo, hi, mask=kernel)[1].tolist() == [13, 0, 1]
-    # [10,20) and [20,25) touch: one stretch
-    got = intervals.group_islands(g, s, e, lo, hi)
-    assert [a.tolist() for a in got] == [[1, 1, 2, 5], [10, 30, 5, 100], [25, 40, 9, 101]]
+def own_work(g, s, e, kernel=None):
+    """_compiled.own_work on rows sorted by group, with [s, e) as both kinds of pieces:
+    ({group: union}, {group: kernel union}, [(group, stretch start, stretch end)])."""
+    from nsysdiag.analyses import _compiled
+
+    kernel = np.ones(len(g), dtype=bool) if kernel is None else kernel
+    out = [np.empty(len(g), dtype=np.int64) for _ in range(6)]
+    n, m = _compiled.own_work(g, kernel, s, e, s, e, *out)
+    groups, kernel_union, any_union, of, a, b = out
+    return (dict(zip(groups[:n].tolist(), any_union[:n].tolist())),
+            dict(zip(groups[:n].tolist(), kernel_union[:n].tolist())),
+            list(zip(of[:m].tolist(), a[:m].tolist(), b[:m].tolist())))
+
+
+def test_own_work_by_hand():
+    # group 1: [20,25) [10,20) [30,40) [12,15) [33,33); group 2: [6,9) [5,8); group 5:
+    # [100,101); rows in any order within a group
+    g = np.array([1, 1, 1, 1, 1, 2, 2, 5])
+    s = np.array([20, 10, 30, 12, 33, 6, 5, 100])
+    e = np.array([25, 20, 40, 15, 33, 9, 8, 101])
+    kernel = np.array([False, False, True, True, True, False, False, True])
+    union, kernel_union, stretches = own_work(g, s, e, kernel)
+    assert union == {1: 25, 2: 4, 5: 1}
+    # group 1's kernels: [30,40) [12,15) = 13; group 2 has none: 0
+    assert kernel_union == {1: 13, 2: 0, 5: 1}
+    # [10,20) and [20,25) touch: one stretch; the empty piece counts nowhere
+    assert stretches == [(1, 10, 25), (1, 30, 40), (2, 5, 9), (5, 100, 101)]
 
 
 def brute_groups(g, s, e, lo, hi, mask=None):
@@ -162,12 +173,10 @@ def brute_groups(g, s, e, lo, hi, mask=None):
     return union, islands
 
 
-@pytest.mark.parametrize("seed", range(20))
-@pytest.mark.parametrize("limit", [1 << 62, 40])
-def test_groups_against_brute_force(monkeypatch, seed, limit):
-    """Random groups with nested, touching and equal intervals; a small SHIFT_LIMIT splits
-    the groups into several shifted runs."""
-    monkeypatch.setattr(intervals, "SHIFT_LIMIT", limit)
+@pytest.mark.parametrize("seed", range(30))
+def test_own_work_against_brute_force(seed):
+    """Random groups with nested, touching and equal intervals, in any order within a
+    group."""
     rng = np.random.default_rng(seed)
     rows = []
     for k in sorted(rng.choice(50, size=rng.integers(1, 8), replace=False).tolist()):
@@ -176,17 +185,14 @@ def test_groups_against_brute_force(monkeypatch, seed, limit):
         for _ in range(int(rng.integers(1, 7))):
             a = int(rng.integers(lo, hi))
             rows.append((k, a, int(rng.integers(a + 1, hi + 1)), lo, hi))
-    rows.sort(key=lambda r: (r[0], r[1]))
+    rng.shuffle(rows)
+    rows.sort(key=lambda r: r[0])  # stable: any order within a group
     g, s, e, lo, hi = (np.array(c, dtype=np.int64) for c in zip(*rows))
     mask = rng.random(len(g)) < 0.5
     union, islands = brute_groups(g, s, e, lo, hi)
-    ids, length = intervals.group_unions(g, s, e, lo, hi)
-    assert dict(zip(ids.tolist(), length.tolist())) == union
     masked, _ = brute_groups(g, s, e, lo, hi, mask)
-    ids, length = intervals.group_unions(g, s, e, lo, hi, mask=mask)
-    assert dict(zip(ids.tolist(), length.tolist())) == masked
-    got = intervals.group_islands(g, s, e, lo, hi)
-    assert list(zip(*(a.tolist() for a in got))) == islands
+    got_union, got_masked, got_islands = own_work(g, s, e, mask)
+    assert got_union == union and got_masked == masked and got_islands == islands
 
 
 def test_whole_groups_keeps_each_key_in_one_chunk():

@@ -184,3 +184,54 @@ def queue_depth(up_t, same_t, down_t, lo, hi, counted, time_at, marked_at, chang
         has_open = True
         open_t = t
     return changes
+
+
+@_jit
+def own_work(group, kernel, ws, we, ps, pe, out_group, out_kernel, out_any, st_group, st_s,
+             st_e):
+    """Per group (rows sorted by group): the union of ``[ws, we)`` over its kernel rows and
+    over all its rows, and the merged stretches of ``[ps, pe)`` (pieces that overlap or
+    touch merge); pieces that end where they start count nowhere. Each group's pieces are
+    sorted by start here (a group holds a range instance's work: tens to thousands).
+    Returns (groups, stretches) written to the outputs."""
+    n = group.size
+    groups = 0
+    stretches = 0
+    a = 0
+    while a < n:
+        b = a + 1
+        while b < n and group[b] == group[a]:
+            b += 1
+        kernel_union = 0
+        any_union = 0
+        order = np.argsort(ws[a:b], kind="mergesort")
+        any_reach = kernel_reach = np.iinfo(np.int64).min
+        for r in order:
+            s, e = ws[a + r], we[a + r]
+            if e <= s:
+                continue
+            any_union += max(e - max(s, any_reach), 0)
+            any_reach = max(any_reach, e)
+            if kernel[a + r]:
+                kernel_union += max(e - max(s, kernel_reach), 0)
+                kernel_reach = max(kernel_reach, e)
+        out_group[groups] = group[a]
+        out_kernel[groups] = kernel_union
+        out_any[groups] = any_union
+        groups += 1
+        order = np.argsort(ps[a:b], kind="mergesort")
+        is_open = False
+        for r in order:
+            s, e = ps[a + r], pe[a + r]
+            if e <= s:
+                continue
+            if is_open and s <= st_e[stretches - 1]:
+                st_e[stretches - 1] = max(st_e[stretches - 1], e)
+            else:
+                st_group[stretches] = group[a]
+                st_s[stretches] = s
+                st_e[stretches] = e
+                stretches += 1
+                is_open = True
+        a = b
+    return groups, stretches

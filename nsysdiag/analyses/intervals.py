@@ -27,10 +27,9 @@ instant are netted, so the count after an instant holds until the next instant.
 A union kept for lookups (``Coverage``): its length before any instant, for instants in any
 order, by a compiled search among its pieces instead of a sort of the instants.
 
-Unions and merged stretches per group (``group_unions``, ``group_islands``), for many small
-groups at once (the instances of ``ranges``): each group's intervals lie in a window of its
-own, ``[lo, hi]``; shifting every window into a range above the earlier groups' ranges lets
-one running maximum over the whole sorted stream restart at every group.
+Streams sorted by a key come regrouped so that no key's rows are split between batches
+(``whole_groups``): the instances of ``ranges``, whose unions and merged stretches a
+compiled loop takes (``_compiled.own_work``).
 """
 
 from __future__ import annotations
@@ -48,8 +47,6 @@ if TYPE_CHECKING:
     from ..report import Report
 
 BATCH_ROWS = 1 << 20
-#: shifted values of ``group_unions`` / ``group_islands`` stay below this
-SHIFT_LIMIT = 1 << 62
 
 
 class Union:
@@ -281,80 +278,3 @@ def whole_groups(reader: Iterable[pa.RecordBatch], key: str) -> Iterator[dict[st
             yield {n: a[:cut] for n, a in cols.items()}
     if held is not None:
         yield held
-
-
-def _shifted(
-    group: np.ndarray, lo: np.ndarray, hi: np.ndarray
-) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
-    """(rows, first row of each group relative to the slice, shift per row) of runs of
-    whole groups. Adding the shift maps each group's window ``[lo, hi]`` to a range of its
-    own, above those of the earlier groups of the run; a run's ranges add up to less than
-    ``SHIFT_LIMIT`` (one run unless the windows are absurdly long)."""
-    n = len(group)
-    if not n:
-        return
-    first = np.r_[0, np.flatnonzero(group[1:] != group[:-1]) + 1]
-    ends = np.r_[first[1:], n]
-    span = hi[first] - lo[first] + 1
-    cuts = [0, len(first)]
-    # the float sum is approximate, hence the margin before cutting exactly
-    if float(span.astype(np.float64).sum()) >= SHIFT_LIMIT / 2:
-        cuts, total = [0], 0
-        for i, width in enumerate(span.tolist()):
-            if total and total + width >= SHIFT_LIMIT:
-                cuts.append(i)
-                total = 0
-            total += width
-        cuts.append(len(first))
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        f = first[a:b]
-        offset = np.r_[0, np.cumsum(span[a:b - 1])] - lo[f]
-        yield slice(int(f[0]), int(ends[b - 1])), f - f[0], np.repeat(offset, ends[a:b] - f)
-
-
-def _cover(ends: np.ndarray) -> np.ndarray:
-    """Exclusive running maximum (-1 before the first)."""
-    out = np.empty_like(ends)
-    out[0] = -1
-    np.maximum.accumulate(ends[:-1], out=out[1:])
-    return out
-
-
-def group_unions(
-    group: np.ndarray, start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-    mask: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(group, length of the union of its intervals) for each group, from rows sorted by
-    group then start, each inside its group's window: ``lo <= start < end <= hi`` (``lo``,
-    ``hi`` the same on every row of a group). With ``mask``, only the masked intervals
-    count (a group with none gets 0)."""
-    groups, lengths = [], []
-    for rows, first, shift in _shifted(group, lo, hi):
-        s, e = start[rows] + shift, end[rows] + shift
-        m = None if mask is None else mask[rows]
-        cover = _cover(e if m is None else np.where(m, e, -1))
-        added = np.maximum(e - np.maximum(s, cover), 0)
-        if m is not None:
-            added = np.where(m, added, 0)
-        groups.append(group[rows][first])
-        lengths.append(np.add.reduceat(added, first))
-    if not groups:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    return np.concatenate(groups), np.concatenate(lengths)
-
-
-def group_islands(
-    group: np.ndarray, start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(group, start, end) of the merged stretches of each group's intervals (intervals
-    that overlap or touch merge), from rows as for :func:`group_unions`."""
-    out: list[tuple[np.ndarray, ...]] = []
-    for rows, _, shift in _shifted(group, lo, hi):
-        s, e = start[rows] + shift, end[rows] + shift
-        reach = np.maximum.accumulate(e)
-        new = np.flatnonzero(s > np.r_[-1, reach[:-1]])
-        last = np.r_[new[1:] - 1, len(s) - 1]
-        out.append((group[rows][new], start[rows][new], reach[last] - shift[last]))
-    if not out:
-        return tuple(np.empty(0, dtype=np.int64) for _ in range(3))
-    return tuple(np.concatenate(parts) for parts in zip(*out))

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import UsageError
-from . import intervals, sweep
+from . import _compiled, intervals, sweep
 from .base import (
     EMPTY,
     NOT_CAPTURED,
@@ -297,8 +297,8 @@ def _instances(report: Report, scope: str) -> pa.Table:
         _own(report, own, scope)
         expose(report, "rg_own", own)
         stack.enter_context(steps(report, NAME, ("rg_udev",)))
-        stack.enter_context(registered(report, "rg_busy", _busy(report)))
-        stack.enter_context(registered(report, "rg_own_union", _own_union(report)))
+        for name, table in zip(("rg_busy", "rg_own_union"), _busy(report)):
+            stack.enter_context(registered(report, name, table))
         return run_query(report, NAME, "instances")
 
 
@@ -349,12 +349,16 @@ def _own(report: Report, target: Path, scope: str) -> None:
                 }).cast(_OWN_SCHEMA))
 
 
-def _busy(report: Report) -> pa.Table:
-    """The step rg_busy: per instance with a device, the time the device was busy (the union
-    of all its operations, rg_busy_intervals) in the instance's window, busy_ns; the merged
-    stretches in which its own work was pending (rg_pending_pieces), pending_ns; and the
-    busy time inside them, pending_busy_ns. The stretches (as many as the kernels) are
-    merged and measured batch by batch, never held all at once."""
+def _busy(report: Report) -> tuple[pa.Table, pa.Table]:
+    """The steps rg_busy and rg_own_union.
+
+    rg_busy: per instance with a device, the time the device was busy (the union of all
+    its operations, rg_busy_intervals) in the instance's window, busy_ns; the merged
+    stretches in which its own work was pending, pending_ns; and the busy time inside
+    them, pending_busy_ns. rg_own_union: per instance, the unions of its own kernels and of
+    all its own work in its window. Both from rg_own_work, batch by batch (its pieces are
+    as many as the kernels; window functions partitioned by instance did the unions in
+    SQL, 2.7 s at ten million kernels)."""
     sql = load_sql(NAME)
     busy = intervals.Coverage(report, sql["rg_busy_intervals"])
     udev = report.sql("SELECT instance, device_id, start_ns, end_ns FROM rg_udev "
@@ -367,31 +371,23 @@ def _busy(report: Report) -> pa.Table:
         window += sign * busy.covered(device, ts.fill_null(0).to_numpy()) * ts.is_valid().to_numpy(
             zero_copy_only=False)
     pending, pending_busy = (np.zeros(len(instance), dtype=np.int64) for _ in range(2))
+    unions: dict[str, list] = {"instance": [], "kernel_union_ns": [], "any_union_ns": []}
     for c in intervals.whole_groups(
-        report.sql(sql["rg_pending_pieces"]).to_arrow_reader(sweep.BATCH_ROWS), "instance"
+        report.sql(sql["rg_own_work"]).to_arrow_reader(sweep.BATCH_ROWS), "instance"
     ):
-        of, s, e = intervals.group_islands(c["instance"], c["s"], c["e"], c["lo"], c["hi"])
+        n = len(c["instance"])
+        groups, kernel, any_union, of, s, e = (np.empty(n, dtype=np.int64) for _ in range(6))
+        g, m = _compiled.own_work(c["instance"], c["kernel"].astype(bool), c["ws"], c["we"],
+                                  c["ps"], c["pe"], groups, kernel, any_union, of, s, e)
+        for key, values in zip(unions, (groups, kernel, any_union)):
+            unions[key].append(values[:g])
+        of, s, e = of[:m], s[:m], e[:m]
         at = np.searchsorted(instance, of)  # pieces exist only where the device is known
         np.add.at(pending, at, e - s)
         np.add.at(pending_busy, at, busy.between(device[at], s, e))
-    return pa.table({"instance": instance, "busy_ns": window, "pending_ns": pending,
-                     "pending_busy_ns": pending_busy})
-
-
-def _own_union(report: Report) -> pa.Table:
-    """The step rg_own_union (ranges.sql: rg_own_window): per instance, the unions of its own
-    kernels and of all its own work in its window, from up to ten million pieces. (Window
-    functions partitioned by instance did this in SQL, 2.7 s at ten million kernels.)"""
-    unions: dict[str, list] = {"instance": [], "kernel_union_ns": [], "any_union_ns": []}
-    for c in intervals.whole_groups(
-        report.sql(load_sql(NAME)["rg_own_window"]).to_arrow_reader(sweep.BATCH_ROWS), "instance"
-    ):
-        args = (c["instance"], c["s"], c["e"], c["lo"], c["hi"])
-        ids, kernel = intervals.group_unions(*args, mask=c["kernel"].astype(bool))
-        unions["instance"].append(ids)
-        unions["kernel_union_ns"].append(kernel)
-        unions["any_union_ns"].append(intervals.group_unions(*args)[1])
-    return pa.table({k: _joined(v) for k, v in unions.items()})
+    return (pa.table({"instance": instance, "busy_ns": window, "pending_ns": pending,
+                      "pending_busy_ns": pending_busy}),
+            pa.table({k: _joined(v) for k, v in unions.items()}))
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:
