@@ -12,7 +12,7 @@ million kernels took to build.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import duckdb
 import numpy as np
@@ -28,27 +28,6 @@ _CALLS = ("SELECT global_pid, correlation_id, start_ns, end_ns, global_tid FROM 
 #: the columns added to each batch of kernels
 LAUNCH_FIELDS = (pa.field("launch_start_ns", pa.int64()), pa.field("launch_end_ns", pa.int64()),
                  pa.field("launch_global_tid", pa.int64()))
-
-
-def with_launch_calls(con: duckdb.DuckDBPyConnection,
-                      kernels: Callable[[], pa.RecordBatchReader], pid: str = "globalPid",
-                      correlation: str = "correlationId") -> pa.RecordBatchReader:
-    """The stream ``kernels()`` opens (raw kernels with the columns ``pid`` and
-    ``correlation``) with the ``LAUNCH_FIELDS`` of each row added; NULL where no launch
-    call has its key. The calls are read first: opening the stream may start threads
-    that decode the kernels, which would compete with that read."""
-    calls = LaunchCalls(con)
-    kernels = kernels()
-    schema = kernels.schema
-    for f in LAUNCH_FIELDS:
-        schema = schema.append(f)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for batch in kernels:
-            added = calls.lookup(batch.column(pid), batch.column(correlation))
-            yield pa.RecordBatch.from_arrays([*batch.columns, *added], schema=schema)
-
-    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 class LaunchCalls:
@@ -80,6 +59,21 @@ class LaunchCalls:
         self.code, self.correlation = code[:n], correlation[:n]
         self.start, self.start_ok = start[:n], start_ok[:n]
         self.end, self.end_ok, self.tid = end[:n], end_ok[:n], tid[:n]
+
+    def added_to(self, kernels: pa.RecordBatchReader, pid: str = "globalPid",
+                 correlation: str = "correlationId") -> pa.RecordBatchReader:
+        """``kernels`` (a raw stream with the columns ``pid`` and ``correlation``) with the
+        ``LAUNCH_FIELDS`` of each row added; NULL where no launch call has its key."""
+        schema = kernels.schema
+        for f in LAUNCH_FIELDS:
+            schema = schema.append(f)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for batch in kernels:
+                added = self.lookup(batch.column(pid), batch.column(correlation))
+                yield pa.RecordBatch.from_arrays([*batch.columns, *added], schema=schema)
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
 
     def lookup(self, pid: pa.Array, correlation: pa.Array) -> list[pa.Array]:
         """The launch columns (``LAUNCH_FIELDS``) of kernels with these keys."""
