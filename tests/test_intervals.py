@@ -205,3 +205,20 @@ def test_whole_groups_keeps_each_key_in_one_chunk():
     assert [c["k"].tolist() for c in chunks] == [[1, 1], [2, 2, 2, 2, 3], [4, 4]]
     assert np.concatenate([c["v"] for c in chunks]).tolist() == list(range(len(keys)))
     assert list(intervals.whole_groups(table.slice(0, 0).to_reader(), "k")) == []
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending", "random"])
+def test_search_right_matches_numpy(order):
+    """The galloping search answers as np.searchsorted(side='right'), duplicates and values
+    outside the array included, whatever the order of the values."""
+    from nsysdiag.analyses import _compiled
+
+    rng = np.random.default_rng(9)
+    a = np.sort(rng.integers(0, 300, 1000))
+    v = rng.integers(-10, 320, 3000)
+    v = {"ascending": np.sort(v), "descending": np.sort(v)[::-1].copy(), "random": v}[order]
+    out = np.empty(len(v), dtype=np.int64)
+    _compiled.search_right(a, v, out)
+    assert out.tolist() == np.searchsorted(a, v, side="right").tolist()
+    _compiled.search_right(a[:0], v, out)
+    assert not out.any()

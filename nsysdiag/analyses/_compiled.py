@@ -235,3 +235,28 @@ def own_work(group, kernel, ws, we, ps, pe, out_group, out_kernel, out_any, st_g
                 is_open = True
         a = b
     return groups, stretches
+
+
+@_jit
+def search_right(a, v, out):
+    """``out[i]``: how many of the sorted ``a`` are <= ``v[i]`` (``np.searchsorted(a, v,
+    'right')``). Each search gallops from the previous answer, so values that mostly ascend
+    cost little more than a merge; any order is answered correctly."""
+    n = a.size
+    j = 0  # every a before j is <= the previous value
+    for i in range(v.size):
+        x = v[i]
+        if j > 0 and a[j - 1] > x:
+            j = 0  # below the previous answer: search from the start
+        step = 1
+        while j + step - 1 < n and a[j + step - 1] <= x:
+            j += step
+            step *= 2
+        hi = min(j + step - 1, n)  # a[hi] > x, or hi == n
+        while j < hi:
+            mid = (j + hi) // 2
+            if a[mid] <= x:
+                j = mid + 1
+            else:
+                hi = mid
+        out[i] = j

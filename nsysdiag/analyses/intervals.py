@@ -163,10 +163,11 @@ class Busy:
         # intervals of this batch that start after t
         # stable: timsort, near linear on ends that come almost in order (they mostly do)
         ends = np.sort(np.concatenate([self._open, end]), kind="stable")
-        after = len(ends) - np.searchsorted(ends, start, side="right")
-        later = len(start) - np.searchsorted(start, start, side="right")
-        self.peak = max(self.peak, int((after - later).max()))
-        self._open = ends[np.searchsorted(ends, start[-1], side="right"):]
+        after, later = np.empty(len(start), dtype=np.int64), np.empty(len(start), dtype=np.int64)
+        _compiled.search_right(ends, start, after)
+        _compiled.search_right(start, start, later)
+        self.peak = max(self.peak, int(((len(ends) - after) - (len(start) - later)).max()))
+        self._open = ends[after[-1]:]
 
 
 def queue_depth(

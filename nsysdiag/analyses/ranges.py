@@ -337,7 +337,9 @@ def _own(report: Report, target: Path, scope: str) -> None:
                     continue
                 lo, hi = first[k]
                 rows = np.flatnonzero((key == k) & known)
-                j = lo + np.searchsorted(starts[lo:hi], api_start[rows], side="right") - 1
+                j = np.empty(len(rows), dtype=np.int64)
+                _compiled.search_right(starts[lo:hi], api_start[rows], j)
+                j += lo - 1
                 inside = (j >= lo) & (api_end[rows] <= ends[np.maximum(j, lo)])
                 instance[rows[inside]] = ids[j[inside]]
             placed = np.flatnonzero(instance >= 0)
