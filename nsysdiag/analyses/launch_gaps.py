@@ -211,21 +211,16 @@ class _Streams:
                          "gap_ns": gap_ns[:n]})
 
     def _codes(self, key: tuple[int, ...], context: np.ndarray, stream: np.ndarray) -> np.ndarray:
-        """The code of each row's stream; a run of rows on one stream is looked up once."""
-        if not len(context):
-            return np.empty(0, dtype=np.int64)
-        change = (context[1:] != context[:-1]) | (stream[1:] != stream[:-1])
-        head = np.r_[0, np.flatnonzero(change) + 1]
-        pairs, inverse = np.unique(np.stack([context[head], stream[head]], axis=1),
-                                   axis=0, return_inverse=True)
+        """The code of each row's stream (``intervals.run_codes``: a run of rows on one
+        stream is looked up once)."""
+        local, pairs = intervals.run_codes((context, stream))
         streams = [(*key, *p) for p in pairs.tolist()]
         new = [s for s in streams if s not in self.codes]
         if new:
             self.codes.update(zip(new, range(len(self.codes), len(self.codes) + len(new))))
             self.keys = np.concatenate([self.keys, np.array(new, dtype=np.int64)])
             self.last_end = np.r_[self.last_end, np.full(len(new), NO_END, dtype=np.int64)]
-        lut = np.array([self.codes[s] for s in streams], dtype=np.int64)
-        return np.repeat(lut[inverse.ravel()], np.diff(np.r_[head, len(context)]))
+        return np.array([self.codes[s] for s in streams], dtype=np.int64)[local]
 
 
 def _summary(report: Report, params: dict[str, int]) -> dict[str, Any]:
