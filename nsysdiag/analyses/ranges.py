@@ -297,7 +297,7 @@ def _instances(report: Report, scope: str) -> pa.Table:
         _own(report, own, scope)
         expose(report, "rg_own", own)
         stack.enter_context(steps(report, NAME, ("rg_udev",)))
-        for name, table in zip(("rg_busy", "rg_own_union"), _busy(report)):
+        for name, table in zip(("rg_busy", "rg_own_union"), _gpu_side(report)):
             stack.enter_context(registered(report, name, table))
         return run_query(report, NAME, "instances")
 
@@ -351,7 +351,7 @@ def _own(report: Report, target: Path, scope: str) -> None:
                 }).cast(_OWN_SCHEMA))
 
 
-def _busy(report: Report) -> tuple[pa.Table, pa.Table]:
+def _gpu_side(report: Report) -> tuple[pa.Table, pa.Table]:
     """The steps rg_busy and rg_own_union.
 
     rg_busy: per instance with a device, the time the device was busy (the union of all
