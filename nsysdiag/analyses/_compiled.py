@@ -10,6 +10,7 @@ import numpy as np
 from ..jit import jit
 
 _jit = jit()
+_inline = jit(inline=True)
 
 #: sweep state slots: key seen, key, furthest end seen, furthest end, piece seen, last
 #: piece start, end, class, interval to resume at
@@ -94,27 +95,39 @@ def sweep(ikey, istart, iend, icls, pkey, pts, pgrp, psign, p, more, final, stat
     return 0, p
 
 
+@_inline
+def _count_right(a, x, j):
+    """How many of the sorted ``a`` are <= ``x``, galloping from ``j``, the answer for an
+    earlier value: up from it when ``x`` is not below that value, else from the start."""
+    n = a.size
+    if j > 0 and a[j - 1] > x:
+        j = 0
+    step = 1
+    while j + step - 1 < n and a[j + step - 1] <= x:  # every a before j is <= x
+        j += step
+        step *= 2
+    hi = min(j + step - 1, n)  # a[hi] > x, or hi == n
+    while j < hi:
+        mid = (j + hi) // 2
+        if a[mid] <= x:
+            j = mid + 1
+        else:
+            hi = mid
+    return j
+
+
 @_jit
 def covered(lo, hi, before, ts, out):
     """``out[i]``: the length of the pieces ``[lo, hi)`` (sorted, disjoint; ``before``: the
-    length of those before each) that lies before ``ts[i]``. Each search starts from the
-    previous answer and gallops, so instants that mostly ascend cost little more than a
-    merge; any order is answered correctly."""
-    n = lo.size
-    j = -1  # the last piece starting at or before the previous instant
+    length of those before each) that lies before ``ts[i]``. Each search gallops from the
+    previous answer (``_count_right``), so instants that mostly ascend cost little more
+    than a merge; any order is answered correctly."""
+    j = 0  # pieces starting at or before the previous instant
     for i in range(ts.size):
         t = ts[i]
-        if j >= 0 and t < lo[j]:
-            j = np.searchsorted(lo, t, side="right") - 1
-        else:
-            step = 1
-            while j + step < n and lo[j + step] <= t:
-                j += step
-                step *= 2
-            # lo[j] <= t (or j == -1) and lo[j + step] > t (or past the end): bisect
-            a, b = j + 1, min(j + step, n)
-            j += np.searchsorted(lo[a:b], t, side="right")
-        out[i] = 0 if j < 0 else before[j] + min(t, hi[j]) - lo[j]
+        j = _count_right(lo, t, j)
+        k = j - 1  # the last piece starting at or before t
+        out[i] = 0 if k < 0 else before[k] + min(t, hi[k]) - lo[k]
 
 
 @_jit
@@ -242,21 +255,7 @@ def search_right(a, v, out):
     """``out[i]``: how many of the sorted ``a`` are <= ``v[i]`` (``np.searchsorted(a, v,
     'right')``). Each search gallops from the previous answer, so values that mostly ascend
     cost little more than a merge; any order is answered correctly."""
-    n = a.size
-    j = 0  # every a before j is <= the previous value
+    j = 0
     for i in range(v.size):
-        x = v[i]
-        if j > 0 and a[j - 1] > x:
-            j = 0  # below the previous answer: search from the start
-        step = 1
-        while j + step - 1 < n and a[j + step - 1] <= x:
-            j += step
-            step *= 2
-        hi = min(j + step - 1, n)  # a[hi] > x, or hi == n
-        while j < hi:
-            mid = (j + hi) // 2
-            if a[mid] <= x:
-                j = mid + 1
-            else:
-                hi = mid
+        j = _count_right(a, v[i], j)
         out[i] = j
