@@ -10,7 +10,8 @@ graphs are reported apart; gaps per stream are given too.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -19,39 +20,27 @@ import pyarrow as pa
 
 from ..errors import UsageError
 from ..report import Report
-from . import _compiled, intervals
-from .base import (
-    OK,
-    AnalysisResult,
-    expose,
-    load_sql,
-    not_captured,
-    run_query,
-    step_file,
-    step_writer,
-    temp_views,
-)
+from . import _compiled, figures, intervals
+from .base import OK, AnalysisResult, load_sql, not_captured, run_query
 
 NAME = "launch_gaps"
 
-#: queries of the SQL file named as views over the pass' step gap_rows
-_VIEWS = ("gaps", "main_gaps")
-#: gap_rows.kind_id of the gap before each unit of the sequence (kernel, graph node,
-#: graph-level execution); a graph node's gap is a graph_launch gap when the node is the
-#: first of its launch
+#: kind of the gap before each unit of the sequence (kernel, graph node, graph-level
+#: execution); a graph node's gap is a graph_launch gap when the node is the first of its
+#: launch
 KERNEL, GRAPH_LAUNCH, GRAPH_NODE = 0, 1, 2
+_GRAPH_KINDS = {GRAPH_LAUNCH: "graph_launch", GRAPH_NODE: "graph_node"}
 
 #: the end of a unit whose end is unknown: below every valid timestamp (views.TS_LIMIT), so
 #: it extends no busy period and is no kernel's predecessor
 NO_END = -(1 << 62)
 
 _STREAM_KEYS = ("global_pid", "device_id", "context_id", "stream_id")
-_SCHEMAS = {
-    "gap_rows": pa.schema([(c, pa.int64()) for c in (
-        "device_id", "pid", "global_pid", "kind_id", "correlation_id", "gap_ns", "start_ns",
-        "launch_end_ns")]),
-    "stream_gaps": pa.schema([(c, pa.int64()) for c in (*_STREAM_KEYS, "gap_ns")]),
-}
+
+#: percentiles of the main gaps (per device too), of graph and stream gaps, of starved gaps
+_MAIN_Q = (0.5, 0.9, 0.99, 0.999)
+_OTHER_Q = (0.5, 0.9, 0.99)
+_STARVED_Q = (0.5, 0.99)
 
 #: share of idle time in prelaunched gaps (%) from which a finding says so
 _PRELAUNCHED_PCT = 10.0
@@ -113,26 +102,29 @@ def gap_summary(
         others: the GPU ran out of work before the next launch call returned).
     """
     params = _thresholds(normal_threshold_us, p99_threshold_us)
-    with _gaps(report, streams=False):
-        return _summary(report, params)
+    gaps = _sequence_pass(report, streams=False)
+    overall = figures.describe(gaps.gap, _MAIN_Q, params["normal_ns"])
+    return _summary(gaps, overall, _Counts(report), params)
 
 
-@contextlib.contextmanager
-def _gaps(report: Report, streams: bool) -> Iterator[None]:
-    """The steps of the SQL file, written by the sorted pass (``stream_gaps`` only with
-    ``streams``), and the views over them."""
-    with contextlib.ExitStack() as stack:
-        files = {name: stack.enter_context(step_file(report, NAME, name))
-                 for name in ("gap_rows", "stream_gaps")[: 2 if streams else 1]}
-        with contextlib.ExitStack() as writers:
-            out = {name: writers.enter_context(step_writer(target, _SCHEMAS[name]))
-                   for name, target in files.items()}
-            for name, table in _sequence_pass(report, streams):
-                out[name].write_table(table.cast(_SCHEMAS[name]))
-        for name, target in files.items():
-            expose(report, name, target)
-        stack.enter_context(temp_views(report, NAME, _VIEWS))
-        yield
+@dataclass
+class _Gaps:
+    """The gaps of the sequence pass, in memory (ten million kernels: about 8.5 million
+    gaps, 21 bytes each): the main gaps in the order of the pass (by sequence, then start),
+    the graph gaps and the stream gaps."""
+
+    #: (global_pid, device_id, pid) of each sequence, by code
+    keys: list[tuple[int, int, int]]
+    key: np.ndarray  # int32: the sequence's code of each main gap
+    gap: np.ndarray  # int64 ns
+    start: np.ndarray  # int64: start of the kernel after the gap
+    before: np.ndarray  # int8: launched before the GPU went idle 1, after 0, unknown -1
+    graph_kind: np.ndarray  # int8: GRAPH_LAUNCH or GRAPH_NODE of each graph gap
+    graph_gap: np.ndarray  # int64 ns
+    #: _STREAM_KEYS of each stream, by code (rows of a 2-D array)
+    streams: np.ndarray
+    stream: np.ndarray  # int32: the stream's code of each stream gap
+    stream_gap: np.ndarray  # int64 ns
 
 
 def _graph_first(report: Report) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -147,16 +139,20 @@ def _graph_first(report: Report) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _sequence_pass(report: Report, streams: bool) -> Iterator[tuple[str, pa.Table]]:
+def _sequence_pass(report: Report, streams: bool) -> _Gaps:
     """Per process and GPU, the units that start after the furthest end of the earlier ones,
-    with the kind of their gap (``gap_rows``); with ``streams``, per stream the own kernels
-    that start after the end of the kernel before them (``stream_gaps``: a stream's kernels
-    come in the same order, so one sorted read serves both)."""
-    furthest: dict[tuple[int, ...], int | None] = {}
+    with the kind of their gap; with ``streams``, per stream the own kernels that start
+    after the end of the kernel before them (a stream's kernels come in the same order, so
+    one sorted read serves both)."""
+    codes: dict[tuple[int, ...], int] = {}
+    keys: list[tuple[int, int, int]] = []
+    furthest: dict[int, int | None] = {}
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in (
+        "key", "gap", "start", "before", "graph_kind", "graph_gap", "stream", "stream_gap")}
     first = _graph_first(report)
     per_stream = _Streams() if streams else None
-    # a generator closed early (an error while writing) ends the query it streams, which
-    # holds the connection
+    # a generator closed early (an error) ends the query it streams, which holds the
+    # connection
     with contextlib.closing(intervals.segments(
         report, load_sql(NAME)["sequence"], ("global_pid", "device_id"),
         ("pid", "correlation_id", "unit", "start_ns", "end_ns", "launch_end_ns",
@@ -167,8 +163,13 @@ def _sequence_pass(report: Report, streams: bool) -> Iterator[tuple[str, pa.Tabl
             start = unit["start_ns"].astype(np.int64, copy=False)
             end = unit["end_ns"].astype(np.int64, copy=False)
             if per_stream is not None:
-                yield "stream_gaps", per_stream.gaps(key, unit, start, end)
-            before, furthest[key] = intervals.ends_before(start, end, furthest.get(key))
+                stream, gap_ns = per_stream.gaps(key, unit, start, end)
+                parts["stream"].append(stream)
+                parts["stream_gap"].append(gap_ns)
+            code = codes.setdefault(key, len(codes))
+            if code == len(keys):
+                keys.append((*key, int(unit["pid"][0])))
+            before, furthest[code] = intervals.ends_before(start, end, furthest.get(code))
             gap = (start > before) & (before > NO_END)
             kind, correlation = unit["unit"][gap], unit["correlation_id"][gap]
             kind = np.where(kind == 0, KERNEL, np.where(kind == 2, GRAPH_LAUNCH, GRAPH_NODE))
@@ -177,17 +178,26 @@ def _sequence_pass(report: Report, streams: bool) -> Iterator[tuple[str, pa.Tabl
                 at = np.minimum(np.searchsorted(ids, correlation), len(ids) - 1)
                 first_node = (ids[at] == correlation) & (starts[at] == start[gap])
                 kind[(kind == GRAPH_NODE) & first_node] = GRAPH_LAUNCH
-            launch_end = unit["launch_end_ns"][gap]
-            yield "gap_rows", pa.table({
-                "device_id": np.full(gap.sum(), key[1]),
-                "pid": unit["pid"][gap],
-                "global_pid": np.full(gap.sum(), key[0]),
-                "kind_id": kind,
-                "correlation_id": pa.array(correlation, mask=correlation == -1),
-                "gap_ns": (start - before)[gap],
-                "start_ns": start[gap],
-                "launch_end_ns": pa.array(launch_end, mask=launch_end == NO_END),
-            })
+            main = kind == KERNEL
+            if not main.all():
+                parts["graph_kind"].append(kind[~main].astype(np.int8))
+                parts["graph_gap"].append((start - before)[gap][~main])
+            at = np.flatnonzero(gap)[main]
+            busy, launch_end = before[at], unit["launch_end_ns"][at]
+            parts["key"].append(np.full(len(at), code, dtype=np.int32))
+            parts["gap"].append(start[at] - busy)
+            parts["start"].append(start[at])
+            parts["before"].append(np.where(launch_end == NO_END, -1,
+                                            launch_end < busy).astype(np.int8))
+    joined = {c: _joined(v, np.int32 if c in ("key", "stream") else
+                         np.int8 if c in ("graph_kind", "before") else np.int64)
+              for c, v in parts.items()}
+    return _Gaps(keys=keys, streams=per_stream.keys if per_stream else _Streams().keys,
+                 **joined)
+
+
+def _joined(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)
 
 
 class _Streams:
@@ -200,15 +210,14 @@ class _Streams:
         self.last_end = np.empty(0, dtype=np.int64)
 
     def gaps(self, key: tuple[int, ...], unit: dict[str, np.ndarray], start: np.ndarray,
-             end: np.ndarray) -> pa.Table:
+             end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(stream code, gap) of each stream gap of this run of the sequence."""
         mine = unit["in_stream"].astype(bool, copy=False)
         codes = self._codes(key, unit["context_id"][mine], unit["stream_id"][mine])
         gap_code, gap_ns = (np.empty(len(codes), dtype=np.int64) for _ in range(2))
         n = _compiled.follow_streams(codes, start[mine], end[mine], unit["unit"][mine] == 0,
                                      self.last_end, NO_END, gap_code, gap_ns)
-        keys = self.keys[gap_code[:n]]
-        return pa.table({**{c: keys[:, i] for i, c in enumerate(_STREAM_KEYS)},
-                         "gap_ns": gap_ns[:n]})
+        return gap_code[:n], gap_ns[:n]
 
     def _codes(self, key: tuple[int, ...], context: np.ndarray, stream: np.ndarray) -> np.ndarray:
         """The code of each row's stream (``intervals.run_codes``: a run of rows on one
@@ -223,12 +232,191 @@ class _Streams:
         return np.array([self.codes[s] for s in streams], dtype=np.int64)[local]
 
 
-def _summary(report: Report, params: dict[str, int]) -> dict[str, Any]:
-    """The summary row (the steps must be materialized)."""
-    summary = run_query(report, NAME, "summary", params).to_pylist()[0]
-    summary["normal_threshold_ns"] = params["normal_ns"]
-    summary["p99_threshold_ns"] = params["p99_ns"]
-    return summary
+class _Counts:
+    """Kernels per stream (query stream_counts), and per process and GPU."""
+
+    def __init__(self, report: Report) -> None:
+        #: (global_pid, device_id, context_id, stream_id) -> (pid, kernels, graph kernels)
+        self.streams = {
+            (r["global_pid"], r["device_id"], r["context_id"], r["stream_id"]):
+                (r["pid"], r["kernels"], r["graph_kernels"])
+            for r in run_query(report, NAME, "stream_counts").to_pylist()}
+        self.devices: dict[tuple[Any, Any], list] = {}
+        for (gpid, device, _, _), (pid, kernels, graph) in self.streams.items():
+            row = self.devices.setdefault((gpid, device), [pid, 0, 0])
+            row[1] += kernels
+            row[2] += graph
+
+
+def _main_figures(gaps: _Gaps, normal_ns: int) -> tuple[dict, dict[tuple[int, int], dict]]:
+    """``figures.describe`` of the main gaps, all together and per (global_pid,
+    device_id); one partial sort where there is one sequence."""
+    overall = figures.describe(gaps.gap, _MAIN_Q, normal_ns)
+    if len(gaps.keys) == 1:
+        return overall, {gaps.keys[0][:2]: overall}
+    return overall, {gaps.keys[code][:2]: figures.describe(gaps.gap[rows], _MAIN_Q, normal_ns)
+                     for code, rows in intervals.by_code(gaps.key, len(gaps.keys))}
+
+
+def _summary(gaps: _Gaps, f: dict, counts: _Counts, params: dict[str, int]) -> dict[str, Any]:
+    """The keys of :func:`gap_summary` (``f``: the main gaps' figures)."""
+    attributed = gaps.before >= 0
+    prelaunched, starved = gaps.before == 1, gaps.before == 0
+    p99 = f["q"][2] if f["q"] else None
+    return {
+        "count": f["count"],
+        **figures.q_columns(f["q"], ("p50_ns", "p90_ns", "p99_ns", "p999_ns")),
+        "max_ns": f["max_ns"],
+        "mean_ns": f["mean_ns"],
+        "total_ns": f["total_ns"],
+        "share_above_normal_pct": f["share_above_pct"],
+        "share_above_p99_threshold_pct": figures.share_pct(
+            int(np.count_nonzero(gaps.gap > params["p99_ns"])), f["count"]),
+        "cpu_bound": p99 is not None and p99 > params["p99_ns"],
+        "kernels": sum(r[1] for r in counts.devices.values()),
+        "graph_kernels": sum(r[2] for r in counts.devices.values()),
+        "prelaunched_gaps": int(np.count_nonzero(prelaunched)),
+        "prelaunched_idle_pct": figures.share_pct(
+            figures.total(gaps.gap[prelaunched]), figures.total(gaps.gap[attributed]))
+        if attributed.any() else None,
+        "starved_gaps": int(np.count_nonzero(starved)),
+        **figures.q_columns(figures.quantiles(gaps.gap[starved], _STARVED_Q),
+                            ("starved_p50_ns", "starved_p99_ns")),
+        "normal_threshold_ns": params["normal_ns"],
+        "p99_threshold_ns": params["p99_ns"],
+    }
+
+
+def _nulls_last(*values: Any) -> tuple:
+    """A sort key that orders like SQL's ORDER BY (NULLs last)."""
+    return tuple(x for v in values for x in (v is None, v if v is not None else 0))
+
+
+_Q_TYPES = {"count": pa.int64(), "max_ns": pa.int64(), "mean_ns": pa.float64(),
+            "total_ns": pa.int64(), "share_above_normal_pct": pa.float64()}
+
+
+def _per_device(per: dict[tuple[int, int], dict], counts: _Counts) -> pa.Table:
+    """One row per process and GPU: its kernels and its main gaps' figures (``per``)."""
+    none = figures.describe(np.empty(0, np.int64), _MAIN_Q, 0)
+    rows = []
+    for (gpid, device), (pid, kernels, graph) in counts.devices.items():
+        f = per.get((gpid, device), none)
+        rows.append({"device_id": device, "pid": pid, "kernels": kernels, "graph_kernels": graph,
+                     "gaps": f["count"],
+                     **figures.q_columns(f["q"], ("p50_ns", "p90_ns", "p99_ns", "p999_ns")),
+                     "max_ns": f["max_ns"], "mean_ns": f["mean_ns"], "total_ns": f["total_ns"],
+                     "share_above_normal_pct": f["share_above_pct"], "_gpid": gpid})
+    rows.sort(key=lambda r: _nulls_last(r["device_id"], r["pid"], r.pop("_gpid")))
+    return _table(rows, ("device_id", "pid", "kernels", "graph_kernels", "gaps", "p50_ns",
+                         "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "total_ns",
+                         "share_above_normal_pct"))
+
+
+def _per_stream(gaps: _Gaps, counts: _Counts, normal_ns: int) -> pa.Table:
+    """One row per stream: its kernels and its stream gaps' figures."""
+    per = {tuple(gaps.streams[code].tolist()): gaps.stream_gap[rows]
+           for code, rows in intervals.by_code(gaps.stream, len(gaps.streams))}
+    rows = []
+    for key, (pid, kernels, _) in counts.streams.items():
+        f = figures.describe(per.get(key, np.empty(0, np.int64)), _OTHER_Q, normal_ns)
+        rows.append({"device_id": key[1], "pid": pid, "context_id": key[2], "stream_id": key[3],
+                     "kernels": kernels, "gaps": f["count"],
+                     **figures.q_columns(f["q"], ("p50_ns", "p90_ns", "p99_ns")),
+                     "max_ns": f["max_ns"], "mean_ns": f["mean_ns"],
+                     "share_above_normal_pct": f["share_above_pct"], "_gpid": key[0]})
+    rows.sort(key=lambda r: _nulls_last(r["device_id"], r["pid"], r["context_id"],
+                                        r["stream_id"], r.pop("_gpid")))
+    return _table(rows, ("device_id", "pid", "context_id", "stream_id", "kernels", "gaps",
+                         "p50_ns", "p90_ns", "p99_ns", "max_ns", "mean_ns",
+                         "share_above_normal_pct"))
+
+
+def _graph(gaps: _Gaps) -> pa.Table:
+    """One row per graph gap kind that occurs."""
+    rows = []
+    for kind, name in sorted(_GRAPH_KINDS.items(), key=lambda kv: kv[1]):
+        values = gaps.graph_gap[gaps.graph_kind == kind]
+        if len(values):
+            f = figures.describe(values, _OTHER_Q, 0)
+            rows.append({"kind": name, "count": f["count"],
+                         **figures.q_columns(f["q"], ("p50_ns", "p90_ns", "p99_ns")),
+                         "max_ns": f["max_ns"], "mean_ns": f["mean_ns"]})
+    return _table(rows, ("kind", "count", "p50_ns", "p90_ns", "p99_ns", "max_ns", "mean_ns"))
+
+
+def _device_counts(gaps: _Gaps, counts: _Counts) -> dict[str, int]:
+    """Main gaps per GPU (the device id as a string), every GPU that ran kernels."""
+    out = dict.fromkeys(sorted({d for _, d in counts.devices}, key=_nulls_last), 0)
+    for code, n in enumerate(np.bincount(gaps.key, minlength=len(gaps.keys)).tolist()):
+        out[gaps.keys[code][1]] += n
+    return {str(d): n for d, n in out.items()}
+
+
+def _distribution(gaps: _Gaps) -> pa.Table:
+    """Every main gap, ordered by GPU, process and start."""
+    keys = np.array(gaps.keys, dtype=np.int64).reshape(-1, 3)
+    device, pid = keys[gaps.key, 1], keys[gaps.key, 2]
+    if len(gaps.keys) <= 1:
+        order = slice(None)
+    elif len({(d, p) for _, d, p in gaps.keys}) == len(gaps.keys):
+        # each (device, pid) is one sequence, its gaps already in start order
+        rank = np.argsort(np.lexsort((keys[:, 2], keys[:, 1])))
+        order = np.argsort(rank[gaps.key], kind="stable")
+    else:
+        order = np.lexsort((gaps.start, pid, device))
+    return pa.table({
+        "device_id": device[order], "pid": pid[order], "gap_ns": gaps.gap[order],
+        "start_ns": gaps.start[order],
+        "launched_before_idle": pa.array(gaps.before[order] == 1, mask=gaps.before[order] < 0),
+    })
+
+
+def _histogram(gaps: _Gaps) -> pa.Table:
+    """Main gaps per log-spaced bin (5 per decade of ns), empty bins included."""
+    names = ("bin", "bin_lo_ns", "bin_hi_ns", "gaps", "share_pct")
+    if not len(gaps.gap):
+        return _table([], names)
+    values = gaps.gap
+    lo, hi = _bin(int(values.min())), _bin(int(values.max()))
+    edges = np.array([_first_in_bin(b) for b in range(lo + 1, hi + 1)], dtype=np.int64)
+    count = np.bincount(np.searchsorted(edges, values, side="right"), minlength=hi - lo + 1)
+    bins = list(range(lo, hi + 1))
+    n = int(count.sum())
+    return pa.table({
+        "bin": pa.array(bins, pa.int64()),
+        "bin_lo_ns": [10 ** (b / 5) for b in bins],
+        "bin_hi_ns": [10 ** ((b + 1) / 5) for b in bins],
+        "gaps": count.astype(np.int64),
+        "share_pct": 100.0 * count / n,
+    })
+
+
+def _bin(gap: int) -> int:
+    """The histogram bin of a gap, ``floor(log10(gap) * 5 + 1e-9)``, with the C library's
+    log10 (DuckDB's; numpy's may differ in the last bit)."""
+    return math.floor(math.log10(gap) * 5 + 1e-9)
+
+
+def _first_in_bin(b: int) -> int:
+    """The smallest gap in bin ``b`` or above (a search: the edge 10^(b/5) is irrational)."""
+    lo, hi = max(1, int(10 ** ((b - 1) / 5))), int(10 ** ((b + 1) / 5)) + 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _bin(mid) >= b:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _table(rows: list[dict[str, Any]], names: tuple[str, ...]) -> pa.Table:
+    """The rows as a table of the columns ``names``, typed as the SQL types them."""
+    types = {"kind": pa.string(), "share_pct": pa.float64(), "bin_lo_ns": pa.float64(),
+             "bin_hi_ns": pa.float64(), **_Q_TYPES}
+    schema = pa.schema([(n, types.get(n, pa.float64() if n.startswith("p") and n.endswith("_ns")
+                                      else pa.int64())) for n in names])
+    return pa.Table.from_pylist(rows, schema=schema)
 
 
 def run(
@@ -277,20 +465,16 @@ def run(
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    with _gaps(report, streams=True):
-        summary = _summary(report, params)
-        tables = {
-            name: run_query(report, NAME, name, params)
-            for name in (
-                "per_device",
-                "per_stream",
-                "graph",
-                *(("distribution",) if detail else ()),
-                "histogram",
-                "device_counts",
-            )
-        }
-    device_counts = tables.pop("device_counts")
+    gaps, counts = _sequence_pass(report, streams=True), _Counts(report)
+    overall, per_sequence = _main_figures(gaps, params["normal_ns"])
+    summary = _summary(gaps, overall, counts, params)
+    tables = {
+        "per_device": _per_device(per_sequence, counts),
+        "per_stream": _per_stream(gaps, counts, params["normal_ns"]),
+        "graph": _graph(gaps),
+        **({"distribution": _distribution(gaps)} if detail else {}),
+        "histogram": _histogram(gaps),
+    }
     graph = {r["kind"]: r for r in tables["graph"].to_pylist()}
     intra = graph.get("graph_node", {})
     summary.update(
@@ -298,7 +482,7 @@ def run(
             "graph_gaps": sum(r["count"] for r in graph.values()),
             "intra_graph_gap_p50_ns": intra.get("p50_ns"),
             "intra_graph_gap_p99_ns": intra.get("p99_ns"),
-            "gaps_per_device": {str(r["device_id"]): r["gaps"] for r in device_counts.to_pylist()},
+            "gaps_per_device": _device_counts(gaps, counts),
         }
     )
     return AnalysisResult(
