@@ -110,14 +110,15 @@ def gap_summary(
 @dataclass
 class _Gaps:
     """The gaps of the sequence pass, in memory (ten million kernels: about 8.5 million
-    gaps, 21 bytes each): the main gaps in the order of the pass (by sequence, then start),
-    the graph gaps and the stream gaps."""
+    main gaps of 13 bytes, 21 with their starts, and as many stream gaps of 12): the main
+    gaps in the order of the pass (by sequence, then start), the graph gaps and the stream
+    gaps."""
 
     #: (global_pid, device_id, pid) of each sequence, by code
     keys: list[tuple[int, int, int]]
     key: np.ndarray  # int32: the sequence's code of each main gap
     gap: np.ndarray  # int64 ns
-    start: np.ndarray  # int64: start of the kernel after the gap
+    start: np.ndarray | None  # int64: start of the kernel after the gap (for detail)
     before: np.ndarray  # int8: launched before the GPU went idle 1, after 0, unknown -1
     graph_kind: np.ndarray  # int8: GRAPH_LAUNCH or GRAPH_NODE of each graph gap
     graph_gap: np.ndarray  # int64 ns
@@ -139,16 +140,19 @@ def _graph_first(report: Report) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _sequence_pass(report: Report, streams: bool) -> _Gaps:
+def _sequence_pass(report: Report, streams: bool, starts: bool = False) -> _Gaps:
     """Per process and GPU, the units that start after the furthest end of the earlier ones,
     with the kind of their gap; with ``streams``, per stream the own kernels that start
     after the end of the kernel before them (a stream's kernels come in the same order, so
-    one sorted read serves both)."""
+    one sorted read serves both). The main gaps' starts only with ``starts``."""
     codes: dict[tuple[int, ...], int] = {}
     keys: list[tuple[int, int, int]] = []
     furthest: dict[int, int | None] = {}
-    parts: dict[str, list[np.ndarray]] = {c: [] for c in (
-        "key", "gap", "start", "before", "graph_kind", "graph_gap", "stream", "stream_gap")}
+    rows = report.execute(load_sql(NAME)["sequence_rows"])[0][0]
+    main_gaps = _Columns(rows, {"key": np.int32, "gap": np.int64, "before": np.int8,
+                                **({"start": np.int64} if starts else {})})
+    stream_gaps = _Columns(rows if streams else 0, {"stream": np.int32, "stream_gap": np.int64})
+    graph: dict[str, list[np.ndarray]] = {"graph_kind": [], "graph_gap": []}
     first = _graph_first(report)
     per_stream = _Streams() if streams else None
     # a generator closed early (an error) ends the query it streams, which holds the
@@ -163,9 +167,7 @@ def _sequence_pass(report: Report, streams: bool) -> _Gaps:
             start = unit["start_ns"].astype(np.int64, copy=False)
             end = unit["end_ns"].astype(np.int64, copy=False)
             if per_stream is not None:
-                stream, gap_ns = per_stream.gaps(key, unit, start, end)
-                parts["stream"].append(stream)
-                parts["stream_gap"].append(gap_ns)
+                stream_gaps.add(*per_stream.gaps(key, unit, start, end))
             code = codes.setdefault(key, len(codes))
             if code == len(keys):
                 keys.append((*key, int(unit["pid"][0])))
@@ -174,30 +176,45 @@ def _sequence_pass(report: Report, streams: bool) -> _Gaps:
             kind, correlation = unit["unit"][gap], unit["correlation_id"][gap]
             kind = np.where(kind == 0, KERNEL, np.where(kind == 2, GRAPH_LAUNCH, GRAPH_NODE))
             if key[0] in first and (kind == GRAPH_NODE).any():
-                ids, starts = first[key[0]]
+                ids, first_start = first[key[0]]
                 at = np.minimum(np.searchsorted(ids, correlation), len(ids) - 1)
-                first_node = (ids[at] == correlation) & (starts[at] == start[gap])
+                first_node = (ids[at] == correlation) & (first_start[at] == start[gap])
                 kind[(kind == GRAPH_NODE) & first_node] = GRAPH_LAUNCH
             main = kind == KERNEL
             if not main.all():
-                parts["graph_kind"].append(kind[~main].astype(np.int8))
-                parts["graph_gap"].append((start - before)[gap][~main])
+                graph["graph_kind"].append(kind[~main].astype(np.int8))
+                graph["graph_gap"].append((start - before)[gap][~main])
             at = np.flatnonzero(gap)[main]
             busy, launch_end = before[at], unit["launch_end_ns"][at]
-            parts["key"].append(np.full(len(at), code, dtype=np.int32))
-            parts["gap"].append(start[at] - busy)
-            parts["start"].append(start[at])
-            parts["before"].append(np.where(launch_end == NO_END, -1,
-                                            launch_end < busy).astype(np.int8))
-    joined = {c: _joined(v, np.int32 if c in ("key", "stream") else
-                         np.int8 if c in ("graph_kind", "before") else np.int64)
-              for c, v in parts.items()}
+            main_gaps.add(code, start[at] - busy,
+                          np.where(launch_end == NO_END, -1, launch_end < busy),
+                          *((start[at],) if starts else ()))
+    no_starts = {} if starts else {"start": None}
     return _Gaps(keys=keys, streams=per_stream.keys if per_stream else _Streams().keys,
-                 **joined)
+                 **main_gaps.arrays(), **no_starts, **stream_gaps.arrays(),
+                 **{c: np.concatenate(v) if v else np.empty(0, np.int64 if c == "graph_gap"
+                                                            else np.int8)
+                    for c, v in graph.items()})
 
 
-def _joined(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
-    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)
+class _Columns:
+    """Columns filled run by run into arrays allocated once for at most ``capacity`` rows
+    (their pages are touched only as they fill: joining the pieces at the end held two
+    copies, 180 MB more at ten million kernels)."""
+
+    def __init__(self, capacity: int, dtypes: dict[str, type]) -> None:
+        self.n = 0
+        self._arrays = {c: np.empty(capacity, dtype=t) for c, t in dtypes.items()}
+
+    def add(self, *values: np.ndarray | int) -> None:
+        """Append one run: a value (an array, or one value for all) per column, in order."""
+        m = max((len(v) for v in values if isinstance(v, np.ndarray)), default=0)
+        for array, v in zip(self._arrays.values(), values):
+            array[self.n:self.n + m] = v
+        self.n += m
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {c: a[:self.n] for c, a in self._arrays.items()}
 
 
 class _Streams:
@@ -465,7 +482,7 @@ def run(
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    gaps, counts = _sequence_pass(report, streams=True), _Counts(report)
+    gaps, counts = _sequence_pass(report, streams=True, starts=detail), _Counts(report)
     overall, per_sequence = _main_figures(gaps, params["normal_ns"])
     summary = _summary(gaps, overall, counts, params)
     tables = {

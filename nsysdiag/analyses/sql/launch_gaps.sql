@@ -90,6 +90,11 @@ FROM (SELECT global_pid, pid, device_id, correlation_id, start_ns, end_ns, launc
       FROM cuda_graphs
       WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL)
 
+-- @query sequence_rows
+-- The rows of sequence: room for its gaps
+SELECT (SELECT count(*) FROM kernels)
+       + (SELECT count(*) FROM cuda_graphs WHERE trace_level = 'graph') AS n
+
 -- @query graph_first
 SELECT global_pid, correlation_id, min(start_ns) AS first_start_ns
 FROM kernels
