@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
@@ -189,8 +190,15 @@ class Report:
     def probe(self) -> Probe:
         """Which views have data, and why not where they do not."""
         if self._probe is None:
-            self._probe = cached_probe(self.source, self.cache_path)
+            self._probe = cached_probe(self.source, self.cache_path, self._graph_nodes)
         return self._probe
+
+    def _graph_nodes(self) -> bool | None:
+        """Whether some kernel carries a graph node id, from the kernels view once built
+        (one column of its file), else None (the probe then scans the export)."""
+        if not self._store.built("kernels"):
+            return None
+        return bool(self.execute("SELECT count(graph_node_id) > 0 FROM kernels")[0][0])
 
     # -- metadata ---------------------------------------------------------------------------
     def _meta(self) -> dict[str, str]:
@@ -276,6 +284,9 @@ class Report:
     def close(self) -> None:
         """Close the connection and remove temporary files (the input is never touched)."""
         try:
+            if self._probe is not None:
+                with contextlib.suppress(InputError, duckdb.Error, OSError):
+                    self._probe.settle()  # so that the cached probe is complete
             self.con.close()
         finally:
             self.source.close()

@@ -290,3 +290,28 @@ def test_spill_directory_exists_before_any_view_is_built(tmp_path, monkeypatch):
     assert spill == str(tmp_path / "new" / "cache" / "spill")
     assert (tmp_path / "new" / "cache" / "spill").is_dir()
     con.close()
+
+
+@pytest.mark.parametrize("nodes", [True, False])
+def test_graph_status_from_the_kernels_view_or_the_export(builder, tmp_path, monkeypatch, nodes):
+    """cuda_graphs' status (node-level tracing shows only as graph node ids on kernels) is
+    decided when asked for: from the kernels view once it is built, without scanning the
+    export again, else from the export; both give the same status."""
+    from nsysdiag.adapters.sqlite import SqliteSource
+
+    b = builder("current")
+    b.kernel(0, 10)
+    b.kernel(20, 30, corr=5, graph_node=3 if nodes else None)
+    path = b.write(tmp_path / "g.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        from_export = rep.probe["cuda_graphs"]
+    with nsysdiag.open(path, cache=False) as rep:
+        rep.ensure_views("kernels")
+
+        def fail(*a, **k):
+            raise AssertionError("scanned the export")
+
+        monkeypatch.setattr(SqliteSource, "any_nonzero", fail)
+        from_view = rep.probe["cuda_graphs"]
+    assert from_view == from_export
+    assert (from_view.present, from_view.source_rows) == ((True, 2) if nodes else (False, 0))

@@ -67,6 +67,10 @@ class ViewStore:
     def path(self, name: str) -> Path:
         return self.directory / f"{name}.parquet"
 
+    def built(self, name: str) -> bool:
+        """Whether view ``name`` is ready to query without building it."""
+        return name in self._ready
+
     def ensure(self, names: Iterable[str]) -> None:
         """Make sure each named view exists (building it, and what it depends on, if needed)."""
         with self._lock:

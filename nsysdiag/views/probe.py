@@ -8,6 +8,7 @@ of failing or reporting zeros that are not measurements.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -40,12 +41,37 @@ class ViewStatus:
         return self.status == PRESENT
 
 
+class _Statuses(Mapping):
+    """The views' statuses, some decided only when first asked for (a function in place
+    of the status); once all are, ``decided`` is called with them."""
+
+    def __init__(self, statuses: dict[str, ViewStatus | Callable[[], ViewStatus]],
+                 decided: Callable[[dict[str, ViewStatus]], None] | None = None) -> None:
+        self._statuses, self._decided = dict(statuses), decided
+        self._pending = sum(callable(v) for v in self._statuses.values())
+
+    def __getitem__(self, name: str) -> ViewStatus:
+        status = self._statuses[name]
+        if callable(status):
+            status = self._statuses[name] = status()
+            self._pending -= 1
+            if not self._pending and self._decided:
+                self._decided(self._statuses)  # type: ignore[arg-type]
+        return status
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._statuses)
+
+    def __len__(self) -> int:
+        return len(self._statuses)
+
+
 @dataclass(frozen=True)
 class Probe:
     """The capture status of every normalized view of a report."""
 
     path: str
-    views: dict[str, ViewStatus]
+    views: Mapping[str, ViewStatus]
     cuda_traced: bool
 
     def __getitem__(self, name: str) -> ViewStatus:
@@ -53,6 +79,11 @@ class Probe:
 
     def present(self, name: str) -> bool:
         return self.views[name].present
+
+    def settle(self) -> None:
+        """Decide every status not decided yet (which stores a cached probe)."""
+        for name in self.views:
+            self.views[name]
 
     def require(self, *names: str, command: str = "this analysis") -> None:
         """Raise :class:`MissingDataError` unless every named view has rows."""
@@ -89,30 +120,51 @@ def _reason(name: str, status: str, cuda_traced: bool, has_runtime: bool) -> str
     }.get(name, "not captured")
 
 
-def probe(source: Source) -> Probe:
-    """Probe a source for the status of every normalized view."""
+def probe(source: Source, graph_nodes: Callable[[], bool | None] | None = None,
+          decided: Callable[[dict[str, ViewStatus]], None] | None = None) -> Probe:
+    """Probe a source for the status of every normalized view.
+
+    ``cuda_graphs`` is decided when first asked for: node-level graph tracing shows only
+    as graph node ids on the kernels, and scanning ten million kernels for one took 0.6 s
+    (``graph_nodes`` may answer from elsewhere first, as the report does from its kernels
+    view once built; None from it means it cannot). ``decided`` is called once every
+    status is known.
+    """
     tables = source.tables()
     cuda_traced = any(source.row_count(t) > 0 for t in _CUDA_TABLES)
     has_runtime = source.row_count("CUPTI_ACTIVITY_KIND_RUNTIME") > 0
-    views = {}
-    for name, spec in VIEWS.items():
+
+    def status(name: str, rows: int) -> ViewStatus:
+        spec = VIEWS[name]
         source_tables = spec.source_tables[:1] if name == "cuda_graphs" else spec.source_tables
-        rows = sum(source.row_count(t) for t in source_tables)
-        if name == "cuda_graphs":
-            rows += source.row_count("CUPTI_ACTIVITY_KIND_KERNEL") if _graph_nodes(source) else 0
         if rows > 0:
-            status = PRESENT
+            st = PRESENT
         elif any(t in tables for t in source_tables) or (name in _CUDA_EVENT_VIEWS and cuda_traced):
-            status = EMPTY
+            st = EMPTY
         else:
-            status = NOT_CAPTURED
-        views[name] = ViewStatus(name, status, rows, _reason(name, status, cuda_traced, has_runtime),
-                                 "" if status == PRESENT else spec.capture_hint)
-    return Probe(str(source.path), views, cuda_traced)
+            st = NOT_CAPTURED
+        return ViewStatus(name, st, rows, _reason(name, st, cuda_traced, has_runtime),
+                          "" if st == PRESENT else spec.capture_hint)
+
+    def graphs() -> ViewStatus:
+        nodes = graph_nodes() if graph_nodes else None
+        if nodes is None:
+            nodes = _graph_nodes(source)
+        kernels = source.row_count("CUPTI_ACTIVITY_KIND_KERNEL") if nodes else 0
+        return status("cuda_graphs", source.row_count(VIEWS["cuda_graphs"].source_tables[0])
+                      + kernels)
+
+    views: dict[str, ViewStatus | Callable[[], ViewStatus]] = {
+        name: graphs if name == "cuda_graphs"
+        else status(name, sum(source.row_count(t) for t in spec.source_tables))
+        for name, spec in VIEWS.items()}
+    return Probe(str(source.path), _Statuses(views, decided), cuda_traced)
 
 
-def cached_probe(source: Source, directory: Path) -> Probe:
-    """The probe of ``source``, kept as ``probe.json`` in its view cache directory.
+def cached_probe(source: Source, directory: Path,
+                 graph_nodes: Callable[[], bool | None] | None = None) -> Probe:
+    """The probe of ``source``, kept as ``probe.json`` in its view cache directory (once
+    every status is decided).
 
     Counting the rows of a 20-million-row table costs SQLite seconds; the cache directory
     is keyed by the input's identity, so the stored answer stays valid.
@@ -125,13 +177,16 @@ def cached_probe(source: Source, directory: Path) -> Probe:
             return Probe(str(source.path), views, bool(data["cuda_traced"]))
     except (OSError, ValueError, TypeError, KeyError):
         pass  # absent or damaged: probe again
-    result = probe(source)
-    text = json.dumps({"views": {k: asdict(v) for k, v in result.views.items()},
-                       "cuda_traced": result.cuda_traced})
-    try:
-        write_atomic(stored, lambda tmp: Path(tmp).write_text(text))
-    except OSError:
-        pass  # an unwritable cache only costs the reuse
+
+    def store(views: dict[str, ViewStatus]) -> None:  # called once result is made
+        text = json.dumps({"views": {k: asdict(v) for k, v in views.items()},
+                           "cuda_traced": result.cuda_traced})
+        try:
+            write_atomic(stored, lambda tmp: Path(tmp).write_text(text))
+        except OSError:
+            pass  # an unwritable cache only costs the reuse
+
+    result = probe(source, graph_nodes, store)
     return result
 
 
