@@ -81,3 +81,17 @@ def test_histogram_bins_equal_duckdb(con):
     lo = launch_gaps._bin(int(values.min()))
     found = [launch_gaps._first_in_bin(b) for b in range(lo + 1, max(rows) + 1)]
     assert (lo + np.searchsorted(found, np.sort(values), side="right")).tolist() == rows
+
+
+def test_in_place_and_masked_forms_give_the_same_figures():
+    rng = np.random.default_rng(8)
+    values = rng.integers(0, 10**9, 1001)
+    mask = rng.random(1001) < 0.3
+    assert figures.total(values, mask) == int(values[mask].sum())
+    assert figures.total(values, np.zeros(1001, dtype=bool)) == 0
+    big = np.array([2**62, 5, 2**62], dtype=np.int64)
+    assert figures.total(big, np.array([True, True, False])) == 2**62 + 5
+    copy = values.copy()
+    assert figures.quantiles(copy, [0.5, 0.99], scratch=True) == figures.quantiles(
+        values, [0.5, 0.99])
+    assert not np.array_equal(copy, values)  # partially sorted in place

@@ -21,17 +21,22 @@ from ..errors import InputError
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-def quantiles(values: np.ndarray, ps: Sequence[float]) -> list[float] | None:
+def quantiles(values: np.ndarray, ps: Sequence[float], scratch: bool = False
+              ) -> list[float] | None:
     """DuckDB's ``quantile_cont(values, ps)``: None without values; else, per ``p``, the
     values at ranks ``floor(x)`` and ``ceil(x)``, ``x = (n - 1) * p``, of the sorted values,
     interpolated (:func:`_between`). One partial sort (``np.partition``) for all the
-    ranks."""
+    ranks, of a copy, or in place where ``values`` are ``scratch`` (a copy already)."""
     n = len(values)
     if not n:
         return None
     ranks = [(n - 1) * p for p in ps]
     kth = sorted({int(math.floor(x)) for x in ranks} | {int(math.ceil(x)) for x in ranks})
-    part = np.partition(values, kth)
+    if scratch:
+        values.partition(kth)
+        part = values
+    else:
+        part = np.partition(values, kth)
     out = []
     for x in ranks:
         lo, hi = math.floor(x), math.ceil(x)
@@ -47,9 +52,16 @@ def _between(lo: float, hi: float, d: float) -> float:
     return float(Fraction(lo) * Fraction(1.0 - d) + Fraction(hi * d))
 
 
-def total(values: np.ndarray) -> int:
-    """``sum(values)::BIGINT``: an InputError where it leaves 64 bits (corrupt timestamps),
-    as DuckDB's cast does."""
+def total(values: np.ndarray, where: np.ndarray | None = None) -> int:
+    """``sum(values)::BIGINT`` (of those ``where`` is true): an InputError where it leaves
+    64 bits (corrupt timestamps), as DuckDB's cast does."""
+    if where is not None:
+        if not where.any():
+            return 0
+        if int(np.abs(values).max()) * len(values) > _INT64_MAX:
+            values = values[where]  # rare: summed exactly below
+        else:
+            return int(values.sum(where=where))
     if not len(values):
         return 0
     largest = max(abs(int(values.min())), abs(int(values.max())))
@@ -72,15 +84,17 @@ def share_pct(part: int, whole: int) -> float | None:
     return 100.0 * part / whole if whole else None
 
 
-def describe(values: np.ndarray, ps: Sequence[float], above_ns: int) -> dict[str, Any]:
+def describe(values: np.ndarray, ps: Sequence[float], above_ns: int, scratch: bool = False
+             ) -> dict[str, Any]:
     """``count``, ``q`` (:func:`quantiles`), ``max_ns``, ``mean_ns``, ``total_ns`` and
     ``share_above_pct`` (share of values above ``above_ns``) of one distribution; NULLs
-    (None) where SQL gives them for no values, ``total_ns`` 0."""
+    (None) where SQL gives them for no values, ``total_ns`` 0. ``scratch``: as for
+    :func:`quantiles`."""
     n = len(values)
     s = total(values)
     return {
         "count": n,
-        "q": quantiles(values, ps),
+        "q": quantiles(values, ps, scratch),  # in place: the order of values is not used
         "max_ns": int(values.max()) if n else None,
         "mean_ns": mean(s, n),
         "total_ns": s,

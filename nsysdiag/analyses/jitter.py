@@ -68,7 +68,8 @@ def run(report: Report, *, top: int = 10, slow: float = 1.5) -> AnalysisResult:
     pct = [r["concurrent_pct"] for r in conc.to_pylist() if r["concurrent_pct"] is not None]
     summary["concurrent_pct"] = max(pct) if pct else 0.0
     msg = (
-        f"{len(rows)} kernels examined; time-weighted {summary.get('time_weighted_slow_pct', 0):.1f}% "
+        f"{len(rows)} kernels examined; time-weighted "
+        f"{summary.get('time_weighted_slow_pct', 0):.1f}% "
         f"of launches slower than {slow}x their median"
     )
     return AnalysisResult(

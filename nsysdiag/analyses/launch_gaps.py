@@ -271,7 +271,8 @@ def _main_figures(gaps: _Gaps, normal_ns: int) -> tuple[dict, dict[tuple[int, in
     overall = figures.describe(gaps.gap, _MAIN_Q, normal_ns)
     if len(gaps.keys) == 1:
         return overall, {gaps.keys[0][:2]: overall}
-    return overall, {gaps.keys[code][:2]: figures.describe(gaps.gap[rows], _MAIN_Q, normal_ns)
+    return overall, {gaps.keys[code][:2]: figures.describe(gaps.gap[rows], _MAIN_Q, normal_ns,
+                                                           scratch=True)
                      for code, rows in intervals.by_code(gaps.key, len(gaps.keys))}
 
 
@@ -294,10 +295,10 @@ def _summary(gaps: _Gaps, f: dict, counts: _Counts, params: dict[str, int]) -> d
         "graph_kernels": sum(r[2] for r in counts.devices.values()),
         "prelaunched_gaps": int(np.count_nonzero(prelaunched)),
         "prelaunched_idle_pct": figures.share_pct(
-            figures.total(gaps.gap[prelaunched]), figures.total(gaps.gap[attributed]))
+            figures.total(gaps.gap, prelaunched), figures.total(gaps.gap, attributed))
         if attributed.any() else None,
         "starved_gaps": int(np.count_nonzero(starved)),
-        **figures.q_columns(figures.quantiles(gaps.gap[starved], _STARVED_Q),
+        **figures.q_columns(figures.quantiles(gaps.gap[starved], _STARVED_Q, scratch=True),
                             ("starved_p50_ns", "starved_p99_ns")),
         "normal_threshold_ns": params["normal_ns"],
         "p99_threshold_ns": params["p99_ns"],
@@ -331,12 +332,18 @@ def _per_device(per: dict[tuple[int, int], dict], counts: _Counts) -> pa.Table:
 
 
 def _per_stream(gaps: _Gaps, counts: _Counts, normal_ns: int) -> pa.Table:
-    """One row per stream: its kernels and its stream gaps' figures."""
-    per = {tuple(gaps.streams[code].tolist()): gaps.stream_gap[rows]
-           for code, rows in intervals.by_code(gaps.stream, len(gaps.streams))}
+    """One row per stream: its kernels and its stream gaps' figures (one stream's gaps are
+    partially sorted in place: nothing reads them after)."""
+    groups = ([(0, gaps.stream_gap)] if len(gaps.streams) == 1 else
+              ((code, gaps.stream_gap[rows])
+               for code, rows in intervals.by_code(gaps.stream, len(gaps.streams))))
+    per = {tuple(gaps.streams[code].tolist()): figures.describe(values, _OTHER_Q, normal_ns,
+                                                                scratch=True)
+           for code, values in groups}
+    none = figures.describe(np.empty(0, np.int64), _OTHER_Q, normal_ns)
     rows = []
     for key, (pid, kernels, _) in counts.streams.items():
-        f = figures.describe(per.get(key, np.empty(0, np.int64)), _OTHER_Q, normal_ns)
+        f = per.get(key, none)
         rows.append({"device_id": key[1], "pid": pid, "context_id": key[2], "stream_id": key[3],
                      "kernels": kernels, "gaps": f["count"],
                      **figures.q_columns(f["q"], ("p50_ns", "p90_ns", "p99_ns")),

@@ -139,7 +139,9 @@ def _links_table(links: list[Link]):
 def _busiest(rows: list[dict], direction: str) -> dict | None:
     """The host-table row of the device that moved the most bytes in ``direction``."""
     rows = [r for r in rows if r["direction"] == direction]
-    return max(rows, key=lambda r: (r["total_bytes"] or 0, -(r["device_id"] or 0))) if rows else None
+    if not rows:
+        return None
+    return max(rows, key=lambda r: (r["total_bytes"] or 0, -(r["device_id"] or 0)))
 
 
 def _summary(
