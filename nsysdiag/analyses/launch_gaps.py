@@ -110,13 +110,14 @@ def gap_summary(
 @dataclass
 class _Gaps:
     """The gaps of the sequence pass, in memory (ten million kernels: about 8.5 million
-    main gaps of 13 bytes, 21 with their starts, and as many stream gaps of 12): the main
+    main gaps of 9 bytes, 17 with their starts, and as many stream gaps of 12): the main
     gaps in the order of the pass (by sequence, then start), the graph gaps and the stream
     gaps."""
 
     #: (global_pid, device_id, pid) of each sequence, by code
     keys: list[tuple[int, int, int]]
-    key: np.ndarray  # int32: the sequence's code of each main gap
+    #: (sequence code, number of main gaps) of each run of main gaps of one sequence
+    key_runs: np.ndarray
     gap: np.ndarray  # int64 ns
     start: np.ndarray | None  # int64: start of the kernel after the gap (for detail)
     before: np.ndarray  # int8: launched before the GPU went idle 1, after 0, unknown -1
@@ -126,6 +127,16 @@ class _Gaps:
     streams: np.ndarray
     stream: np.ndarray  # int32: the stream's code of each stream gap
     stream_gap: np.ndarray  # int64 ns
+
+    @property
+    def key(self) -> np.ndarray:
+        """The sequence's code of each main gap."""
+        return np.repeat(self.key_runs[:, 0], self.key_runs[:, 1]).astype(np.int32)
+
+    def per_key(self) -> np.ndarray:
+        """The number of main gaps of each sequence, by code."""
+        return np.bincount(self.key_runs[:, 0], weights=self.key_runs[:, 1],
+                           minlength=len(self.keys)).astype(np.int64)
 
 
 def _graph_first(report: Report) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -149,8 +160,9 @@ def _sequence_pass(report: Report, streams: bool, starts: bool = False) -> _Gaps
     keys: list[tuple[int, int, int]] = []
     furthest: dict[int, int | None] = {}
     rows = report.execute(load_sql(NAME)["sequence_rows"])[0][0]
-    main_gaps = _Columns(rows, {"key": np.int32, "gap": np.int64, "before": np.int8,
+    main_gaps = _Columns(rows, {"gap": np.int64, "before": np.int8,
                                 **({"start": np.int64} if starts else {})})
+    runs: list[list[int]] = []  # [code, main gaps] of each run of one sequence
     stream_gaps = _Columns(rows if streams else 0, {"stream": np.int32, "stream_gap": np.int64})
     graph: dict[str, list[np.ndarray]] = {"graph_kind": [], "graph_gap": []}
     first = _graph_first(report)
@@ -159,7 +171,7 @@ def _sequence_pass(report: Report, streams: bool, starts: bool = False) -> _Gaps
     # connection
     with contextlib.closing(intervals.segments(
         report, load_sql(NAME)["sequence"], ("global_pid", "device_id"),
-        ("pid", "correlation_id", "unit", "start_ns", "end_ns", "launch_end_ns",
+        ("correlation_id", "unit", "start_ns", "end_ns", "launch_end_ns",
          "context_id", "stream_id", "in_stream"),
         order="start_ns, sort_end", params={"no_end": NO_END},
     )) as sequence:
@@ -170,7 +182,7 @@ def _sequence_pass(report: Report, streams: bool, starts: bool = False) -> _Gaps
                 stream_gaps.add(*per_stream.gaps(key, unit, start, end))
             code = codes.setdefault(key, len(codes))
             if code == len(keys):
-                keys.append((*key, int(unit["pid"][0])))
+                keys.append((*key, (key[0] >> 24) & 0xFFFFFF))  # the pid (views' _PID)
             before, furthest[code] = intervals.ends_before(start, end, furthest.get(code))
             gap = (start > before) & (before > NO_END)
             kind, correlation = unit["unit"][gap], unit["correlation_id"][gap]
@@ -186,11 +198,16 @@ def _sequence_pass(report: Report, streams: bool, starts: bool = False) -> _Gaps
                 graph["graph_gap"].append((start - before)[gap][~main])
             at = np.flatnonzero(gap)[main]
             busy, launch_end = before[at], unit["launch_end_ns"][at]
-            main_gaps.add(code, start[at] - busy,
+            if runs and runs[-1][0] == code:
+                runs[-1][1] += len(at)
+            else:
+                runs.append([code, len(at)])
+            main_gaps.add(start[at] - busy,
                           np.where(launch_end == NO_END, -1, launch_end < busy),
                           *((start[at],) if starts else ()))
     no_starts = {} if starts else {"start": None}
-    return _Gaps(keys=keys, streams=per_stream.keys if per_stream else _Streams().keys,
+    return _Gaps(keys=keys, key_runs=np.array(runs, dtype=np.int64).reshape(-1, 2),
+                 streams=per_stream.keys if per_stream else _Streams().keys,
                  **main_gaps.arrays(), **no_starts, **stream_gaps.arrays(),
                  **{c: np.concatenate(v) if v else np.empty(0, np.int64 if c == "graph_gap"
                                                             else np.int8)
@@ -372,7 +389,7 @@ def _graph(gaps: _Gaps) -> pa.Table:
 def _device_counts(gaps: _Gaps, counts: _Counts) -> dict[str, int]:
     """Main gaps per GPU (the device id as a string), every GPU that ran kernels."""
     out = dict.fromkeys(sorted({d for _, d in counts.devices}, key=_nulls_last), 0)
-    for code, n in enumerate(np.bincount(gaps.key, minlength=len(gaps.keys)).tolist()):
+    for code, n in enumerate(gaps.per_key().tolist()):
         out[gaps.keys[code][1]] += n
     return {str(d): n for d, n in out.items()}
 

@@ -76,16 +76,16 @@
 --                 [10^(b/5), 10^((b+1)/5)) ns; share_pct of the main gaps
 
 -- @query sequence
-SELECT global_pid, device_id, pid, coalesce(correlation_id, -1) AS correlation_id, unit,
+SELECT global_pid, device_id, coalesce(correlation_id, -1) AS correlation_id, unit,
        start_ns, end_ns AS sort_end, coalesce(end_ns, $no_end) AS end_ns,
        coalesce(launch_end_ns, $no_end) AS launch_end_ns,
        coalesce(context_id, 0) AS context_id, coalesce(stream_id, 0) AS stream_id,
        unit < 2 AND context_id IS NOT NULL AND stream_id IS NOT NULL AS in_stream
-FROM (SELECT global_pid, pid, device_id, correlation_id, start_ns, end_ns, launch_end_ns,
+FROM (SELECT global_pid, device_id, correlation_id, start_ns, end_ns, launch_end_ns,
              CASE WHEN graph_node_id IS NULL THEN 0 ELSE 1 END AS unit, context_id, stream_id
       FROM kernels
       UNION ALL
-      SELECT global_pid, pid, device_id, correlation_id, gpu_start_ns, gpu_end_ns, NULL, 2,
+      SELECT global_pid, device_id, correlation_id, gpu_start_ns, gpu_end_ns, NULL, 2,
              NULL, NULL
       FROM cuda_graphs
       WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL)
