@@ -223,9 +223,9 @@ class _Columns:
         self.n = 0
         self._arrays = {c: np.empty(capacity, dtype=t) for c, t in dtypes.items()}
 
-    def add(self, *values: np.ndarray | int) -> None:
-        """Append one run: a value (an array, or one value for all) per column, in order."""
-        m = max((len(v) for v in values if isinstance(v, np.ndarray)), default=0)
+    def add(self, *values: np.ndarray) -> None:
+        """Append one run: an array of equal length per column, in order."""
+        m = len(values[0])
         for array, v in zip(self._arrays.values(), values):
             array[self.n:self.n + m] = v
         self.n += m
