@@ -332,11 +332,17 @@ def _own(report: Report, target: Path, scope: str) -> None:
                 values.append(column.to_numpy().astype(np.int64, copy=False))
             key, api_start, api_end = values
             instance = np.full(batch.num_rows, -1, dtype=np.int64)
-            for k in np.unique(key[known]).tolist():
+            present = None if known.all() else np.flatnonzero(known)
+            # the keys come in runs (a thread's or process's calls together): only the first
+            # row of each run is looked up (intervals.run_codes)
+            codes, distinct = intervals.run_codes((key if present is None else key[present],))
+            for code, rows in intervals.by_code(codes, len(distinct)):
+                k = int(distinct[code, 0])
                 if k not in first:
                     continue
                 lo, hi = first[k]
-                rows = np.flatnonzero((key == k) & known)
+                if present is not None:
+                    rows = present[rows]
                 j = np.empty(len(rows), dtype=np.int64)
                 _compiled.search_right(starts[lo:hi], api_start[rows], j)
                 j += lo - 1
@@ -344,9 +350,10 @@ def _own(report: Report, target: Path, scope: str) -> None:
                 instance[rows[inside]] = ids[j[inside]]
             placed = np.flatnonzero(instance >= 0)
             if len(placed):
+                whole = len(placed) == batch.num_rows  # usually: no copy of the columns
                 out.write_table(pa.table({
-                    "instance": instance[placed],
-                    **{c: batch.column(c).take(placed)
+                    "instance": instance if whole else instance[placed],
+                    **{c: batch.column(c) if whole else batch.column(c).take(placed)
                        for c in ("kernel", "device_id", "start_ns", "end_ns", "api_end_ns")},
                 }).cast(_OWN_SCHEMA))
 
