@@ -201,10 +201,19 @@ def test_whole_groups_keeps_each_key_in_one_chunk():
     keys = [1, 1, 2, 2, 2, 2, 3, 4, 4]
     table = pa.table({"k": keys, "v": list(range(len(keys)))})
     chunks = list(intervals.whole_groups(table.to_reader(max_chunksize=3), "k"))
-    # batches [1 1 2] [2 2 2] [3 4 4]: a key's rows wait for the next key
-    assert [c["k"].tolist() for c in chunks] == [[1, 1], [2, 2, 2, 2, 3], [4, 4]]
+    # batches [1 1 2] [2 2 2] [3 4 4]: a batch's last key waits, and goes out with the
+    # rows of the next batches that continue it
+    assert [c["k"].tolist() for c in chunks] == [[1, 1], [2, 2, 2, 2], [3], [4, 4]]
     assert np.concatenate([c["v"] for c in chunks]).tolist() == list(range(len(keys)))
     assert list(intervals.whole_groups(table.slice(0, 0).to_reader(), "k")) == []
+    rng = np.random.default_rng(3)
+    keys = np.sort(rng.integers(0, 40, 500))
+    table = pa.table({"k": keys, "v": np.arange(500)})
+    for size in (1, 2, 7, 64, 1000):
+        chunks = list(intervals.whole_groups(table.to_reader(max_chunksize=size), "k"))
+        assert np.concatenate([c["v"] for c in chunks]).tolist() == list(range(500))
+        seen = [set(c["k"].tolist()) for c in chunks]
+        assert sum(len(x) for x in seen) == len(set().union(*seen))  # no key in two chunks
 
 
 @pytest.mark.parametrize("order", ["ascending", "descending", "random"])

@@ -264,14 +264,23 @@ def segments(
 
 def whole_groups(reader: Iterable[pa.RecordBatch], key: str) -> Iterator[dict[str, np.ndarray]]:
     """The batches of an Arrow stream sorted by ``key``, regrouped so that no key's rows are
-    split between two of them (a key's rows are held back until the next key begins)."""
+    split between two of them: a batch's last key is held back, and yielded with the rows
+    of the next batch that continue it (a small chunk of its own, so that no batch is
+    copied whole)."""
     held: dict[str, np.ndarray] | None = None
     for batch in reader:
         if not batch.num_rows:
             continue
         cols = {n: batch.column(n).to_numpy(zero_copy_only=False) for n in batch.schema.names}
         if held is not None:
-            cols = {n: np.concatenate([held[n], cols[n]]) for n in cols}
+            # the rows that continue the held key come first (keys are sorted)
+            m = int(np.searchsorted(cols[key], held[key][0], side="right"))
+            joined = {n: np.concatenate([held[n], cols[n][:m]]) for n in cols}
+            if m == batch.num_rows:
+                held = joined
+                continue
+            yield joined
+            cols = {n: a[m:] for n, a in cols.items()}
         keys = cols[key]
         cut = int(np.searchsorted(keys, keys[-1], side="left"))
         held = {n: a[cut:] for n, a in cols.items()}
