@@ -99,6 +99,31 @@ def test_nested_request_decomposition(core):
     assert r["cuda_covered"] is True
 
 
+def test_a_copy_with_a_runtime_and_a_driver_call_counts_once(builder, tmp_path):
+    """A copy (or a graph launch) whose id a runtime call and the driver call inside it
+    share is one piece of own work, launched from the first entry to the last return.
+
+    request [1000, 11000]: cudaMemcpyAsync [2600, 3000] with cuMemcpyAsync [2650, 2950]
+    inside it (one id) -> copy [5000, 5500]; cudaGraphLaunch [3100, 3400] with
+    cuGraphLaunch [3150, 3350] -> a graph-level execution [6000, 7000]."""
+    b = builder("current")
+    b.nvtx(1000, 11000, "request")
+    corr = b.api(2600, 3000, "cudaMemcpyAsync_v3020")
+    b.api(2650, 2950, "cuMemcpyAsync", corr=corr, driver=True)
+    b.memcpy(5000, 5500, 1 << 20, corr=corr)
+    corr = b.api(3100, 3400, "cudaGraphLaunch_v10000")
+    b.api(3150, 3350, "cuGraphLaunch", corr=corr, driver=True)
+    b.graph_trace(6000, 7000, corr=corr)
+    r = only(run(b, tmp_path, range_name="request", min_instances=1))
+    # one copy of 500 ns and one graph execution of 1000 ns, not two of each
+    assert (r["n_kernels"], r["n_copies"], r["own_kernel_total_ns"], r["own_copy_total_ns"]) == (
+        1, 1, 1000, 500)
+    # own work pending from each call's last return: [3000, 5500] and [3400, 7000], merged
+    # [3000, 7000] = 4000 ns, of which the copy and the graph run 1500: 2500 idle
+    assert (r["gpu_own_kernel_ns"], r["gpu_own_copy_ns"], r["gpu_pending_idle_ns"]) == (
+        1000, 500, 2500)
+
+
 def test_named_inner_range(core):
     res = ranges.run(core, range_name="forward")
     assert (res.summary["unit"], res.summary["unit_source"]) == ("forward", "nvtx_named")

@@ -165,12 +165,20 @@ FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0
 
 -- @query rg_launched_other
 -- Step: the GPU operations other than kernels (copies, memsets, graph-level executions)
--- with the key's call that launched them, joined to rg_calls; a few, next to the kernels.
-SELECT a.key, a.start_ns AS api_start_ns, a.end_ns AS api_end_ns, o.kernel, o.device_id,
-       o.start_ns, o.end_ns
-FROM rg_ops o
-JOIN rg_calls a ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id
-WHERE NOT o.kernel_row
+-- with the key's call that launched them, from rg_calls; a few, next to the kernels. As
+-- for a kernel, several calls with the operation's id (a runtime call and the driver call
+-- inside it) count as one, from the first entry to the last return, on the key of the
+-- call that entered first: each operation is one row.
+WITH other AS (SELECT * FROM rg_ops WHERE NOT kernel_row),
+calls AS (
+    SELECT a.global_pid, a.correlation_id, arg_min(a.key, a.start_ns) AS key,
+           min(a.start_ns) AS api_start_ns, max(a.end_ns) AS api_end_ns
+    FROM rg_calls a
+    SEMI JOIN other o ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id
+    GROUP BY a.global_pid, a.correlation_id)
+SELECT c.key, c.api_start_ns, c.api_end_ns, o.kernel, o.device_id, o.start_ns, o.end_ns
+FROM other o
+JOIN calls c ON c.global_pid = o.global_pid AND c.correlation_id = o.correlation_id
 
 -- @query rg_launched
 -- Every GPU operation with the key's call that launched it: a kernel's is the launch call
