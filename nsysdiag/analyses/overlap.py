@@ -49,11 +49,13 @@ def run(report: Report) -> AnalysisResult:
     probe = report.probe
     if not any(probe.present(v) for v in ("kernels", "memcpys", "memsets", "cuda_graphs")):
         return not_captured(NAME, report, "kernels")  # type: ignore[return-value]
-    with temp_views(report, NAME, ("ops",)), registered(report, "_overlap_busy", _busy(report)):
+    with (temp_views(report, NAME, ("ops",)),
+          registered(report, "_overlap_busy", _busy(report)),
+          registered(report, "_overlap_streams", run_query(report, NAME, "op_streams"))):
         per = run_query(report, NAME, "devices")
+        streams = run_query(report, NAME, "streams")
     total = next(r for r in per.to_pylist() if r["device_id"] is None)
     devices = per.filter(pc.is_valid(per.column("device_id")))
-    streams = run_query(report, NAME, "streams")
     apis = run_query(report, NAME, "copy_apis")
     dev_rows = devices.to_pylist()
     api_rows = apis.to_pylist()
