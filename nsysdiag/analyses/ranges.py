@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import click
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import UsageError
 from . import _compiled, intervals, sweep
@@ -271,21 +272,24 @@ def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table
         The instances and the scope used.
     """
     chosen = scope if scope != "auto" else ("thread" if unit.thread_local else "process")
+    ids = np.sort(unit.instances.column("instance").to_numpy(zero_copy_only=False)
+                  .astype(np.int64))
     with registered(report, "_ranges_units", unit.instances):
-        table = _instances(report, chosen)
+        table = _instances(report, chosen, ids)
         if scope == "auto" and chosen == "thread" and unit.source != "sync_fallback":
             api = sum(_total(table, f"{c}_ns") for c in CPU_COMPONENTS[:-1])
             if api == 0:
                 chosen = "process"
-                table = _instances(report, chosen)
+                table = _instances(report, chosen, ids)
     return table, chosen
 
 
-def _instances(report: Report, scope: str) -> pa.Table:
+def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
+    """The instances table of the units registered as _ranges_units (``ids``: their
+    instance numbers, sorted)."""
     with ExitStack() as stack:
         stack.enter_context(steps(report, NAME, ("rg_units",), {"scope": scope}))
         stack.enter_context(temp_views(report, NAME, ("rg_calls",)))
-        ids = _instance_ids(report, "rg_units")
         groups = int(ids.max()) + 1 if len(ids) else 1
         cpu = _sweep(report, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)[ids]
         stack.enter_context(registered(report, "rg_cpu", pa.table({
@@ -411,12 +415,6 @@ def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return keys[first], first, np.r_[first[1:], len(keys)]
 
 
-def _instance_ids(report: Report, source: str) -> np.ndarray:
-    """The sorted instance numbers of a step (``source``: a step name, maybe filtered)."""
-    rows = report.sql(f"SELECT instance FROM {source} ORDER BY instance").to_arrow_table()
-    return rows.column("instance").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-
-
 def _sweep(
     report: Report, intervals: str, probes: str, classes: int, groups: int
 ) -> np.ndarray:
@@ -426,7 +424,7 @@ def _sweep(
 
 
 def _total(table: pa.Table, column: str) -> int:
-    return sum(v for v in table.column(column).to_pylist() if v is not None)
+    return pc.sum(table.column(column)).as_py() or 0
 
 
 def run(
