@@ -55,18 +55,13 @@ def _between(lo: float, hi: float, d: float) -> float:
 def total(values: np.ndarray, where: np.ndarray | None = None) -> int:
     """``sum(values)::BIGINT`` (of those ``where`` is true): an InputError where it leaves
     64 bits (corrupt timestamps), as DuckDB's cast does."""
-    if where is not None:
-        if not where.any():
-            return 0
-        if int(np.abs(values).max()) * len(values) > _INT64_MAX:
-            values = values[where]  # rare: summed exactly below
-        else:
-            return int(values.sum(where=where))
-    if not len(values):
+    if not len(values) or where is not None and not where.any():
         return 0
     largest = max(abs(int(values.min())), abs(int(values.max())))
-    # numpy's int64 sum wraps around silently: exact in Python integers where it might
-    s = int(values.sum()) if largest * len(values) <= _INT64_MAX else sum(values.tolist())
+    if largest * len(values) <= _INT64_MAX:  # numpy's int64 sum cannot wrap around
+        return int(values.sum(where=True if where is None else where))
+    # it might: exact in Python integers
+    s = sum((values if where is None else values[where]).tolist())
     if not -_INT64_MAX - 1 <= s <= _INT64_MAX:
         raise InputError("values out of range (a sum of durations leaves 64 bits)",
                          hint="the export holds corrupt timestamps, durations or sizes")

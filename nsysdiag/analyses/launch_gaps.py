@@ -327,10 +327,6 @@ def _nulls_last(*values: Any) -> tuple:
     return tuple(x for v in values for x in (v is None, v if v is not None else 0))
 
 
-_Q_TYPES = {"count": pa.int64(), "max_ns": pa.int64(), "mean_ns": pa.float64(),
-            "total_ns": pa.int64(), "share_above_normal_pct": pa.float64()}
-
-
 def _per_device(per: dict[tuple[int, int], dict], counts: _Counts) -> pa.Table:
     """One row per process and GPU: its kernels and its main gaps' figures (``per``)."""
     none = figures.describe(np.empty(0, np.int64), _MAIN_Q, 0)
@@ -397,13 +393,14 @@ def _device_counts(gaps: _Gaps, counts: _Counts) -> dict[str, int]:
 def _distribution(gaps: _Gaps) -> pa.Table:
     """Every main gap, ordered by GPU, process and start."""
     keys = np.array(gaps.keys, dtype=np.int64).reshape(-1, 3)
-    device, pid = keys[gaps.key, 1], keys[gaps.key, 2]
+    key = gaps.key  # made from the runs: once
+    device, pid = keys[key, 1], keys[key, 2]
     if len(gaps.keys) <= 1:
         order = slice(None)
     elif len({(d, p) for _, d, p in gaps.keys}) == len(gaps.keys):
         # each (device, pid) is one sequence, its gaps already in start order
         rank = np.argsort(np.lexsort((keys[:, 2], keys[:, 1])))
-        order = np.argsort(rank[gaps.key], kind="stable")
+        order = np.argsort(rank[key], kind="stable")
     else:
         order = np.lexsort((gaps.start, pid, device))
     return pa.table({
@@ -452,12 +449,17 @@ def _first_in_bin(b: int) -> int:
 
 
 def _table(rows: list[dict[str, Any]], names: tuple[str, ...]) -> pa.Table:
-    """The rows as a table of the columns ``names``, typed as the SQL types them."""
-    types = {"kind": pa.string(), "share_pct": pa.float64(), "bin_lo_ns": pa.float64(),
-             "bin_hi_ns": pa.float64(), **_Q_TYPES}
-    schema = pa.schema([(n, types.get(n, pa.float64() if n.startswith("p") and n.endswith("_ns")
-                                      else pa.int64())) for n in names])
-    return pa.Table.from_pylist(rows, schema=schema)
+    """The rows as a table of the columns ``names``, typed as the SQL types them: the
+    percentiles (p*_ns), means, shares and bin edges doubles, ``kind`` a string, the rest
+    BIGINT."""
+    floats = ("mean_ns", "share_above_normal_pct", "share_pct", "bin_lo_ns", "bin_hi_ns")
+
+    def typed(n: str) -> pa.DataType:
+        if n == "kind":
+            return pa.string()
+        return pa.float64() if n in floats or n[0] == "p" and n.endswith("_ns") else pa.int64()
+
+    return pa.Table.from_pylist(rows, schema=pa.schema([(n, typed(n)) for n in names]))
 
 
 def run(
