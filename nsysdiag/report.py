@@ -6,7 +6,7 @@ import contextlib
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,6 +129,8 @@ class Report:
         self._scratch: str | None = None
         #: analysis results computed on this report (see ``analyses.results``)
         self.results_memo: dict[str, Any] = {}
+        #: intermediates one analysis makes for a later one, by name (see :meth:`handover`)
+        self._handed: dict[str, Any] = {}
 
     # -- querying -------------------------------------------------------------------------
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
@@ -165,6 +167,41 @@ class Report:
         from .analyses import results
 
         return results.run(self, name, **options)
+
+    @contextlib.contextmanager
+    def handover(self, *names: str) -> Iterator[None]:
+        """Let the analyses run inside the block hand the intermediates ``names`` on to one
+        another, instead of each computing its own (what is left is dropped at the end).
+
+        An analysis whose pass makes one of them as a by-product keeps it
+        (:meth:`expects`, :meth:`hand`) for the one that needs it (:meth:`take`), which
+        computes it itself when nothing was handed. Used by the diagnosis, which knows
+        what it will run next: ``gpu_busy``, each device's busy union
+        (``intervals.Coverage``), from overlap's pass to ranges.
+        """
+        for name in names:
+            self._handed.setdefault(name, None)
+        try:
+            yield
+        finally:
+            for name in names:
+                self._handed.pop(name, None)
+
+    def expects(self, name: str) -> bool:
+        """Whether intermediate ``name`` is wanted and not handed yet."""
+        return name in self._handed and self._handed[name] is None
+
+    def hand(self, name: str, value: Any) -> None:
+        """Keep intermediate ``name`` for a later analysis (only when :meth:`expects`)."""
+        if self.expects(name):
+            self._handed[name] = value
+
+    def take(self, name: str) -> Any:
+        """Intermediate ``name`` if handed (it is then no longer kept), else None."""
+        value = self._handed.get(name)
+        if value is not None:
+            self._handed[name] = None
+        return value
 
     def scratch_dir(self) -> Path:
         """A private directory for intermediate results, removed by :meth:`close`.

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from conftest import H200, corpus_sqlite_files, need, run_on_corpus
 
 import nsysdiag
-from nsysdiag.analyses import overlap
+from nsysdiag.analyses import intervals, overlap
+from nsysdiag.analyses.base import load_sql, temp_views
 
 T0 = 10_000  # keep timestamps away from 0 (CUPTI's "not collected")
 
@@ -45,6 +47,36 @@ def two_stream_trace(builder, tmp_path):
     b.memset(T0 + 3500, T0 + 3700, 4096, stream=9)
     b.api(T0 + 1100, T0 + 1150, "cudaMemcpy_v3020", corr=c1, pid=777, tid=777)
     return b.write(tmp_path / "two.sqlite")
+
+
+def test_hands_its_busy_union_to_ranges(builder, tmp_path):
+    # Inside Report.handover, overlap's pass keeps each GPU's busy union for ranges: the
+    # same covered time as ranges' own query (rg_busy_intervals), which leaves out an
+    # operation starting at 0, as the kernel K0 [0, T0 + 200] here (overlap counts it).
+    b = builder("current")
+    b.kernel(0, T0 + 200, stream=7)
+    b.kernel(T0 + 0, T0 + 1000, stream=7)
+    b.kernel(T0 + 500, T0 + 1500, stream=8)
+    b.memcpy(T0 + 1200, T0 + 2000, 8000, stream=9)
+    b.memset(T0 + 3500, T0 + 3700, 4096, stream=9)
+    b.kernel(T0 + 3000, T0 + 4000, stream=7)
+    ts = np.arange(-100, T0 + 4200, 50)
+    device = np.zeros(len(ts), dtype=np.int64)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        # K0 counts here: kernels busy [0, T0 + 1500] and [T0 + 3000, T0 + 4000]
+        assert overlap.run(rep).tables["devices"]["kernel_busy_ns"].to_pylist() == [T0 + 2500]
+        assert rep.take(intervals.GPU_BUSY) is None  # nobody expects it: nothing kept
+        rep.results_memo.clear()
+        with rep.handover(intervals.GPU_BUSY):
+            overlap.run(rep)
+            handed = rep.take(intervals.GPU_BUSY)
+            assert rep.take(intervals.GPU_BUSY) is None  # taken once
+        with temp_views(rep, "ranges", ("rg_ops",)):
+            own = intervals.Coverage.of_query(rep, load_sql("ranges")["rg_busy_intervals"])
+    np.testing.assert_array_equal(handed.covered(device, ts), own.covered(device, ts))
+    # [T0, T0 + 2000] (K1, K2, the copy) and [T0 + 3000, T0 + 4000]: 3000 ns in all
+    assert handed.covered(device[:3], np.array([T0 + 100, T0 + 2500, T0 + 5000])).tolist() == [
+        100, 2000, 3000]
 
 
 def test_union_and_intersection(builder, tmp_path):

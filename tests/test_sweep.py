@@ -78,7 +78,7 @@ def test_coverage_matches_reference(tmp_path, monkeypatch, seed, batch_rows):
     with nsysdiag.open(_export(tmp_path)) as rep:
         rep.con.register("iv", pa.table(dict(zip(("key", "start_ns", "end_ns"),
                                                   map(list, zip(*[r[:3] for r in intervals]))))))
-        cover = iv_mod.Coverage(rep, "SELECT * FROM iv")
+        cover = iv_mod.Coverage.of_query(rep, "SELECT * FROM iv")
     np.testing.assert_array_equal(cover.covered(probe_keys, probe_ts), want)
     lo, hi = np.minimum(probe_ts, probe_ts[::-1]), np.maximum(probe_ts, probe_ts[::-1])
     np.testing.assert_array_equal(cover.between(probe_keys, lo, hi),
@@ -113,7 +113,7 @@ def test_coverage_by_hand(tmp_path):
     with nsysdiag.open(_export(tmp_path)) as rep:
         rep.con.register("iv", pa.table({"key": [0, 0, 0], "start_ns": [0, 50, 120],
                                          "end_ns": [100, 80, 150]}))
-        cover = iv_mod.Coverage(rep, "SELECT * FROM iv")
+        cover = iv_mod.Coverage.of_query(rep, "SELECT * FROM iv")
     keys = np.array([0, 0, 0, 0, 1])
     assert cover.covered(keys, np.array([60, 1000, -5, 120, 500])).tolist() == [60, 130, 0, 100, 0]
     assert cover.between(np.array([0]), np.array([90]), np.array([130])).tolist() == [20]

@@ -131,6 +131,27 @@ def covered(lo, hi, before, ts, out):
 
 
 @_jit
+def union_pieces(start, end, state, lo, hi, before, n):
+    """Append to ``lo``/``hi``/``before`` from row ``n`` the pieces of a union: intervals
+    (``end >= start``) sorted by start, each beyond the furthest end before it, with the
+    union's length before each piece. ``state`` (key seen, furthest end, length so far)
+    carries the union from batch to batch. Returns the new row count."""
+    seen, furthest, total = state[0], state[1], state[2]
+    for i in range(start.size):
+        s, e = start[i], end[i]
+        if seen == 0:
+            seen, furthest = 1, s
+        piece_lo = max(s, furthest)
+        if e > piece_lo:
+            lo[n], hi[n], before[n] = piece_lo, e, total
+            total += e - piece_lo
+            n += 1
+        furthest = max(furthest, e)
+    state[0], state[1], state[2] = seen, furthest, total
+    return n
+
+
+@_jit
 def follow_streams(codes, start, end, own, last_end, no_end, gap_code, gap_ns):
     """Per stream, the gap before each own unit: ``start`` minus the end of the unit before
     it on its stream (``codes``: the stream of each unit, in start order), when positive.

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from ..report import Report
 
 BATCH_ROWS = 1 << 20
+#: the name under which a pass hands each device's busy union on (``Report.handover``):
+#: overlap's pass makes it, ranges reads GPU busy time from it
+GPU_BUSY = "gpu_busy"
 
 
 class Union:
@@ -93,29 +96,51 @@ class Coverage:
     with running totals, so an instant is answered by one search among the pieces
     (``_compiled.covered``): no sort of the instants, which in ``ranges`` number twice the
     pending stretches (17 million at ten million kernels) against ten million intervals.
+
+    Built from a query (:meth:`of_query`) or fed by a sorted pass that reads the intervals
+    anyway (:meth:`feed`, then :meth:`done`): the union does not depend on the order of
+    intervals with equal starts, so any pass in start order per key will do.
     """
 
-    def __init__(self, report: Report, sql: str) -> None:
+    def __init__(self) -> None:
+        #: key -> (piece starts, piece ends, union before each piece), all sorted
+        self.pieces: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # key -> pieces so far (arrays with room to grow), their count, the union's state
+        self._fed: dict[int, tuple[list[np.ndarray], list[int], np.ndarray]] = {}
+
+    @classmethod
+    def of_query(cls, report: Report, sql: str) -> Coverage:
         """The union per ``key`` of the rows of ``sql`` (columns key, start_ns, end_ns;
         rows with a NULL, or ending before they start, are left out)."""
-        parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-        furthest: dict[int, int | None] = {}
+        coverage = cls()
         for (key,), rows in segments(
             report, f"SELECT * FROM ({sql}) WHERE end_ns >= start_ns", ("key",),
             ("start_ns", "end_ns"), order="start_ns, end_ns DESC",
         ):
-            start, end = (rows[c].astype(np.int64, copy=False) for c in ("start_ns", "end_ns"))
-            before, furthest[key] = ends_before(start, end, furthest.get(key))
-            lo = np.maximum(start, before)
-            piece = end > lo
-            parts.setdefault(key, []).append((lo[piece], end[piece]))
-        #: key -> (piece starts, piece ends, union before each piece), all sorted
-        self.pieces: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        for key, chunks in parts.items():
-            lo, hi = (np.concatenate(c) for c in zip(*chunks))
-            before = np.zeros(len(lo), dtype=np.int64)
-            np.cumsum(hi[:-1] - lo[:-1], out=before[1:])
-            self.pieces[key] = (lo, hi, before)
+            coverage.feed(key, *(rows[c].astype(np.int64, copy=False)
+                                 for c in ("start_ns", "end_ns")))
+        return coverage.done()
+
+    def feed(self, key: int, start: np.ndarray, end: np.ndarray) -> None:
+        """Add intervals of ``key`` (``end >= start``, sorted by start, after the key's
+        earlier ones)."""
+        if key not in self._fed:
+            self._fed[key] = ([np.empty(len(start), dtype=np.int64) for _ in range(3)], [0],
+                              np.zeros(3, dtype=np.int64))
+        arrays, count, state = self._fed[key]
+        if count[0] + len(start) > len(arrays[0]):
+            for a in arrays:  # in place (realloc): no copy of what is there
+                a.resize(max(count[0] + len(start), 2 * len(a)), refcheck=False)
+        count[0] = _compiled.union_pieces(start, end, state, *arrays, count[0])
+
+    def done(self) -> Coverage:
+        """Make the fed pieces ready for lookups."""
+        for key, (arrays, count, _) in self._fed.items():
+            for a in arrays:
+                a.resize(count[0], refcheck=False)
+            self.pieces[key] = tuple(arrays)  # type: ignore[assignment]
+        self._fed.clear()
+        return self
 
     def covered(self, keys: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """``covered(key, t)`` for each pair (int64; 0 for a key without intervals)."""

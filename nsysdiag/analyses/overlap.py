@@ -80,8 +80,14 @@ def run(report: Report) -> AnalysisResult:
 
 
 def _busy(report: Report) -> pa.Table:
-    """Per device: kernel, copy and any busy time, time with >= 2 kernels, peak kernels."""
+    """Per device: kernel, copy and any busy time, time with >= 2 kernels, peak kernels.
+
+    When a later analysis expects it (``Report.handover``), the pass also keeps each
+    device's union as ``gpu_busy`` (``intervals.Coverage``) for ranges: the operations it
+    counts are these, less those that start at or before 0 (ranges.sql, rg_busy_intervals).
+    """
     devices: dict[int, tuple[intervals.Busy, intervals.Union, intervals.Union]] = {}
+    gpu_busy = intervals.Coverage() if report.expects(intervals.GPU_BUSY) else None
     for (device,), op in intervals.segments(
         report, "SELECT device_id, cls = 'kernel' AS kernel, start_ns, end_ns FROM ops",
         ("device_id",), ("kernel", "start_ns", "end_ns"),
@@ -93,6 +99,12 @@ def _busy(report: Report) -> pa.Table:
         kernels.feed(start[k], end[k])
         copies.feed(start[~k], end[~k])
         either.feed(start, end)
+        if gpu_busy is not None:
+            # sorted by start: those after 0 are the end of the device's operations
+            after = int(np.searchsorted(start, 0, side="right"))
+            gpu_busy.feed(device, start[after:], end[after:])
+    if gpu_busy is not None:
+        report.hand(intervals.GPU_BUSY, gpu_busy.done())
     return pa.table({
         "device_id": list(devices),
         "kernel_ns": [k.ns for k, _, _ in devices.values()],

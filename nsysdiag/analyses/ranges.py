@@ -373,7 +373,8 @@ def _gpu_side(report: Report) -> tuple[pa.Table, pa.Table]:
     as many as the kernels; window functions partitioned by instance did the unions in
     SQL, 2.7 s at ten million kernels)."""
     sql = load_sql(NAME)
-    busy = intervals.Coverage(report, sql["rg_busy_intervals"])
+    busy = (report.take(intervals.GPU_BUSY)
+            or intervals.Coverage.of_query(report, sql["rg_busy_intervals"]))
     udev = report.sql("SELECT instance, device_id, start_ns, end_ns FROM rg_udev "
                       "WHERE device_id IS NOT NULL ORDER BY instance").to_arrow_table()
     instance, device = (udev.column(c).to_numpy().astype(np.int64, copy=False)

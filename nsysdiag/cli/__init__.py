@@ -2,7 +2,7 @@
 
 The command line's process (and the batch workers it starts, which inherit its
 environment) is nsysdiag's own, so it chooses two memory settings that library callers
-keep for themselves. Both must be set before numpy and DuckDB are imported, which is why
+keep for themselves. They must be set before numpy and DuckDB are imported, which is why
 the package's top level imports neither. On a cold ``diagnose`` of ten million kernels
 (2-core VM, ``docs/performance.md``) they took the system time from 8.2 to 6.0 s and the
 wall time from 27.0 to 24.8 s, peak memory unchanged:
@@ -13,6 +13,9 @@ wall time from 27.0 to 24.8 s, peak memory unchanged:
 * ``DUCKDB_JE_MALLOC_CONF``: DuckDB's allocator keeps the pages it frees instead of
   returning them to the system after a second, so the next query does not fault them in
   again.
+* ``OPENBLAS_NUM_THREADS=1``: the mixture fits multiply small matrices, for which BLAS
+  threads only cost: after each call OpenBLAS's threads spin, waiting for more work, on
+  the cores the next query needs (numpy and scipy each start their own).
 
 A value already in the environment is left as it is.
 """
@@ -21,3 +24,4 @@ import os
 
 os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 os.environ.setdefault("DUCKDB_JE_MALLOC_CONF", "dirty_decay_ms:-1,muzzy_decay_ms:-1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
