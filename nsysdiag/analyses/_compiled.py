@@ -131,12 +131,13 @@ def covered(lo, hi, before, ts, out):
 
 
 @_jit
-def union_pieces(start, end, state, lo, hi, before, n):
-    """Append to ``lo``/``hi``/``before`` from row ``n`` the pieces of a union: intervals
-    (``end >= start``) sorted by start, each beyond the furthest end before it, with the
-    union's length before each piece. ``state`` (key seen, furthest end, length so far)
-    carries the union from batch to batch. Returns the new row count."""
-    seen, furthest, total = state[0], state[1], state[2]
+def union_pieces(start, end, state, lo, hi, before):
+    """Append to ``lo``/``hi``/``before`` the pieces of a union: intervals (``end >=
+    start``) sorted by start, each beyond the furthest end before it, with the union's
+    length before each piece. ``state`` (key seen, furthest end, length so far, pieces so
+    far) carries the union from batch to batch; the arrays must have room for
+    ``start.size`` more pieces."""
+    seen, furthest, total, n = state[0], state[1], state[2], state[3]
     for i in range(start.size):
         s, e = start[i], end[i]
         if seen == 0:
@@ -147,8 +148,7 @@ def union_pieces(start, end, state, lo, hi, before, n):
             total += e - piece_lo
             n += 1
         furthest = max(furthest, e)
-    state[0], state[1], state[2] = seen, furthest, total
-    return n
+    state[0], state[1], state[2], state[3] = seen, furthest, total, n
 
 
 @_jit

@@ -105,8 +105,9 @@ class Coverage:
     def __init__(self) -> None:
         #: key -> (piece starts, piece ends, union before each piece), all sorted
         self.pieces: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        # key -> pieces so far (arrays with room to grow), their count, the union's state
-        self._fed: dict[int, tuple[list[np.ndarray], list[int], np.ndarray]] = {}
+        # key -> the pieces so far (arrays with room to grow) and the union's state
+        # (_compiled.union_pieces; its last slot: how many pieces)
+        self._fed: dict[int, tuple[list[np.ndarray], np.ndarray]] = {}
 
     @classmethod
     def of_query(cls, report: Report, sql: str) -> Coverage:
@@ -125,19 +126,20 @@ class Coverage:
         """Add intervals of ``key`` (``end >= start``, sorted by start, after the key's
         earlier ones)."""
         if key not in self._fed:
-            self._fed[key] = ([np.empty(len(start), dtype=np.int64) for _ in range(3)], [0],
-                              np.zeros(3, dtype=np.int64))
-        arrays, count, state = self._fed[key]
-        if count[0] + len(start) > len(arrays[0]):
+            self._fed[key] = ([np.empty(len(start), dtype=np.int64) for _ in range(3)],
+                              np.zeros(4, dtype=np.int64))
+        arrays, state = self._fed[key]
+        need = int(state[3]) + len(start)
+        if need > len(arrays[0]):
             for a in arrays:  # in place (realloc): no copy of what is there
-                a.resize(max(count[0] + len(start), 2 * len(a)), refcheck=False)
-        count[0] = _compiled.union_pieces(start, end, state, *arrays, count[0])
+                a.resize(max(need, 2 * len(a)), refcheck=False)
+        _compiled.union_pieces(start, end, state, *arrays)
 
     def done(self) -> Coverage:
         """Make the fed pieces ready for lookups."""
-        for key, (arrays, count, _) in self._fed.items():
+        for key, (arrays, state) in self._fed.items():
             for a in arrays:
-                a.resize(count[0], refcheck=False)
+                a.resize(int(state[3]), refcheck=False)
             self.pieces[key] = tuple(arrays)  # type: ignore[assignment]
         self._fed.clear()
         return self
