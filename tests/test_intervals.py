@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import nsysdiag
 from nsysdiag.analyses.intervals import Busy, Union, queue_depth
 
 
@@ -231,3 +232,46 @@ def test_search_right_matches_numpy(order):
     assert out.tolist() == np.searchsorted(a, v, side="right").tolist()
     _compiled.search_right(a[:0], v, out)
     assert not out.any()
+
+
+def _segments(builder, tmp_path, rows, in_order):
+    """``intervals.segments`` over VALUES rows (key, start_ns, sort_end, x), as lists."""
+    from nsysdiag.analyses import intervals
+
+    b = builder("current")
+    b.kernel(0, 1)
+    values = ", ".join(f"({k}, {s}, {'NULL' if e is None else e}, {x})" for k, s, e, x in rows)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        out = [(key, list(map(int, cols["start_ns"])), list(map(int, cols["x"])))
+               for key, cols in intervals.segments(
+                   rep, f"SELECT * FROM (VALUES {values}) t(key, start_ns, sort_end, x)",
+                   ("key",), ("start_ns", "x"), order="start_ns, sort_end", in_order=in_order)]
+        rep.sql("SELECT 1").fetchall()  # the connection is free again
+        return out
+
+
+def test_segments_in_stored_order(builder, tmp_path):
+    # two keys interleaved, each in start order; a NULL sort_end sorts last among ties
+    rows = [(1, 10, 15, 0), (2, 5, 9, 1), (1, 12, None, 2), (2, 7, 8, 3), (1, 12, None, 3),
+            (2, 7, 9, 4)]
+    stored = _segments(builder, tmp_path, rows, in_order=True)
+    assert stored == [((1,), [10, 12, 12], [0, 2, 3]), ((2,), [5, 7, 7], [1, 3, 4])]
+    by_key = {}
+    for key, starts, xs in _segments(builder, tmp_path, rows, in_order=False):
+        by_key.setdefault(key, ([], []))
+        by_key[key][0].extend(starts)
+        by_key[key][1].extend(xs)
+    assert {k: s for k, (s, _) in by_key.items()} == {(1,): [10, 12, 12], (2,): [5, 7, 7]}
+
+
+@pytest.mark.parametrize("rows", [
+    [(1, 10, 15, 0), (1, 9, 20, 1)],            # a start before the last one
+    [(1, 10, 15, 0), (2, 3, 4, 1), (1, 10, 14, 2)],  # a tie on start, the end before
+    [(1, 10, None, 0), (1, 10, 14, 1)],         # a NULL end sorts after every end
+])
+def test_segments_in_stored_order_refuses_rows_out_of_order(builder, tmp_path, rows):
+    from nsysdiag.analyses.intervals import OutOfOrder
+
+    with pytest.raises(OutOfOrder):
+        _segments(builder, tmp_path, rows, in_order=True)
+    assert len(_segments(builder, tmp_path, rows, in_order=False)) >= 1

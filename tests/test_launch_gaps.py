@@ -345,3 +345,31 @@ def test_kernels_without_an_end(builder, tmp_path):
         (200, 100), (300, 200), (500, 100), (700, 100)]
     (stream,) = res.table("per_stream").to_pylist()
     assert (stream["kernels"], stream["gaps"], stream["max_ns"]) == (6, 2, 100)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kernels_stored_out_of_start_order_read_sorted(builder, tmp_path, monkeypatch, seed):
+    # Kernels of two GPUs and three streams with ties on start; stored in start order the
+    # pass reads them as stored, shuffled it finds them out of order and reads them sorted:
+    # the same results either way.
+    rng = random.Random(seed)
+    kernels = []
+    for i in range(300):
+        start = rng.randrange(0, 20_000, 10)  # ties
+        kernels.append((start, start + rng.randrange(1, 200), rng.choice((1, 2, 3)),
+                        rng.choice((0, 1)), i + 1))
+    taken = []
+    original = launch_gaps._pass
+    monkeypatch.setattr(launch_gaps, "_pass", lambda *a, **k: taken.append(k["in_order"])
+                        or original(*a, **k))
+    results = {}
+    for label, rows in (("sorted", sorted(kernels, key=lambda k: (k[0], k[1]))),
+                        ("shuffled", rng.sample(kernels, len(kernels)))):
+        b = builder("current")
+        for start, end, stream, device, corr in rows:
+            b.kernel(start, end, stream=stream, device=device, corr=corr)
+        taken.clear()
+        res = run(b.write(tmp_path / f"{label}.sqlite"))
+        results[label] = (res.summary, {t: res.table(t).to_pylist() for t in res.tables})
+        assert taken == ([True] if label == "sorted" else [True, False])
+    assert results["sorted"] == results["shuffled"]

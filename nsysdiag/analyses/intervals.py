@@ -259,9 +259,14 @@ def by_code(codes: np.ndarray, n_codes: int) -> Iterator[tuple[int, np.ndarray]]
             yield code, order[bounds[code]:bounds[code + 1]]
 
 
+class OutOfOrder(Exception):
+    """Rows read in the order they are stored (``segments`` with ``in_order``) were not
+    sorted: the caller reads them again, sorted."""
+
+
 def segments(
     report: Report, sql: str, keys: tuple[str, ...], columns: tuple[str, ...],
-    order: str = "start_ns", params: dict | None = None,
+    order: str = "start_ns", params: dict | None = None, in_order: bool = False,
 ) -> Iterator[tuple[tuple[int, ...], dict[str, np.ndarray]]]:
     """Stream ``sql`` (with ``params`` bound) sorted by ``keys`` then ``order``, in runs of
     one key.
@@ -269,24 +274,87 @@ def segments(
     Yields ``(key values, {column: array})`` for each run of rows with the same key within
     a batch (a key's rows may come in several runs, in order). Rows with a NULL in a key
     or a column are left out.
+
+    With ``in_order``, the rows are read in the order ``sql`` gives them (the stored order
+    of a view written in the export's order, ``ViewSpec.in_export_order``), without a sort:
+    each key's rows must already come sorted by ``order`` (plain column names; NULLs last),
+    the keys interleaved in any way. Each batch yields one run per key, and
+    :class:`OutOfOrder` is raised at the first row of a key that sorts before the row of
+    that key before it (ties in ``order`` may come in any order, as in a sort).
     """
     names = (*keys, *columns)
     nonnull = " AND ".join(f"{c} IS NOT NULL" for c in names)
-    reader = report.sql(
-        f"SELECT {', '.join(names)} FROM ({sql}) WHERE {nonnull} "
-        f"ORDER BY {', '.join(keys)}, {order}", params
-    ).to_arrow_reader(BATCH_ROWS)
+    by = [c.strip() for c in order.split(",")]
+    if not in_order:
+        yield from _runs(report.sql(
+            f"SELECT {', '.join(names)} FROM ({sql}) WHERE {nonnull} "
+            f"ORDER BY {', '.join(keys)}, {order}", params
+        ).to_arrow_reader(BATCH_ROWS), keys, columns)
+        return
+    extra = [c for c in by if c not in names]  # NULLs last
+    read = ", ".join([*names, *(f"coalesce({c}, {np.iinfo(np.int64).max}) AS {c}" for c in extra)])
+    report.con.execute("SET preserve_insertion_order = true")  # kept while the rows stream
+    reader = None
+    try:
+        reader = report.sql(f"SELECT {read} FROM ({sql}) WHERE {nonnull}",
+                            params).to_arrow_reader(BATCH_ROWS)
+        last: dict[tuple[int, ...], list[np.ndarray]] = {}  # the last row of each key so far
+        for key, cols in _runs(reader, keys, (*columns, *extra), whole=False):
+            sort = [cols[c].astype(np.int64, copy=False) for c in by]
+            if key in last:
+                sort = [np.r_[v, s] for v, s in zip(last[key], sort)]
+            if not _sorted(sort):
+                raise OutOfOrder(f"rows of {dict(zip(keys, key))} out of order")
+            last[key] = [s[-1:] for s in sort]
+            yield key, {c: cols[c] for c in columns}
+    finally:
+        if reader is not None:
+            reader.close()  # the connection takes no statement while a result is open
+        report.con.execute("SET preserve_insertion_order = false")
+
+
+def _runs(
+    reader: Iterable[pa.RecordBatch], keys: tuple[str, ...], columns: tuple[str, ...],
+    whole: bool = True,
+) -> Iterator[tuple[tuple[int, ...], dict[str, np.ndarray]]]:
+    """The rows of each batch by key: in runs of consecutive rows (``whole``: the rows
+    come sorted by key), else all the rows of each key in the batch, in their order."""
     for batch in reader:
         if not batch.num_rows:
             continue
-        cols = {n: batch.column(n).to_numpy(zero_copy_only=False) for n in names}
-        change = np.zeros(batch.num_rows - 1, dtype=bool)
-        for k in keys:
-            change |= cols[k][1:] != cols[k][:-1]
-        bounds = np.r_[0, np.flatnonzero(change) + 1, batch.num_rows]
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            yield (tuple(int(cols[k][lo]) for k in keys),
-                   {c: cols[c][lo:hi] for c in columns})
+        cols = {n: batch.column(n).to_numpy(zero_copy_only=False)
+                for n in dict.fromkeys((*keys, *columns))}
+        if whole:
+            change = np.zeros(batch.num_rows - 1, dtype=bool)
+            for k in keys:
+                change |= cols[k][1:] != cols[k][:-1]
+            bounds = np.r_[0, np.flatnonzero(change) + 1, batch.num_rows]
+            for lo, hi in zip(bounds[:-1], bounds[1:]):
+                yield (tuple(int(cols[k][lo]) for k in keys),
+                       {c: cols[c][lo:hi] for c in columns})
+            continue
+        codes, distinct = run_codes(tuple(cols[k] for k in keys))
+        if len(distinct) == 1:
+            yield tuple(int(v) for v in distinct[0]), {c: cols[c] for c in columns}
+            continue
+        for code, rows in by_code(codes, len(distinct)):
+            yield tuple(int(v) for v in distinct[code]), {c: cols[c][rows] for c in columns}
+
+
+def _sorted(columns: list[np.ndarray]) -> bool:
+    """Whether the rows of these integer columns are in lexicographic order."""
+    undecided = None  # the steps between rows tied on every column so far
+    for c in columns:
+        up, down = c[1:] > c[:-1], c[1:] < c[:-1]
+        if undecided is not None:
+            up, down = up[undecided], down[undecided]
+        if down.any():
+            return False
+        tied = ~up
+        if not tied.any():
+            return True
+        undecided = np.flatnonzero(tied) if undecided is None else undecided[tied]
+    return True
 
 
 def whole_groups(reader: Iterable[pa.RecordBatch], key: str) -> Iterator[dict[str, np.ndarray]]:

@@ -155,11 +155,26 @@ def _sequence_pass(report: Report, streams: bool, starts: bool = False) -> _Gaps
     """Per process and GPU, the units that start after the furthest end of the earlier ones,
     with the kind of their gap; with ``streams``, per stream the own kernels that start
     after the end of the kernel before them (a stream's kernels come in the same order, so
-    one sorted read serves both). The main gaps' starts only with ``starts``."""
+    one sorted read serves both). The main gaps' starts only with ``starts``.
+
+    The kernels are read as the view stores them, in the export's order, which is start
+    order in every export seen (``ViewSpec.in_export_order``; 10M kernels: 0.2 s instead of
+    1.6 s sorted), unless graph-level executions join them or a row comes out of order
+    (``intervals.OutOfOrder``): then sorted."""
+    rows, graph_rows = report.execute(load_sql(NAME)["sequence_rows"])[0]
+    if not graph_rows:
+        try:
+            return _pass(report, rows, streams, starts, in_order=True)
+        except intervals.OutOfOrder:
+            pass
+    return _pass(report, rows, streams, starts, in_order=False)
+
+
+def _pass(report: Report, rows: int, streams: bool, starts: bool, in_order: bool) -> _Gaps:
+    """:func:`_sequence_pass` over the sequence sorted or, with ``in_order``, as stored."""
     codes: dict[tuple[int, ...], int] = {}
     keys: list[tuple[int, int, int]] = []
     furthest: dict[int, int | None] = {}
-    rows = report.execute(load_sql(NAME)["sequence_rows"])[0][0]
     main_gaps = _Columns(rows, {"gap": np.int64, "before": np.int8,
                                 **({"start": np.int64} if starts else {})})
     runs: list[list[int]] = []  # [code, main gaps] of each run of one sequence
@@ -173,7 +188,7 @@ def _sequence_pass(report: Report, streams: bool, starts: bool = False) -> _Gaps
         report, load_sql(NAME)["sequence"], ("global_pid", "device_id"),
         ("correlation_id", "unit", "start_ns", "end_ns", "launch_end_ns",
          "context_id", "stream_id", "in_stream"),
-        order="start_ns, sort_end", params={"no_end": NO_END},
+        order="start_ns, sort_end", params={"no_end": NO_END}, in_order=in_order,
     )) as sequence:
         for key, unit in sequence:
             start = unit["start_ns"].astype(np.int64, copy=False)

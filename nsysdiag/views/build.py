@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -33,7 +34,7 @@ from .enums import ENUM_TABLES, enum_table
 from .launch import LaunchCalls
 
 #: bump when a view's columns or meaning change, so old caches are not reused
-VIEW_FORMAT = 8
+VIEW_FORMAT = 9
 
 #: How views are written. zstd level 1: at 5M kernels 17% faster to write than the default
 #: level 3 for 5% more bytes (snappy: as fast, twice the bytes). Format version 2 (delta
@@ -44,6 +45,29 @@ PARQUET_OPTIONS = "FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, PARQUE
 #: since lz4 cost more to write and read than the bytes it saved (10M kernels: ranges
 #: 7.5 -> 7.3 s)
 STEP_OPTIONS = "FORMAT parquet, COMPRESSION uncompressed, PARQUET_VERSION V2"
+
+
+def _placed(reader: pa.RecordBatchReader, columns: tuple[str, ...],
+            ids: np.ndarray) -> pa.RecordBatchReader:
+    """``reader`` with each id in ``columns`` replaced by its place (from 1) in the sorted
+    ``ids``, which hold every id those columns have (``ViewStore._view_strings``)."""
+    fields = {name: reader.schema.get_field_index(name) for name in columns}
+    schema = reader.schema
+    for name, i in fields.items():
+        schema = schema.set(i, pa.field(name, pa.int64()))
+
+    def batches() -> Iterable[pa.RecordBatch]:
+        for batch in reader:
+            arrays = batch.columns
+            for i in fields.values():
+                column = arrays[i]
+                values = column.fill_null(0).to_numpy() if column.null_count else column.to_numpy()
+                place = np.searchsorted(ids, values.astype(np.int64, copy=False)) + 1
+                arrays[i] = pa.array(place, mask=column.is_null().to_numpy(zero_copy_only=False)
+                                     if column.null_count else None)
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def sql_string(value: str) -> str:
@@ -117,23 +141,28 @@ class ViewStore:
                 # launch calls are read from api_calls and sorted (10M kernels: about 0.1 s)
                 ids = pool.submit(self._string_ids, spec) if spec.string_ids else None
                 calls = LaunchCalls(self.con) if spec.launch_calls else None
-                if ids is not None:
-                    self._view_strings(ids.result())
+                places = self._view_strings(ids.result()) if ids is not None else None
             for raw in spec.inputs:
                 name = f"raw_{raw.alias}"
                 reader = self._read(raw)
-                if calls is not None and raw is spec.inputs[0]:
-                    reader = calls.added_to(reader)
+                if raw is spec.inputs[0]:
+                    if places is not None:
+                        reader = _placed(reader, spec.string_ids, places)
+                    if calls is not None:
+                        reader = calls.added_to(reader)
                 self.con.register(name, reader)
                 registered.append(name)
             # DuckDB cannot see how long an Arrow stream is (it guesses one row) and would
             # build its hash tables on the raw table: keep the join order as written, big
             # raw input on the probe side, small lookup tables on the build side.
             self.con.execute("SET disabled_optimizers = 'join_order,build_side_probe_side'")
+            if spec.in_export_order:
+                self.con.execute("SET preserve_insertion_order = true")
             self._run(f"COPY ({spec.sql}) TO {sql_string(tmp)} ({PARQUET_OPTIONS})")
             os.replace(tmp, target)
         finally:
             self.con.execute("RESET disabled_optimizers")
+            self.con.execute("SET preserve_insertion_order = false")
             for name in registered:
                 self.con.unregister(name)
             if os.path.exists(tmp):
@@ -152,21 +181,27 @@ class ViewStore:
                 ids.update(pc.unique(column.drop_null()).to_pylist())
         return ids
 
-    def _view_strings(self, ids: set[int]) -> None:
-        """The helper table ``_view_strings``: the strings with these ids (``_string_ids``),
-        as an ENUM of just those (kernel names: a few hundred among all the strings
-        of the export; an ENUM of every string would put them all in each dictionary
-        page of the view's file, and every GROUP BY on it would hash them all)."""
-        self.con.register("_view_string_ids", pa.table({"id": pa.array(sorted(ids), pa.int64())}))
+    def _view_strings(self, ids: set[int]) -> np.ndarray:
+        """The ENUM ``_view_string`` of the strings with these ids (``_string_ids``) and the
+        macro ``_view_string(place)``, the value of the id at that place (from 1) of the
+        returned sorted ids (NULL where the export has no such string). Just those strings:
+        kernel names are a few hundred among all the strings of the export, and an ENUM
+        of every string would put them all in each dictionary page of the view's file, so
+        that every GROUP BY on it would hash them all."""
+        places = np.array(sorted(ids), dtype=np.int64)
+        self.con.register("_view_string_ids", pa.table({"id": places,
+                                                        "place": np.arange(1, len(places) + 1)}))
         try:
-            self._run("DROP TABLE IF EXISTS _view_strings")
             self._run("DROP TYPE IF EXISTS _view_string")
             self._run("CREATE TYPE _view_string AS ENUM (SELECT DISTINCT value FROM _strings "
                       "SEMI JOIN _view_string_ids USING (id) WHERE value IS NOT NULL)")
-            self._run("CREATE TEMP TABLE _view_strings AS SELECT id, value::_view_string AS value "
-                      "FROM _strings SEMI JOIN _view_string_ids USING (id)")
+            self._run("SET VARIABLE _view_strings = (SELECT list(s.value::_view_string ORDER BY "
+                      "i.place) FROM _view_string_ids i LEFT JOIN _strings s USING (id))")
+            self._run("CREATE OR REPLACE TEMP MACRO _view_string(place) AS "
+                      "getvariable('_view_strings')[place]")
         finally:
             self.con.unregister("_view_string_ids")
+        return places
 
     def _run(self, sql: str) -> None:
         if self.tracer:

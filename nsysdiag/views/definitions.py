@@ -1,7 +1,7 @@
 """The normalized views: the contract every analysis reads (never raw nsys tables).
 
 Each view is one SQL statement over *raw inputs* (projected reads of nsys tables, named
-``raw_<alias>``), small helper tables (``_strings``, ``_view_strings``, ``_api_names``,
+``raw_<alias>``), small helper tables (``_strings``, ``_api_names``,
 ``_enum_*``) and, for ``cuda_graphs``, other views. Columns an older export lacks arrive as NULL, so one
 statement serves every nsys version. Timestamps are integer nanoseconds on the trace's
 timeline, NULL when missing or invalid (see ``TS_LIMIT``), so durations are never
@@ -40,10 +40,18 @@ class ViewSpec:
     #: what to capture with when the view is empty
     capture_hint: str
     depends: tuple[str, ...] = field(default=())
-    #: columns of the first raw input that hold StringIds ids: the build makes the helper
-    #: table ``_view_strings`` (id, value) of just those strings, values as an ENUM, which
-    #: DuckDB writes to Parquet from its dictionary instead of hashing every row's string
+    #: columns of the first raw input that hold StringIds ids: the build makes an ENUM of
+    #: just those strings, which DuckDB writes to Parquet from its dictionary instead of
+    #: hashing every row's string. The build hands the SQL each id as its place in the
+    #: list of those strings, and the macro ``_view_string(column)`` gives the value (NULL
+    #: when the export has no string with the id): a list lookup, not a join, since a hash
+    #: join would not keep the rows' order (``in_export_order``)
     string_ids: tuple[str, ...] = field(default=())
+    #: the rows are written in the order the first raw input gives them (the export's, by
+    #: rowid): no hash join in the SQL. Every export in the corpus stores its kernels sorted
+    #: by start, and passes that read them in that order skip a sort (``intervals.segments``
+    #: with ``in_order``; they check the order as they go)
+    in_export_order: bool = False
     #: columns computed when the view is read (name -> SQL over its stored columns), not
     #: written: integer arithmetic costs less than writing and reading the column
     derived: dict[str, str] = field(default_factory=dict)
@@ -139,12 +147,12 @@ KERNELS = ViewSpec(
     launch_calls=True,
     sql=f"""
 SELECT {_gpu_common('k')}, k.graphId AS graph_id,
-       coalesce(dn.value, sn.value) AS name, coalesce(sn.value, dn.value) AS short_name,
+       coalesce(_view_string(k.demangledName), _view_string(k.shortName)) AS name,
+       coalesce(_view_string(k.shortName), _view_string(k.demangledName)) AS short_name,
        k.launch_start_ns, k.launch_end_ns, k.launch_global_tid
-FROM {_timed('raw_kernel')} k
-LEFT JOIN _view_strings dn ON dn.id = k.demangledName
-LEFT JOIN _view_strings sn ON sn.id = k.shortName""",
+FROM {_timed('raw_kernel')} k""",
     string_ids=("demangledName", "shortName"),
+    in_export_order=True,
     derived=_GPU_DERIVED,
     columns={
         **_GPU_COMMON_DOC,

@@ -91,9 +91,9 @@ FROM (SELECT global_pid, device_id, correlation_id, start_ns, end_ns, launch_end
       WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL)
 
 -- @query sequence_rows
--- The rows of sequence: room for its gaps
-SELECT (SELECT count(*) FROM kernels)
-       + (SELECT count(*) FROM cuda_graphs WHERE trace_level = 'graph') AS n
+-- The rows of sequence (room for its gaps), and of them the graph-level executions
+SELECT (SELECT count(*) FROM kernels) + g AS n, g AS graph_rows
+FROM (SELECT count(*) AS g FROM cuda_graphs WHERE trace_level = 'graph')
 
 -- @query graph_first
 SELECT global_pid, correlation_id, min(start_ns) AS first_start_ns
