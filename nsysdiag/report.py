@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 import shutil
 import tempfile
@@ -202,6 +203,24 @@ class Report:
         if value is not None:
             self._handed[name] = None
         return value
+
+    @contextlib.contextmanager
+    def forked(self, *views: str) -> Iterator[Report]:
+        """This report on a connection of its own (a cursor of the same database), to run
+        an analysis in another thread beside this one's queries. The ``views`` it reads are
+        built (and the probe settled) first, here: only this report builds views. It shares
+        the views, probe, scratch directory and results, not :meth:`handover`'s
+        intermediates; its connection is closed at the end of the block."""
+        self.ensure_views(*views)
+        self.probe.settle()
+        self.scratch_dir()
+        other = copy.copy(self)
+        other.con = self.con.cursor()
+        other._handed = {}
+        try:
+            yield other
+        finally:
+            other.con.close()
 
     def scratch_dir(self) -> Path:
         """A private directory for intermediate results, removed by :meth:`close`.
