@@ -207,10 +207,12 @@ class Report:
     @contextlib.contextmanager
     def forked(self, *views: str) -> Iterator[Report]:
         """This report on a connection of its own (a cursor of the same database), to run
-        an analysis in another thread beside this one's queries. The ``views`` it reads are
-        built (and the probe settled) first, here: only this report builds views. It shares
-        the views, probe, scratch directory and results, not :meth:`handover`'s
-        intermediates; its connection is closed at the end of the block."""
+        an analysis in another thread beside this one's queries. The ``views`` that either
+        reads meanwhile are built (and the probe settled) first, here: a build sets options
+        of the whole database (DuckDB's optimizer and order settings), and only this report
+        builds views. It shares the views, probe, scratch directory and results, not
+        :meth:`handover`'s intermediates; its connection is closed at the end of the
+        block."""
         self.ensure_views(*views)
         self.probe.settle()
         self.scratch_dir()

@@ -70,3 +70,27 @@ def test_other_code_computes_afresh(standard_export, tmp_path, monkeypatch):
     with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
         rep.analysis("kernel_summary")
     assert calls == [1]
+
+
+def test_forked_report_runs_beside_its_parent(standard_export, tmp_path):
+    # An analysis on the fork's cursor in a thread, others on the parent meanwhile: each
+    # result equals the one computed alone; the fork's connection ends with its block,
+    # the parent's does not, and the fork's result is the parent's (shared results).
+    from concurrent.futures import ThreadPoolExecutor
+
+    alone = {}
+    for name in ("launch_gaps", "overlap", "launch_latency"):
+        with nsysdiag.open(standard_export, cache=False) as rep:
+            alone[name] = rep.analysis(name).to_dict()
+    with nsysdiag.open(standard_export, cache=False) as rep:
+        with rep.forked("kernels", "cuda_graphs", "memcpys", "memsets", "devices",
+                        "processes", "api_calls") as other, ThreadPoolExecutor(1) as pool:
+            assert other.con is not rep.con
+            gaps = pool.submit(other.analysis, "launch_gaps")
+            beside = {name: rep.analysis(name).to_dict() for name in ("overlap", "launch_latency")}
+            assert gaps.result().to_dict() == alone["launch_gaps"]
+        assert beside == {k: alone[k] for k in beside}
+        with pytest.raises(Exception):
+            other.con.execute("SELECT 1")
+        assert rep.execute("SELECT count(*) FROM kernels")[0][0] > 0
+        assert rep.analysis("launch_gaps").to_dict() == alone["launch_gaps"]

@@ -111,8 +111,9 @@ def _diagnose(
     # Launch gaps' pass is mostly numpy on one core: it runs in a thread of its own,
     # beside the next four analyses (mostly DuckDB on both cores; 10M kernels: about
     # 0.4 s sooner). Not beside ranges: the two peaks together would pass 2 GB.
-    with report.forked("kernels", "cuda_graphs") as other, \
-            ThreadPoolExecutor(max_workers=1) as pool:
+    # every view the five read is built first: building one sets options of the database
+    with report.forked("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
+                       "api_calls") as other, ThreadPoolExecutor(max_workers=1) as pool:
         gaps = pool.submit(_run, other, "launch_gaps", **gaps_options)
         # overlap's pass makes each GPU's busy union, which ranges reads (instead of a
         # sorted pass of its own: 0.6-1 s at ten million kernels)
