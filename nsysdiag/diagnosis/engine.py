@@ -110,8 +110,10 @@ def _diagnose(
     done: dict[str, AnalysisResult | None] = {}
     # Launch gaps' pass is mostly numpy on one core: it runs in a thread of its own,
     # beside the next four analyses (mostly DuckDB on both cores; 10M kernels: about
-    # 0.4 s sooner). Not beside ranges: the two peaks together would pass 2 GB.
-    # every view the five read is built first: building one sets options of the database
+    # 0.4 s sooner). Not beside ranges: the two peaks together would pass 2 GB. Every view
+    # the five read is built first, since a build sets options of the whole database
+    # (launch gaps' in-order read sets one too, preserve_insertion_order, which only keeps
+    # the others' rows in order meanwhile).
     with report.forked("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
                        "api_calls") as other, ThreadPoolExecutor(max_workers=1) as pool:
         gaps = pool.submit(_run, other, "launch_gaps", **gaps_options)
