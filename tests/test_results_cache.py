@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import duckdb
 import pytest
 
 import nsysdiag
@@ -90,7 +91,7 @@ def test_forked_report_runs_beside_its_parent(standard_export, tmp_path):
             beside = {name: rep.analysis(name).to_dict() for name in ("overlap", "launch_latency")}
             assert gaps.result().to_dict() == alone["launch_gaps"]
         assert beside == {k: alone[k] for k in beside}
-        with pytest.raises(Exception):
+        with pytest.raises(duckdb.Error):
             other.con.execute("SELECT 1")
         assert rep.execute("SELECT count(*) FROM kernels")[0][0] > 0
         assert rep.analysis("launch_gaps").to_dict() == alone["launch_gaps"]

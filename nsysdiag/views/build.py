@@ -31,7 +31,7 @@ from .definitions import (
     ViewSpec,
 )
 from .enums import ENUM_TABLES, enum_table
-from .launch import LaunchCalls
+from .launch import LaunchCalls, arrow_values
 
 #: bump when a view's columns or meaning change, so old caches are not reused
 VIEW_FORMAT = 9
@@ -60,11 +60,9 @@ def _placed(reader: pa.RecordBatchReader, columns: tuple[str, ...],
         for batch in reader:
             arrays = batch.columns
             for i in fields.values():
-                column = arrays[i]
-                values = column.fill_null(0).to_numpy() if column.null_count else column.to_numpy()
-                place = np.searchsorted(ids, values.astype(np.int64, copy=False)) + 1
-                arrays[i] = pa.array(place, mask=column.is_null().to_numpy(zero_copy_only=False)
-                                     if column.null_count else None)
+                values, valid = arrow_values(arrays[i])
+                arrays[i] = pa.array(np.searchsorted(ids, values) + 1,
+                                     mask=~valid if arrays[i].null_count else None)
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     return pa.RecordBatchReader.from_batches(schema, batches())

@@ -79,7 +79,7 @@ class LaunchCalls:
         """The launch columns (``LAUNCH_FIELDS``) of kernels with these keys."""
         if not len(self.code):
             return [pa.nulls(len(pid), f.type) for f in LAUNCH_FIELDS]
-        (pid, pid_ok), (correlation, ok) = _arrow_values(pid), _arrow_values(correlation)
+        (pid, pid_ok), (correlation, ok) = arrow_values(pid), arrow_values(correlation)
         code = np.minimum(np.searchsorted(self.pids, pid), len(self.pids) - 1)
         ok &= pid_ok & (self.pids[code] == pid)
         at = np.empty(len(pid), dtype=np.int64)
@@ -101,7 +101,7 @@ def _values(column: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return np.asarray(np.ma.getdata(column), dtype=np.int64), None
 
 
-def _arrow_values(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def arrow_values(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(int64 values, validity) of an Arrow integer column."""
     if column.null_count:
         return (column.fill_null(0).to_numpy().astype(np.int64, copy=False),
