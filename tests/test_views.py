@@ -44,6 +44,38 @@ def test_api_calls_names_and_categories(standard_export):
                    "cudaStreamSynchronize": "sync"}
 
 
+@pytest.mark.parametrize(("odd", "no_string", "read_ids"), [
+    (None, False, False), ("cudaFree", False, False), ("my_hook", False, True),
+    (None, True, True)])
+def test_api_names_outside_the_cuda_api(builder, tmp_path, monkeypatch, odd, no_string, read_ids):
+    """API names are listed as the CUDA API names among the export's strings, without
+    reading the calls' name ids first; a call named anything else, or with an id that has
+    no string, starts the build over with the ids read, and still gets its name or
+    'unknown' (as does a call without a name id)."""
+    from nsysdiag.views.build import ViewStore
+
+    reads = []
+    real = ViewStore._string_ids
+    monkeypatch.setattr(ViewStore, "_string_ids",
+                        lambda self, spec: reads.append(spec.name) or real(self, spec))
+    b = builder("current")
+    b.api(0, 10, "cudaLaunchKernel_v7000")
+    b.api(20, 30, "cuMemAlloc_v2", driver=True)
+    b.api(40, 50, "cudaDeviceSynchronize")
+    b.api(60, 70, odd or "cudaMemcpyAsync")
+    b.add("CUPTI_ACTIVITY_KIND_RUNTIME", start=80, end=90, eventClass=0, globalTid=0,
+          correlationId=99, nameId=987654 if no_string else None, returnValue=0,
+          callchainId=None)
+    b.string("cutlass_kernel_not_called")
+    with nsysdiag.open(b.write(tmp_path / "n.sqlite")) as rep:
+        got = rows(rep, "SELECT start_ns, name, category FROM api_calls ORDER BY start_ns")
+    last = {None: ("cudaMemcpyAsync", "memcpy"), "my_hook": ("my_hook", "other"),
+            "cudaFree": ("cudaFree", "memory")}[odd]
+    assert got == [(0, "cudaLaunchKernel", "launch"), (20, "cuMemAlloc", "memory"),
+                   (40, "cudaDeviceSynchronize", "sync"), (60, *last), (80, "unknown", "other")]
+    assert reads == (["api_calls"] if read_ids else [])
+
+
 def test_nvtx_ranges_text_and_registered_marks_excluded(standard_export):
     with nsysdiag.open(standard_export) as rep:
         got = rows(rep, "SELECT name, start_ns, end_ns, style, pid, tid FROM nvtx_ranges ORDER BY start_ns")

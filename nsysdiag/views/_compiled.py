@@ -68,3 +68,33 @@ def find_keys(key_code, key_corr, code, corr, ok, out):
                 hi = mid
         if j < n and key_code[j] == c and key_corr[j] == r:
             out[i] = j
+
+
+@_jit
+def place_ids(values, valid, ids, table, out):
+    """``out[i]``: the place (from 1) of ``values[i]`` among the sorted ``ids``, 0 where it
+    is not among them or not ``valid``. ``table[v]`` holds the place of each v below its
+    size (a lookup instead of a search: 22M ids searched among 40 took 0.6 s); larger
+    values are searched. Returns the number of valid values not among the ids."""
+    misses = 0
+    n = ids.size
+    for i in range(values.size):
+        p = 0
+        if valid[i]:
+            v = values[i]
+            if 0 <= v < table.size:
+                p = table[v]
+            else:
+                lo, hi = 0, n
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if ids[mid] < v:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < n and ids[lo] == v:
+                    p = lo + 1
+            if p == 0:
+                misses += 1
+        out[i] = p
+    return misses

@@ -22,12 +22,14 @@ import pyarrow.compute as pc
 
 from ..adapters.base import Source
 from ..errors import InputError
+from . import _compiled
 from .definitions import (
     API_CATEGORIES,
     API_CATEGORY_SQL,
     CHECK_MACROS,
     VIEWS,
     RawInput,
+    Strings,
     ViewSpec,
 )
 from .enums import ENUM_TABLES, enum_table
@@ -47,22 +49,39 @@ PARQUET_OPTIONS = "FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, PARQUE
 STEP_OPTIONS = "FORMAT parquet, COMPRESSION uncompressed, PARQUET_VERSION V2"
 
 
-def _placed(reader: pa.RecordBatchReader, columns: tuple[str, ...],
-            ids: np.ndarray) -> pa.RecordBatchReader:
+class _Unlisted(Exception):
+    """A column of ``Strings`` holds an id outside the listed ones (``_placed``)."""
+
+
+#: ids below this are placed by a table lookup (``_compiled.place_ids``; 4 bytes each)
+PLACE_TABLE_LIMIT = 1 << 22
+
+
+def _placed(reader: pa.RecordBatchReader, columns: tuple[str, ...], ids: np.ndarray,
+            misses: list[str]) -> pa.RecordBatchReader:
     """``reader`` with each id in ``columns`` replaced by its place (from 1) in the sorted
-    ``ids``, which hold every id those columns have (``ViewStore._view_strings``)."""
+    ``ids`` (``ViewStore._view_strings``). The stream stops at an id not among them, with
+    its column appended to ``misses`` (DuckDB, reading the stream, keeps only the message
+    of an exception)."""
     fields = {name: reader.schema.get_field_index(name) for name in columns}
     schema = reader.schema
     for name, i in fields.items():
         schema = schema.set(i, pa.field(name, pa.int64()))
+    table = np.zeros(min(max(int(ids[-1]) + 1, 0), PLACE_TABLE_LIMIT) if len(ids) else 0,
+                     dtype=np.int32)
+    tabled = np.flatnonzero((ids >= 0) & (ids < len(table)))
+    table[ids[tabled]] = tabled + 1
 
     def batches() -> Iterable[pa.RecordBatch]:
         for batch in reader:
             arrays = batch.columns
-            for i in fields.values():
+            for name, i in fields.items():
                 values, valid = arrow_values(arrays[i])
-                arrays[i] = pa.array(np.searchsorted(ids, values) + 1,
-                                     mask=~valid if arrays[i].null_count else None)
+                place = np.empty(len(values), dtype=np.int64)
+                if _compiled.place_ids(values, valid, ids, table, place):
+                    misses.append(name)
+                    raise _Unlisted(f"{name} holds an id outside the listed strings")
+                arrays[i] = pa.array(place, mask=~valid if arrays[i].null_count else None)
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     return pa.RecordBatchReader.from_batches(schema, batches())
@@ -132,20 +151,38 @@ class ViewStore:
                 hint="set NSYSDIAG_CACHE_DIR or --cache-dir to a writable directory, "
                      "or pass --no-cache",
             ) from None
+        try:
+            try:
+                self._write(spec, tmp, likely=True)
+            except _Unlisted:
+                self._write(spec, tmp, likely=False)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def _write(self, spec: ViewSpec, tmp: str, likely: bool) -> None:
+        """Write the view to ``tmp``; with ``likely``, list the strings ``Strings.likely``
+        names where it names any (raises ``_Unlisted`` when the rows use others)."""
+        strings = spec.strings
+        guess = likely and strings is not None and strings.likely is not None
         registered = []
+        misses: list[str] = []
         try:
             with ThreadPoolExecutor(max_workers=1) as pool:
                 # the ids of the strings the view uses are read from the export while the
                 # launch calls are read from api_calls and sorted (10M kernels: about 0.1 s)
-                ids = pool.submit(self._string_ids, spec) if spec.string_ids else None
+                ids = (pool.submit(self._string_ids, spec)
+                       if strings is not None and not guess else None)
                 calls = LaunchCalls(self.con) if spec.launch_calls else None
-                places = self._view_strings(ids.result()) if ids is not None else None
+                places = (self._view_strings(strings, ids.result() if ids is not None else None)
+                          if strings is not None else None)
             for raw in spec.inputs:
                 name = f"raw_{raw.alias}"
                 reader = self._read(raw)
                 if raw is spec.inputs[0]:
                     if places is not None:
-                        reader = _placed(reader, spec.string_ids, places)
+                        reader = _placed(reader, strings.columns, places, misses)
                     if calls is not None:
                         reader = calls.added_to(reader)
                 self.con.register(name, reader)
@@ -156,15 +193,17 @@ class ViewStore:
             self.con.execute("SET disabled_optimizers = 'join_order,build_side_probe_side'")
             if spec.in_export_order:
                 self.con.execute("SET preserve_insertion_order = true")
-            self._run(f"COPY ({spec.sql}) TO {sql_string(tmp)} ({PARQUET_OPTIONS})")
-            os.replace(tmp, target)
+            try:
+                self._run(f"COPY ({spec.sql}) TO {sql_string(tmp)} ({PARQUET_OPTIONS})")
+            except InputError:
+                if misses:
+                    raise _Unlisted(misses[0]) from None
+                raise
         finally:
             self.con.execute("RESET disabled_optimizers")
             self.con.execute("SET preserve_insertion_order = false")
             for name in registered:
                 self.con.unregister(name)
-            if os.path.exists(tmp):
-                os.unlink(tmp)
 
     def _read(self, raw: RawInput, columns: dict[str, str] | None = None) -> pa.RecordBatchReader:
         tables = self.source.tables()
@@ -172,31 +211,42 @@ class ViewStore:
         return self.source.read(table, columns or raw.columns, where=raw.where)
 
     def _string_ids(self, spec: ViewSpec) -> set[int]:
-        """The ids in the columns ``spec.string_ids`` of the view's first raw input."""
+        """The ids in the columns ``spec.strings`` of the view's first raw input."""
         ids: set[int] = set()
-        for batch in self._read(spec.inputs[0], dict.fromkeys(spec.string_ids, "int")):
+        for batch in self._read(spec.inputs[0], dict.fromkeys(spec.strings.columns, "int")):
             for column in batch.columns:
                 ids.update(pc.unique(column.drop_null()).to_pylist())
         return ids
 
-    def _view_strings(self, ids: set[int]) -> np.ndarray:
-        """The ENUM ``_view_string`` of the strings with these ids (``_string_ids``) and the
-        macro ``_view_string(place)``, the value of the id at that place (from 1) of the
-        returned sorted ids (NULL where the export has no such string). Just those strings:
-        kernel names are a few hundred among all the strings of the export, and an ENUM
-        of every string would put them all in each dictionary page of the view's file, so
-        that every GROUP BY on it would hash them all."""
-        places = np.array(sorted(ids), dtype=np.int64)
+    def _view_strings(self, strings: Strings, ids: set[int] | None) -> np.ndarray:
+        """The ENUM ``_view_string`` of the strings with these ids (``_string_ids``; None:
+        those ``strings.likely`` names) and the macros ``_view_string(place)``, the value
+        of the id at that place (from 1) of the returned sorted ids (NULL where the export
+        has no such string), and ``_view_<c>(place)`` for each other column ``c`` of
+        ``strings.table``. Just those strings: kernel names are a few hundred among all
+        the strings of the export (see ``Strings``)."""
+        if ids is None:
+            places = self.con.execute(f"SELECT DISTINCT id FROM {strings.table} "
+                                      f"WHERE {strings.likely} ORDER BY id").fetchnumpy()["id"]
+            places = np.asarray(places, dtype=np.int64)
+        else:
+            places = np.array(sorted(ids), dtype=np.int64)
+        table = strings.table
         self.con.register("_view_string_ids", pa.table({"id": places,
                                                         "place": np.arange(1, len(places) + 1)}))
         try:
+            extra = f" UNION SELECT {sql_string(strings.fallback)}" if strings.fallback else ""
             self._run("DROP TYPE IF EXISTS _view_string")
-            self._run("CREATE TYPE _view_string AS ENUM (SELECT DISTINCT value FROM _strings "
-                      "SEMI JOIN _view_string_ids USING (id) WHERE value IS NOT NULL)")
-            self._run("SET VARIABLE _view_strings = (SELECT list(s.value::_view_string ORDER BY "
-                      "i.place) FROM _view_string_ids i LEFT JOIN _strings s USING (id))")
-            self._run("CREATE OR REPLACE TEMP MACRO _view_string(place) AS "
-                      "getvariable('_view_strings')[place]")
+            self._run(f"CREATE TYPE _view_string AS ENUM (SELECT DISTINCT value FROM {table} "
+                      f"SEMI JOIN _view_string_ids USING (id) WHERE value IS NOT NULL{extra})")
+            others = [c for c in self.con.sql(f"SELECT * FROM {table} LIMIT 0").columns
+                      if c not in ("id", "value")]
+            for column, expr in (("string", "s.value::_view_string"),
+                                 *((c, f"s.{c}") for c in others)):
+                self._run(f"SET VARIABLE _view_{column}s = (SELECT list({expr} ORDER BY "
+                          f"i.place) FROM _view_string_ids i LEFT JOIN {table} s USING (id))")
+                self._run(f"CREATE OR REPLACE TEMP MACRO _view_{column}(place) AS "
+                          f"getvariable('_view_{column}s')[place]")
         finally:
             self.con.unregister("_view_string_ids")
         return places
@@ -225,15 +275,14 @@ class ViewStore:
                   "SELECT DISTINCT ON (id) id, value FROM _strings_arrow")
         self.con.unregister("_strings_arrow")
         # The category is ENUM typed: DuckDB writes it to Parquet from its seven values
-        # instead of hashing the string of every call. (Names are not: an ENUM of every
-        # string of the export makes each Parquet dictionary page hold them all, and a join
-        # or GROUP BY on the column then hashes the whole dictionary for every vector.)
+        # instead of hashing the string of every call. API names without their version
+        # suffix, with their category, for the api_calls view (``Strings``).
         self._run("DROP TYPE IF EXISTS _api_category")
         values = ", ".join(map(sql_string, API_CATEGORIES))
         self._run(f"CREATE TYPE _api_category AS ENUM ({values})")
         self._run(
             "CREATE OR REPLACE TEMP TABLE _api_names AS "
-            f"SELECT id, n AS name, ({API_CATEGORY_SQL})::_api_category AS category FROM "
+            f"SELECT id, n AS value, ({API_CATEGORY_SQL})::_api_category AS category FROM "
             "(SELECT id, regexp_replace(value, '_v[0-9]+$', '') AS n FROM _strings)"
         )
         for kind, (table, _, _) in ENUM_TABLES.items():

@@ -26,6 +26,32 @@ class RawInput:
 
 
 @dataclass(frozen=True)
+class Strings:
+    """Columns of a view's first raw input that hold the ids of strings.
+
+    The build makes an ENUM of just the strings the columns use, which DuckDB writes to
+    Parquet from its dictionary instead of hashing every row's string (an ENUM of every
+    string of the export would put them all in each dictionary page of the file, and
+    every GROUP BY on the column would hash them all). It hands the SQL each id as its
+    place in the list of those strings, and the macro ``_view_string(column)`` gives the
+    value (NULL when the export has no string with the id), ``_view_<c>(column)`` the
+    value of any other column ``c`` of ``table``: list lookups, not joins, since a hash
+    join would not keep the rows' order (``ViewSpec.in_export_order``) and costs more.
+    """
+
+    columns: tuple[str, ...]
+    #: helper table of the strings: ``id``, ``value`` (the ENUM) and any other columns
+    table: str = "_strings"
+    #: SQL condition on ``table``'s columns naming the strings the columns most likely
+    #: use: those are listed without reading the ids first; an id outside them starts the
+    #: build over, with the ids read from the columns. Without it the ids are read first.
+    likely: str | None = None
+    #: a value the ENUM holds besides the strings, for the SQL to coalesce to (cast to
+    #: ``_view_string``: a plain literal would make the column a VARCHAR)
+    fallback: str | None = None
+
+
+@dataclass(frozen=True)
 class ViewSpec:
     """One normalized view."""
 
@@ -40,13 +66,9 @@ class ViewSpec:
     #: what to capture with when the view is empty
     capture_hint: str
     depends: tuple[str, ...] = field(default=())
-    #: columns of the first raw input that hold StringIds ids: the build makes an ENUM of
-    #: just those strings, which DuckDB writes to Parquet from its dictionary instead of
-    #: hashing every row's string. The build hands the SQL each id as its place in the
-    #: list of those strings, and the macro ``_view_string(column)`` gives the value (NULL
-    #: when the export has no string with the id): a list lookup, not a join, since a hash
-    #: join would not keep the rows' order (``in_export_order``)
-    string_ids: tuple[str, ...] = field(default=())
+    #: columns of the first raw input that hold ids of strings, looked up as ENUM values
+    #: (``Strings``)
+    strings: Strings | None = None
     #: the rows are written in the order the first raw input gives them (the export's, by
     #: rowid): no hash join in the SQL. Every export in the corpus stores its kernels sorted
     #: by start, and passes that read them in that order skip a sort (``intervals.segments``
@@ -151,7 +173,7 @@ SELECT {_gpu_common('k')}, k.graphId AS graph_id,
        coalesce(_view_string(k.shortName), _view_string(k.demangledName)) AS short_name,
        k.launch_start_ns, k.launch_end_ns, k.launch_global_tid
 FROM {_timed('raw_kernel')} k""",
-    string_ids=("demangledName", "shortName"),
+    strings=Strings(("demangledName", "shortName")),
     in_export_order=True,
     derived=_GPU_DERIVED,
     columns={
@@ -291,13 +313,15 @@ API_CALLS = ViewSpec(
     ),
     sql=f"""
 SELECT r.start AS start_ns, r."end" AS end_ns, r.globalTid AS global_tid,
-       coalesce(n.name, 'unknown') AS name,
-       coalesce(n.category, 'other'::_api_category) AS category,
+       coalesce(_view_string(r.nameId), 'unknown'::_view_string) AS name,
+       coalesce(_view_category(r.nameId), 'other'::_api_category) AS category,
        CASE r.eventClass WHEN 0 THEN 'runtime' WHEN 1 THEN 'driver' ELSE 'other'
        END::ENUM('runtime', 'driver', 'other') AS api,
        r.correlationId AS correlation_id, r.returnValue AS return_value
-FROM {_timed('raw_runtime')} r
-LEFT JOIN _api_names n ON n.id = r.nameId""",
+FROM {_timed('raw_runtime')} r""",
+    # every API name of every corpus export is a CUDA API identifier
+    strings=Strings(("nameId",), table="_api_names",
+                    likely="regexp_matches(value, '^cu[A-Za-z0-9_]*$')", fallback="unknown"),
     # written, the four cost 0.85 s for the 22M calls of a 10M-kernel trace
     derived={
         "duration_ns": "end_ns - start_ns",
