@@ -98,3 +98,24 @@ def place_ids(values, valid, ids, table, out):
                 misses += 1
         out[i] = p
     return misses
+
+
+@_jit
+def find_values(values, keys, out):
+    """``out[i]``: the index of ``values[i]`` among the sorted ``keys``, -1 if absent. A
+    value equal to the one before it is not searched again: processes' keys come in long
+    runs (10M values among 1-3 keys: 0.1-0.27 s with ``np.searchsorted``)."""
+    n = keys.size
+    found = -1
+    for i in range(values.size):
+        v = values[i]
+        if i == 0 or v != values[i - 1]:
+            lo, hi = 0, n
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if keys[mid] < v:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            found = lo if lo < n and keys[lo] == v else -1
+        out[i] = found

@@ -38,7 +38,8 @@ class LaunchCalls:
         pid = _values(calls.pop("global_pid"))[0]
         #: the distinct global_pids, sorted: a process' code is its index
         self.pids = _distinct(pid)
-        code = np.searchsorted(self.pids, pid)
+        code = np.empty(len(pid), dtype=np.int64)
+        _compiled.find_values(pid, self.pids, code)
         del pid
         correlation = _values(calls.pop("correlation_id"))[0]
         # the calls come almost in correlation order: a stable sort of nearly sorted keys
@@ -80,8 +81,10 @@ class LaunchCalls:
         if not len(self.code):
             return [pa.nulls(len(pid), f.type) for f in LAUNCH_FIELDS]
         (pid, pid_ok), (correlation, ok) = arrow_values(pid), arrow_values(correlation)
-        code = np.minimum(np.searchsorted(self.pids, pid), len(self.pids) - 1)
-        ok &= pid_ok & (self.pids[code] == pid)
+        code = np.empty(len(pid), dtype=np.int64)
+        _compiled.find_values(pid, self.pids, code)
+        ok &= pid_ok & (code >= 0)
+        code[code < 0] = 0
         at = np.empty(len(pid), dtype=np.int64)
         _compiled.find_keys(self.code, self.correlation, code, correlation, ok, at)
         found = at >= 0
