@@ -12,6 +12,7 @@ LEAF, INTERIOR = 13, 5
 
 _jit = jit()
 _inline = jit(inline=True)
+_allocating = jit(allocates=True)
 
 
 @_inline
@@ -42,12 +43,37 @@ def u32(buf, pos):
 
 
 @_inline
+def be_int(buf, pos, width):
+    """The signed big-endian integer of ``width`` bytes (1-4, 6 or 8) at ``pos``. Each
+    width spelled out, not a loop over the bytes: the compiler combines the byte loads
+    (the loop's shift-or chain took a sixth of a big trace's CPU time)."""
+    b0 = np.int64(np.int8(buf[pos]))
+    if width == 1:
+        return b0
+    if width == 2:
+        return (b0 << 8) | np.int64(buf[pos + 1])
+    if width == 3:
+        return (b0 << 16) | (np.int64(buf[pos + 1]) << 8) | np.int64(buf[pos + 2])
+    if width == 4:
+        return ((b0 << 24) | (np.int64(buf[pos + 1]) << 16) | (np.int64(buf[pos + 2]) << 8)
+                | np.int64(buf[pos + 3]))
+    if width == 6:
+        return ((b0 << 40) | (np.int64(buf[pos + 1]) << 32) | (np.int64(buf[pos + 2]) << 24)
+                | (np.int64(buf[pos + 3]) << 16) | (np.int64(buf[pos + 4]) << 8)
+                | np.int64(buf[pos + 5]))
+    return ((b0 << 56) | (np.int64(buf[pos + 1]) << 48) | (np.int64(buf[pos + 2]) << 40)
+            | (np.int64(buf[pos + 3]) << 32) | (np.int64(buf[pos + 4]) << 24)
+            | (np.int64(buf[pos + 5]) << 16) | (np.int64(buf[pos + 6]) << 8)
+            | np.int64(buf[pos + 7]))
+
+
+@_inline
 def header(page, page_size):
     """Offset of a page's b-tree header (page 1 starts with the 100-byte file header)."""
     return (page - 1) * page_size + (100 if page == 1 else 0)
 
 
-@_jit
+@_allocating
 def leaf_pages(buf, root, page_size, npages):
     """Leaf page numbers of the b-tree at ``root``, left to right; status < 0 when
     the tree is not a well-formed table b-tree. Level by level: all leaves of a
@@ -93,7 +119,7 @@ def leaf_pages(buf, root, page_size, npages):
         level = nxt
 
 
-@_jit
+@_allocating
 def cell_counts(buf, pages, page_size):
     out = np.empty(pages.size, np.int64)
     for i in range(pages.size):
@@ -173,10 +199,7 @@ def decode(buf, pages, page_size, usable, column_map, rowid_column, values, vali
                         valid[out, row] = 0
                         values[out, row] = 0
                     elif st <= 6:
-                        v = np.int64(np.int8(buf[body]))
-                        for k in range(1, width):
-                            v = (v << 8) | np.int64(buf[body + k])
-                        values[out, row] = v
+                        values[out, row] = be_int(buf, body, width)
                         valid[out, row] = 1
                     elif st == 8 or st == 9:
                         values[out, row] = st - 8

@@ -11,6 +11,7 @@ from ..jit import jit
 
 _jit = jit()
 _inline = jit(inline=True)
+_allocating = jit(allocates=True)
 
 #: sweep state slots: key seen, key, furthest end seen, furthest end, piece seen, last
 #: piece start, end, class, interval to resume at
@@ -220,7 +221,7 @@ def queue_depth(up_t, same_t, down_t, lo, hi, counted, time_at, marked_at, chang
     return changes
 
 
-@_jit
+@_allocating
 def own_work(group, kernel, ws, we, ps, pe, out_group, out_kernel, out_any, st_group, st_s,
              st_e):
     """Per group (rows sorted by group): the union of ``[ws, we)`` over its kernel rows and
