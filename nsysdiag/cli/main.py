@@ -7,6 +7,7 @@ lacks the data the command needs; 70 internal error (a bug: please report it).
 
 from __future__ import annotations
 
+import gc
 import sys
 import traceback
 
@@ -444,6 +445,9 @@ for _name in analyses.ANALYSES:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turning errors into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
+    # the modules' objects live as long as the process: the collector need not look at
+    # them again (each full collection of a cold diagnose walked them all: 0.1 s)
+    gc.freeze()
     debug = "--debug" in args
     try:
         rv = cli.main(args=args, prog_name="nsysdiag", standalone_mode=False)
