@@ -28,24 +28,45 @@ def reference(intervals, probes, n_classes):
     return np.array(out, dtype=np.int64).reshape(len(probes), n_classes)
 
 
-def sums(rep, intervals, probes, n_classes, n_groups):
+def sums(rep, intervals, probes, n_classes, n_groups, in_order=False):
     rep.con.register("iv", pa.table(dict(zip(("key", "start_ns", "end_ns", "cls"),
                                               map(list, zip(*intervals))))))
     rep.con.register("pr", pa.table(dict(zip(("key", "ts", "grp", "sign"),
                                               map(list, zip(*probes))))))
-    return sweep.covered_sums(rep, "SELECT * FROM iv", "SELECT * FROM pr", n_classes, n_groups)
+    return sweep.covered_sums(rep, "SELECT * FROM iv", "SELECT * FROM pr", n_classes, n_groups,
+                              in_order=in_order)
+
+
+def _sorted_per_key(intervals):
+    last = {}
+    for k, s, e, c in intervals:
+        if e < s:
+            continue
+        if k in last and (s, -e, c) < last[k]:
+            return False
+        last[k] = (s, -e, c)
+    return True
 
 
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("batch_rows", [1, 3, 64, 1 << 20])
-def test_sweep_matches_reference(tmp_path, monkeypatch, seed, batch_rows):
+@pytest.mark.parametrize("stored", ["sorted read", "in start order", "shuffled"])
+def test_sweep_matches_reference(tmp_path, monkeypatch, seed, batch_rows, stored):
+    """The sums by the sorted read, and by the read as stored (``in_order``): every key's
+    intervals in order, the keys interleaved, gives the same sums without the sorted read;
+    intervals out of order fall back to it."""
     monkeypatch.setattr(sweep, "BATCH_ROWS", batch_rows)
+    sorted_reads = []
+    real = sweep._run_sweep
+    monkeypatch.setattr(sweep, "_run_sweep", lambda *a: sorted_reads.append(1) or real(*a))
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 60))
     keys = (rng.integers(0, 4, n) * 7 - 7).tolist()  # includes a negative key
     starts = rng.integers(0, 200, n)
     ends = starts + rng.integers(-5, 60, n)  # some end before their start: ignored
     intervals = list(zip(keys, starts.tolist(), ends.tolist(), rng.integers(0, 3, n).tolist()))
+    if stored == "in start order":
+        intervals.sort(key=lambda r: (r[1], -r[2], r[3]))
     m = 50
     probe_keys = (rng.integers(0, 5, m) * 7 - 7).tolist()  # includes a key with no interval
     probe_ts = np.concatenate([rng.integers(-10, 280, m - 10), starts[:5], ends[:5]])[:m]
@@ -56,8 +77,9 @@ def test_sweep_matches_reference(tmp_path, monkeypatch, seed, batch_rows):
     for (_, _, g, sign), row in zip(probes, at):
         want[g] += sign * row
     with nsysdiag.open(_export(tmp_path)) as rep:
-        got = sums(rep, intervals, probes, 3, 6)
+        got = sums(rep, intervals, probes, 3, 6, in_order=stored != "sorted read")
     np.testing.assert_array_equal(got, want)
+    assert len(sorted_reads) == (stored == "sorted read" or not _sorted_per_key(intervals))
 
 
 @pytest.mark.parametrize("seed", range(8))

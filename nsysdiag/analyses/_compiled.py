@@ -96,6 +96,71 @@ def sweep(ikey, istart, iend, icls, pkey, pts, pgrp, psign, p, more, final, stat
     return 0, p
 
 
+#: per-key state of the sweep in the intervals' stored order (``sweep_keys``): furthest
+#: end seen, last piece start, end, class, previous interval's start, end, class (the
+#: order check), next probe of the key; K_SEEN: any interval seen
+K_MAX, K_LAST_S, K_LAST_E, K_LAST_C, K_PREV_S, K_PREV_E, K_PREV_C, K_PROBE, K_SEEN = range(9)
+KEY_STATE = K_SEEN + 1
+
+
+@_jit
+def _answer_key(keys, cum, k, t, grp, sign, out):
+    """``_answer`` for key ``k`` of ``sweep_keys``."""
+    if keys[k, K_SEEN] == 0 or keys[k, K_LAST_E] < keys[k, K_LAST_S]:
+        return  # no piece yet
+    for c in range(cum.shape[1]):
+        out[grp, c] += sign * cum[k, c]
+    le = keys[k, K_LAST_E]
+    clipped = min(max(t, keys[k, K_LAST_S]), le)
+    out[grp, keys[k, K_LAST_C]] -= sign * (le - clipped)
+
+
+@_jit
+def sweep_keys(code, istart, iend, icls, pts, pgrp, psign, pend, keys, cum, out):
+    """The covered-time sweep of ``sweep`` over intervals of many keys interleaved, in the
+    order they are stored: each key's must come sorted by start, end descending, class.
+
+    ``code``: each interval's key code (-1: a key without probes, skipped). The probes are
+    in memory, sorted by key code and instant; key k's run from ``keys[k, K_PROBE]`` (its
+    next one) to ``pend[k]``. ``keys`` (``KEY_STATE`` slots, K_LAST_E below K_LAST_S
+    before the first piece) and ``cum`` (covered time per class) carry each key's sweep
+    from batch to batch. Returns -1 when done, else the index of the first interval out of
+    order for its key (nothing after it is taken)."""
+    for i in range(code.size):
+        k = code[i]
+        if k < 0:
+            continue
+        s, e, c = istart[i], iend[i], icls[i]
+        if keys[k, K_SEEN] == 1:
+            ps, pe, pc = keys[k, K_PREV_S], keys[k, K_PREV_E], keys[k, K_PREV_C]
+            if s < ps or (s == ps and (e > pe or (e == pe and c < pc))):
+                return i
+            lo = max(s, keys[k, K_MAX])
+        else:
+            lo = s
+        keys[k, K_PREV_S], keys[k, K_PREV_E], keys[k, K_PREV_C] = s, e, c
+        if e > lo:
+            p = keys[k, K_PROBE]
+            while p < pend[k] and pts[p] < lo:
+                _answer_key(keys, cum, k, pts[p], pgrp[p], psign[p], out)
+                p += 1
+            keys[k, K_PROBE] = p
+            cum[k, c] += e - lo
+            keys[k, K_LAST_S], keys[k, K_LAST_E], keys[k, K_LAST_C] = lo, e, c
+        keys[k, K_MAX] = e if keys[k, K_SEEN] == 0 else max(keys[k, K_MAX], e)
+        keys[k, K_SEEN] = 1
+    return -1
+
+
+@_jit
+def finish_keys(pts, pgrp, psign, pend, keys, cum, out):
+    """Answer every probe ``sweep_keys`` left: those after each key's last piece."""
+    for k in range(pend.size):
+        for p in range(keys[k, K_PROBE], pend[k]):
+            _answer_key(keys, cum, k, pts[p], pgrp[p], psign[p], out)
+        keys[k, K_PROBE] = pend[k]
+
+
 @_inline
 def _count_right(a, x, j):
     """How many of the sorted ``a`` are <= ``x``, galloping from ``j``, the answer for an

@@ -289,6 +289,8 @@ def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
     instance numbers, sorted)."""
     with ExitStack() as stack:
         stack.enter_context(steps(report, NAME, ("rg_units",), {"scope": scope}))
+        report.con.execute("SET VARIABLE rg_scope = ?", [scope])
+        stack.callback(report.con.execute, "RESET VARIABLE rg_scope")
         stack.enter_context(temp_views(report, NAME, ("rg_calls",)))
         groups = int(ids.max()) + 1 if len(ids) else 1
         cpu = _sweep(report, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)[ids]
@@ -419,9 +421,11 @@ def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _sweep(
     report: Report, intervals: str, probes: str, classes: int, groups: int
 ) -> np.ndarray:
-    """Covered time per group and class (analyses/sweep.py) for two queries of ranges.sql."""
+    """Covered time per group and class (analyses/sweep.py) for two queries of ranges.sql;
+    the calls read as api_calls stores them, in the export's order."""
     sql = load_sql(NAME)
-    return sweep.covered_sums(report, sql[intervals], sql[probes], classes, groups)
+    return sweep.covered_sums(report, sql[intervals], sql[probes], classes, groups,
+                              in_order=True)
 
 
 def _total(table: pa.Table, column: str) -> int:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow.parquet as pq
 
+from ..views._compiled import find_values
 from ..views.build import STEP_OPTIONS, sql_string
 from . import _compiled
 
@@ -42,6 +43,7 @@ BATCH_ROWS = 1 << 20
 
 def covered_sums(
     report: Report, intervals_sql: str, probes_sql: str, n_classes: int, n_groups: int,
+    in_order: bool = False,
 ) -> np.ndarray:
     """Sum over probes of ``sign * covered(key, ts)``, per group and class.
 
@@ -54,11 +56,22 @@ def covered_sums(
         A query with integer columns ``key``, ``ts``, ``grp`` (0 to ``n_groups - 1``) and
         ``sign``; rows with a NULL key or ts count as covering nothing.
 
+    in_order
+        Read the intervals in the order ``intervals_sql`` gives them (a view written in
+        the export's order) instead of sorted, when each key's come sorted by start, end
+        descending and class: the probes are then held in memory and every key is swept
+        at once (``_compiled.sweep_keys``). At the first interval out of order the sums
+        start over on the sorted read.
+
     Returns
     -------
     numpy.ndarray
         int64 of shape (n_groups, n_classes).
     """
+    if in_order:
+        out = _in_order_sums(report, intervals_sql, probes_sql, n_classes, n_groups)
+        if out is not None:
+            return out
     out = np.zeros((n_groups, n_classes), dtype=np.int64)
     # one connection streams one result at a time: the probes go through a sorted file
     target = report.scratch_dir() / f"probes-{uuid.uuid4().hex}.parquet"
@@ -83,6 +96,45 @@ def covered_sums(
         )
     finally:
         target.unlink(missing_ok=True)
+    return out
+
+
+def _in_order_sums(
+    report: Report, intervals_sql: str, probes_sql: str, n_classes: int, n_groups: int,
+) -> np.ndarray | None:
+    """``covered_sums`` with the intervals read as stored; None at an interval out of
+    order for its key."""
+    probes = report.sql(
+        f"SELECT key, ts, grp, sign FROM ({probes_sql}) "
+        "WHERE key IS NOT NULL AND ts IS NOT NULL ORDER BY key, ts").fetchnumpy()
+    pkey, pts, pgrp, psign = (np.asarray(probes[c], dtype=np.int64)
+                              for c in ("key", "ts", "grp", "sign"))
+    heads = np.r_[0, np.flatnonzero(pkey[1:] != pkey[:-1]) + 1] if len(pkey) else pkey[:0]
+    distinct = pkey[heads]
+    pend = np.r_[heads[1:], len(pkey)].astype(np.int64)
+    keys = np.zeros((len(distinct), _compiled.KEY_STATE), dtype=np.int64)
+    keys[:, _compiled.K_PROBE] = heads
+    keys[:, _compiled.K_LAST_E] = -1  # no piece yet
+    cum = np.zeros((len(distinct), n_classes), dtype=np.int64)
+    out = np.zeros((n_groups, n_classes), dtype=np.int64)
+    report.con.execute("SET preserve_insertion_order = true")  # kept while the rows stream
+    reader = None
+    try:
+        reader = report.sql(
+            f"SELECT key, start_ns, end_ns, cls FROM ({intervals_sql}) "
+            "WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND key IS NOT NULL"
+        ).to_arrow_reader(BATCH_ROWS)
+        for key, start, end, cls in _arrays(reader):
+            code = np.empty(len(key), dtype=np.int64)
+            find_values(key, distinct, code)
+            if _compiled.sweep_keys(code, start, end, cls, pts, pgrp, psign, pend, keys,
+                                    cum, out) >= 0:
+                return None
+    finally:
+        if reader is not None:
+            reader.close()  # the connection takes no statement while a result is open
+        report.con.execute("SET preserve_insertion_order = false")
+    _compiled.finish_keys(pts, pgrp, psign, pend, keys, cum, out)
     return out
 
 

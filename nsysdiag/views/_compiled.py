@@ -119,3 +119,12 @@ def find_values(values, keys, out):
                     hi = mid
             found = lo if lo < n and keys[lo] == v else -1
         out[i] = found
+
+
+@_jit
+def ascending(code, corr):
+    """Whether the keys (code[i], corr[i]) never descend."""
+    for i in range(1, code.size):
+        if _before(code[i], corr[i], code[i - 1], corr[i - 1]):
+            return False
+    return True

@@ -319,6 +319,9 @@ SELECT r.start AS start_ns, r."end" AS end_ns, r.globalTid AS global_tid,
        END::ENUM('runtime', 'driver', 'other') AS api,
        r.correlationId AS correlation_id, r.returnValue AS return_value
 FROM {_timed('raw_runtime')} r""",
+    # in start order, as exported: the kernels' launch calls (views/launch.py) and ranges'
+    # CPU sweep (analyses/sweep.py) read the calls in that order instead of sorting them
+    in_export_order=True,
     # every API name of every corpus export is a CUDA API identifier
     strings=Strings(("nameId",), table="_api_names",
                     likely="regexp_matches(value, '^cu[A-Za-z0-9_]*$')", fallback="unknown"),

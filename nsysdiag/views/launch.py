@@ -34,7 +34,13 @@ class LaunchCalls:
     """The launch calls merged per key (process code, correlation id), sorted by key."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        calls = con.sql(_CALLS).fetchnumpy()
+        # api_calls keeps the export's order (start order, so correlation order in each
+        # process): read in that order, one process' calls need no sort at all
+        con.execute("SET preserve_insertion_order = true")
+        try:
+            calls = con.sql(_CALLS).fetchnumpy()
+        finally:
+            con.execute("SET preserve_insertion_order = false")
         pid = _values(calls.pop("global_pid"))[0]
         #: the distinct global_pids, sorted: a process' code is its index
         self.pids = _distinct(pid)
@@ -42,18 +48,12 @@ class LaunchCalls:
         _compiled.find_values(pid, self.pids, code)
         del pid
         correlation = _values(calls.pop("correlation_id"))[0]
-        # the calls come almost in correlation order: a stable sort of nearly sorted keys
-        # is cheap, and of codes that fit 16 bits a radix sort
-        order = np.argsort(correlation, kind="stable")
-        if len(self.pids) > 1:
-            small = code.astype(np.int16) if len(self.pids) <= np.iinfo(np.int16).max else code
-            order = order[np.argsort(small[order], kind="stable")]
-            code = code[order]
-        correlation = correlation[order]
+        order = None if _compiled.ascending(code, correlation) else _key_order(code, correlation)
+        if order is not None:
+            code, correlation = code[order], correlation[order]
         # each column is put in key order, one at a time (ten million calls: 80 MB each)
         (start, start_ok), (end, end_ok), (tid, _) = (
-            (values[order], ok[order] if ok is not None else np.ones(len(order), dtype=bool))
-            for values, ok in (_values(calls.pop(c)) for c in ("start_ns", "end_ns", "global_tid")))
+            _in_order(*_values(calls.pop(c)), order) for c in ("start_ns", "end_ns", "global_tid"))
         del order
         n = _compiled.merge_calls(code, correlation, start, start_ok, end, end_ok, tid,
                                   code, correlation, start, start_ok, end, end_ok, tid)
@@ -93,6 +93,25 @@ class LaunchCalls:
         return [pa.array(self.start[at], mask=~started),
                 pa.array(self.end[at], mask=~(found & self.end_ok[at])),
                 pa.array(self.tid[at], mask=~started)]
+
+
+def _key_order(code: np.ndarray, correlation: np.ndarray) -> np.ndarray:
+    """The order of the keys (code, correlation), which come almost in correlation order
+    (processes interleaved): a stable sort of nearly sorted keys is cheap, and of codes
+    that fit 16 bits a radix sort."""
+    order = np.argsort(correlation, kind="stable")
+    if code.any():
+        small = code.astype(np.int16) if code.max() <= np.iinfo(np.int16).max else code
+        order = order[np.argsort(small[order], kind="stable")]
+    return order
+
+
+def _in_order(values: np.ndarray, ok: np.ndarray | None,
+              order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(values, validity) put in ``order`` (None: as they are)."""
+    if ok is None:
+        ok = np.ones(len(values), dtype=bool)
+    return (values, ok) if order is None else (values[order], ok[order])
 
 
 def _values(column: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:

@@ -120,20 +120,19 @@ SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key
 FROM _ranges_units
 
 -- @query rg_calls
--- The key's CUDA calls, with the CPU component each counts into, cls: 0 launch, 1 memcpy,
--- 2 sync, 3 other (the order of CPU_COMPONENTS). A view, not a step: read twice, it costs
--- less than writing twenty million calls out (so the scope comes from rg_units: a view
--- takes no parameters).
-SELECT CASE WHEN (SELECT any_value(scope) FROM rg_units) = 'thread' THEN global_tid
-            ELSE global_pid END AS key,
+-- Every CUDA call with the key it counts for (the scope: the variable rg_scope, set by
+-- analyses/ranges.py, since a view takes no parameters) and the CPU component it counts
+-- into, cls: 0 launch, 1 memcpy, 2 sync, 3 other (the order of CPU_COMPONENTS). A view,
+-- not a step: read twice, it costs less than writing twenty million calls out. No join:
+-- the sweep reads the calls as api_calls stores them, in the export's order, which a
+-- join would not keep; calls of keys without instances count nowhere (the sweep skips
+-- them, _own places no work of theirs).
+SELECT CASE WHEN getvariable('rg_scope') = 'thread' THEN global_tid ELSE global_pid END AS key,
        CASE WHEN category IN ('launch', 'graph_launch') THEN 0
             WHEN category IN ('memcpy', 'memset') THEN 1
             WHEN category = 'sync' THEN 2 ELSE 3 END AS cls,
        start_ns, end_ns, global_pid, correlation_id
 FROM api_calls
-WHERE (CASE WHEN (SELECT any_value(scope) FROM rg_units) = 'thread' THEN global_tid
-            ELSE global_pid END)
-      IN (SELECT DISTINCT key FROM rg_units)
 
 -- @query rg_cpu_intervals
 -- The key's calls for the CPU components; the sweep in analyses/sweep.py cuts them into
