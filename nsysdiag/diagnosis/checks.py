@@ -83,7 +83,7 @@ class Evidence:
         self.graphs_in_use = graphs_in_use
         self._scores: dict[str, float] = {"cpu": 0.0, "gpu": 0.0, "pcie": 0.0}
         self._reasons: dict[str, list[str]] = {"cpu": [], "gpu": [], "pcie": []}
-        self._jitter: AnalysisResult | None = None
+        self._jitter: AnalysisResult | None = results.get("jitter")
 
     def summary(self, name: str) -> dict[str, Any]:
         r = self.results.get(name)

@@ -130,8 +130,14 @@ def _diagnose(
     ranges = results.get("ranges")
     durations = _durations(ranges)
     classifier = None
-    if durations is not None and durations.size:
-        classifier = classify_tail(durations, rng=settings.seed, tight_ratio=settings.tail_ratio)
+    # jitter (DuckDB, both cores) runs beside the mixture fits of the tail (one core)
+    with report.forked("kernels") as other, ThreadPoolExecutor(max_workers=1) as pool:
+        jitter = pool.submit(_run, other, "jitter") if probe.present("kernels") else None
+        if durations is not None and durations.size:
+            classifier = classify_tail(durations, rng=settings.seed,
+                                       tight_ratio=settings.tail_ratio)
+        if jitter is not None and (done_jitter := jitter.result()) is not None:
+            results["jitter"] = done_jitter
     tail = _tail_summary(ranges, durations, classifier, settings)
 
     graphs = results.get("graphs")
