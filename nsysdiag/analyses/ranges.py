@@ -315,7 +315,8 @@ _OWN_SCHEMA = pa.schema([("instance", pa.int64()), ("kernel", pa.bool_()),
 
 def _own(report: Report, target: Path, scope: str) -> None:
     """Write the step rg_own: each launched operation placed in its instance (ranges.sql,
-    rg_launched, says the rule)."""
+    rg_launched, says the rule); operations of no instance have a NULL one, or are left
+    out."""
     units = report.sql(
         "SELECT key, start_ns, end_ns, instance FROM rg_units "
         "WHERE key IS NOT NULL AND start_ns IS NOT NULL ORDER BY key, start_ns, instance"
@@ -354,12 +355,18 @@ def _own(report: Report, target: Path, scope: str) -> None:
                 j += lo - 1
                 inside = (j >= lo) & (api_end[rows] <= ends[np.maximum(j, lo)])
                 instance[rows[inside]] = ids[j[inside]]
-            placed = np.flatnonzero(instance >= 0)
-            if len(placed):
-                whole = len(placed) == batch.num_rows  # usually: no copy of the columns
+            placed = instance >= 0
+            n = int(np.count_nonzero(placed))
+            if n:
+                # mostly placed: the batch is written whole, rows of no instance with a NULL
+                # one (which every query of rg_own leaves out), instead of copying each
+                # column without them (10M kernels: 0.15 s)
+                whole = 2 * n >= batch.num_rows
+                rows = None if whole else np.flatnonzero(placed)
                 out.write_table(pa.table({
-                    "instance": instance if whole else instance[placed],
-                    **{c: batch.column(c) if whole else batch.column(c).take(placed)
+                    "instance": (pa.array(instance, mask=None if n == len(placed) else ~placed)
+                                 if whole else instance[rows]),
+                    **{c: batch.column(c) if whole else batch.column(c).take(rows)
                        for c in ("kernel", "device_id", "start_ns", "end_ns", "api_end_ns")},
                 }).cast(_OWN_SCHEMA))
 

@@ -187,9 +187,10 @@ JOIN calls c ON c.global_pid = o.global_pid AND c.correlation_id = o.correlation
 -- Each instance's own work, the step rg_own (instance, kernel, device_id, start_ns, end_ns,
 -- api_end_ns), is matched from these in analyses/ranges.py (_own): the call goes to the
 -- instance of its key with the latest start_ns <= the call's start_ns (ties: the higher
--- instance number), when that instance also contains the call's end. (An ASOF join did
--- this in SQL: it sorted ten million launched operations to place them among a hundred
--- thousand instances.)
+-- instance number), when that instance also contains the call's end; an operation of no
+-- instance has a NULL one (or is left out), which the joins and groups on instance below
+-- leave aside. (An ASOF join did this in SQL: it sorted ten million launched operations
+-- to place them among a hundred thousand instances.)
 SELECT *
 FROM (SELECT CASE WHEN $scope = 'thread' THEN launch_global_tid ELSE global_pid END AS key,
              launch_start_ns AS api_start_ns, launch_end_ns AS api_end_ns, true AS kernel,
