@@ -76,6 +76,24 @@ def test_api_names_outside_the_cuda_api(builder, tmp_path, monkeypatch, odd, no_
     assert reads == (["api_calls"] if read_ids else [])
 
 
+def test_string_ids_placed_by_table_or_search():
+    """Each id's place (from 1) among the sorted ids: looked up in the table below its
+    size, searched above it; 0 and a miss where it is not among them."""
+    from nsysdiag.views import _compiled
+
+    ids = np.array([-4, 2, 5, 9, 1 << 40], dtype=np.int64)
+    table = np.zeros(6, dtype=np.int32)  # covers ids 0-5 only
+    table[[2, 5]] = [2, 3]
+    values = np.array([5, 9, 2, -4, 1 << 40, 3, 7, 0, 5], dtype=np.int64)
+    valid = np.array([1, 1, 1, 1, 1, 1, 1, 0, 1], dtype=bool)
+    out = np.empty(len(values), dtype=np.int64)
+    assert _compiled.place_ids(values, valid, ids, table, out) == 2  # 3 and 7
+    assert out.tolist() == [3, 4, 2, 1, 5, 0, 0, 0, 3]
+    found = np.empty(6, dtype=np.int64)
+    _compiled.find_values(np.array([9, 9, 3, 3, -4, 9], dtype=np.int64), ids, found)
+    assert found.tolist() == [3, 3, -1, -1, 0, 3]
+
+
 def test_nvtx_ranges_text_and_registered_marks_excluded(standard_export):
     with nsysdiag.open(standard_export) as rep:
         got = rows(rep, "SELECT name, start_ns, end_ns, style, pid, tid FROM nvtx_ranges ORDER BY start_ns")

@@ -1,11 +1,12 @@
-"""Compiled loops of the views (``nsysdiag.jit``): the kernels' launch calls (``launch.py``).
-
-Keys are pairs (process code, correlation id), compared in that order.
+"""Compiled loops of the views (``nsysdiag.jit``): the kernels' launch calls (``launch.py``;
+keys are pairs (process code, correlation id), compared in that order) and the places of
+string ids (``build.py``).
 """
 
 from ..jit import jit
 
 _jit = jit()
+_inline = jit(inline=True)
 
 
 @_jit
@@ -70,6 +71,19 @@ def find_keys(key_code, key_corr, code, corr, ok, out):
             out[i] = j
 
 
+@_inline
+def _index(keys, v):
+    """The index of ``v`` among the sorted ``keys``, -1 if absent (a binary search)."""
+    lo, hi = 0, keys.size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if keys[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < keys.size and keys[lo] == v else -1
+
+
 @_jit
 def place_ids(values, valid, ids, table, out):
     """``out[i]``: the place (from 1) of ``values[i]`` among the sorted ``ids``, 0 where it
@@ -77,23 +91,11 @@ def place_ids(values, valid, ids, table, out):
     size (a lookup instead of a search: 22M ids searched among 40 took 0.6 s); larger
     values are searched. Returns the number of valid values not among the ids."""
     misses = 0
-    n = ids.size
     for i in range(values.size):
         p = 0
         if valid[i]:
             v = values[i]
-            if 0 <= v < table.size:
-                p = table[v]
-            else:
-                lo, hi = 0, n
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if ids[mid] < v:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if lo < n and ids[lo] == v:
-                    p = lo + 1
+            p = table[v] if 0 <= v < table.size else _index(ids, v) + 1
             if p == 0:
                 misses += 1
         out[i] = p
@@ -105,19 +107,10 @@ def find_values(values, keys, out):
     """``out[i]``: the index of ``values[i]`` among the sorted ``keys``, -1 if absent. A
     value equal to the one before it is not searched again: processes' keys come in long
     runs (10M values among 1-3 keys: 0.1-0.27 s with ``np.searchsorted``)."""
-    n = keys.size
     found = -1
     for i in range(values.size):
-        v = values[i]
-        if i == 0 or v != values[i - 1]:
-            lo, hi = 0, n
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if keys[mid] < v:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            found = lo if lo < n and keys[lo] == v else -1
+        if i == 0 or values[i] != values[i - 1]:
+            found = _index(keys, values[i])
         out[i] = found
 
 
