@@ -227,6 +227,12 @@ def queue_depth(
             (change_t[:n], change_depth[:n]))
 
 
+def runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(value, first index, end index) of each run of equal values in a sorted array."""
+    first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1] if len(keys) else np.r_[:0]
+    return keys[first], first, np.r_[first[1:], len(keys)]
+
+
 def run_codes(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Each row's index among the distinct rows of ``columns``, and those rows (sorted, one
     per line of a 2-D array). Rows come in runs of equal values (one GPU's or stream's work

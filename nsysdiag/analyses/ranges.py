@@ -322,7 +322,7 @@ def _own(report: Report, target: Path, scope: str) -> None:
         "WHERE key IS NOT NULL AND start_ns IS NOT NULL ORDER BY key, start_ns, instance"
     ).fetchnumpy()
     keys = np.asarray(units["key"], dtype=np.int64)
-    first = {int(k): (lo, hi) for k, lo, hi in zip(*_runs(keys))}
+    first = {int(k): (lo, hi) for k, lo, hi in zip(*intervals.runs(keys))}
     starts, ends, ids = (np.asarray(units[c], dtype=np.int64)
                          for c in ("start_ns", "end_ns", "instance"))
     launched = report.sql(load_sql(NAME)["rg_launched"], {"scope": scope}).to_arrow_reader(
@@ -417,12 +417,6 @@ def _joined(arrays: list[np.ndarray]) -> np.ndarray:
     if not arrays:
         return np.empty(0, dtype=np.int64)
     return np.concatenate(arrays).astype(np.int64, copy=False)
-
-
-def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(value, first index, end index) of each run of equal values in a sorted array."""
-    first = np.r_[0, np.flatnonzero(keys[1:] != keys[:-1]) + 1] if len(keys) else np.r_[:0]
-    return keys[first], first, np.r_[first[1:], len(keys)]
 
 
 def _sweep(

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from ..views._compiled import find_values
 from ..views.build import STEP_OPTIONS, sql_string
-from . import _compiled
+from . import _compiled, intervals
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -109,9 +109,7 @@ def _in_order_sums(
         "WHERE key IS NOT NULL AND ts IS NOT NULL ORDER BY key, ts").fetchnumpy()
     pkey, pts, pgrp, psign = (np.asarray(probes[c], dtype=np.int64)
                               for c in ("key", "ts", "grp", "sign"))
-    heads = np.r_[0, np.flatnonzero(pkey[1:] != pkey[:-1]) + 1] if len(pkey) else pkey[:0]
-    distinct = pkey[heads]
-    pend = np.r_[heads[1:], len(pkey)].astype(np.int64)
+    distinct, heads, pend = intervals.runs(pkey)
     keys = np.zeros((len(distinct), _compiled.KEY_STATE), dtype=np.int64)
     keys[:, _compiled.K_PROBE] = heads
     keys[:, _compiled.K_LAST_E] = -1  # no piece yet
