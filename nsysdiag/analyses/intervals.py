@@ -34,6 +34,7 @@ compiled loop takes (``_compiled.own_work``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -299,11 +300,7 @@ def segments(
         return
     extra = [c for c in by if c not in names]  # NULLs last
     read = ", ".join([*names, *(f"coalesce({c}, {np.iinfo(np.int64).max}) AS {c}" for c in extra)])
-    report.con.execute("SET preserve_insertion_order = true")  # kept while the rows stream
-    reader = None
-    try:
-        reader = report.sql(f"SELECT {read} FROM ({sql}) WHERE {nonnull}",
-                            params).to_arrow_reader(BATCH_ROWS)
+    with stored_order(report, f"SELECT {read} FROM ({sql}) WHERE {nonnull}", params) as reader:
         last: dict[tuple[int, ...], list[np.ndarray]] = {}  # the last row of each key so far
         for key, cols in _runs(reader, keys, (*columns, *extra), whole=False):
             sort = [cols[c].astype(np.int64, copy=False) for c in by]
@@ -313,6 +310,19 @@ def segments(
                 raise OutOfOrder(f"rows of {dict(zip(keys, key))} out of order")
             last[key] = [s[-1:] for s in sort]
             yield key, {c: cols[c] for c in columns}
+
+
+@contextlib.contextmanager
+def stored_order(report: Report, sql: str, params: dict | None = None,
+                 batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatchReader]:
+    """The rows of ``sql`` streamed in batches in the order DuckDB reads them (a view
+    written in the export's order: that order), with DuckDB's preserve_insertion_order on
+    while they stream (a setting of the whole database, off otherwise)."""
+    report.con.execute("SET preserve_insertion_order = true")
+    reader = None
+    try:
+        reader = report.sql(sql, params).to_arrow_reader(batch_rows)
+        yield reader
     finally:
         if reader is not None:
             reader.close()  # the connection takes no statement while a result is open

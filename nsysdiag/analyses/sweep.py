@@ -115,23 +115,17 @@ def _in_order_sums(
     keys[:, _compiled.K_LAST_E] = -1  # no piece yet
     cum = np.zeros((len(distinct), n_classes), dtype=np.int64)
     out = np.zeros((n_groups, n_classes), dtype=np.int64)
-    report.con.execute("SET preserve_insertion_order = true")  # kept while the rows stream
-    reader = None
-    try:
-        reader = report.sql(
-            f"SELECT key, start_ns, end_ns, cls FROM ({intervals_sql}) "
-            "WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND key IS NOT NULL"
-        ).to_arrow_reader(BATCH_ROWS)
+    with intervals.stored_order(
+        report, f"SELECT key, start_ns, end_ns, cls FROM ({intervals_sql}) "
+        "WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND key IS NOT NULL",
+        batch_rows=BATCH_ROWS,
+    ) as reader:
         for key, start, end, cls in _arrays(reader):
             code = np.empty(len(key), dtype=np.int64)
             find_values(key, distinct, code)
             if _compiled.sweep_keys(code, start, end, cls, pts, pgrp, psign, pend, keys,
                                     cum, out) >= 0:
                 return None
-    finally:
-        if reader is not None:
-            reader.close()  # the connection takes no statement while a result is open
-        report.con.execute("SET preserve_insertion_order = false")
     _compiled.finish_keys(pts, pgrp, psign, pend, keys, cum, out)
     return out
 
