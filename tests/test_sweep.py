@@ -57,8 +57,8 @@ def test_sweep_matches_reference(tmp_path, monkeypatch, seed, batch_rows, stored
     intervals out of order fall back to it."""
     monkeypatch.setattr(sweep, "BATCH_ROWS", batch_rows)
     sorted_reads = []
-    real = sweep._run_sweep
-    monkeypatch.setattr(sweep, "_run_sweep", lambda *a: sorted_reads.append(1) or real(*a))
+    real = sweep._sorted_read
+    monkeypatch.setattr(sweep, "_sorted_read", lambda *a: sorted_reads.append(1) or real(*a))
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 60))
     keys = (rng.integers(0, 4, n) * 7 - 7).tolist()  # includes a negative key

@@ -13,99 +13,17 @@ _jit = jit()
 _inline = jit(inline=True)
 _allocating = jit(allocates=True)
 
-#: sweep state slots: key seen, key, furthest end seen, furthest end, piece seen, last
-#: piece start, end, class, interval to resume at
-HAS_KEY, KEY, HAS_MAX, MAX_END, HAS_LAST, LAST_S, LAST_E, LAST_C, RESUME = range(9)
-SWEEP_STATE = RESUME + 1
-
-
-@_jit
-def _answer(state, cum, t, grp, sign, out):
-    """Add ``sign * covered(key, t)`` to ``out[grp]``; t is at or after the last piece's
-    start, before the next piece's."""
-    if state[HAS_LAST] == 0:
-        return
-    for c in range(cum.size):
-        out[grp, c] += sign * cum[c]
-    le = state[LAST_E]
-    clipped = min(max(t, state[LAST_S]), le)
-    out[grp, state[LAST_C]] -= sign * (le - clipped)
-
-
-@_jit
-def sweep(ikey, istart, iend, icls, pkey, pts, pgrp, psign, p, more, final, state, cum, out):
-    """One batch of the covered-time sweep (see analyses/sweep.py for the definitions).
-
-    Intervals (sorted by key, start, end descending, class) are cut into pieces beyond the
-    furthest end of their key so far; each probe (sorted by key, ts) is answered, when the
-    sweep passes it, with the covered time per class before its instant, and added, signed,
-    to its group in ``out``. ``state`` and ``cum`` carry the sweep from batch to batch;
-    with ``final`` the remaining probes of the last key are answered.
-
-    Returns (0, probe index) when the batch is done, or (1, probe index) when the probes
-    ran out while ``more`` are to come: call again with them appended (the interval to
-    resume at is kept in ``state``).
-    """
-    m = pkey.size
-    i = state[RESUME]
-    n = ikey.size
-    while i < n or final:
-        at_end = i >= n
-        k = ikey[i] if not at_end else 0
-        if at_end or state[HAS_KEY] == 0 or k != state[KEY]:
-            if state[HAS_KEY] == 1:
-                key = state[KEY]
-                while p < m and pkey[p] == key:
-                    _answer(state, cum, pts[p], pgrp[p], psign[p], out)
-                    p += 1
-                if p == m and more:
-                    state[RESUME] = i
-                    return 1, p
-            if at_end:
-                state[RESUME] = i
-                return 0, p
-            while p < m and pkey[p] < k:  # keys without intervals cover nothing
-                p += 1
-            if p == m and more:
-                state[RESUME] = i
-                return 1, p
-            state[HAS_KEY] = 1
-            state[KEY] = k
-            state[HAS_MAX] = 0
-            state[HAS_LAST] = 0
-            cum[:] = 0
-        s = istart[i]
-        e = iend[i]
-        lo = s if state[HAS_MAX] == 0 else max(s, state[MAX_END])
-        if e > lo:
-            while p < m and pkey[p] == k and pts[p] < lo:
-                _answer(state, cum, pts[p], pgrp[p], psign[p], out)
-                p += 1
-            if p == m and more:
-                state[RESUME] = i
-                return 1, p
-            cum[icls[i]] += e - lo
-            state[HAS_LAST] = 1
-            state[LAST_S] = lo
-            state[LAST_E] = e
-            state[LAST_C] = icls[i]
-        state[MAX_END] = e if state[HAS_MAX] == 0 else max(state[MAX_END], e)
-        state[HAS_MAX] = 1
-        i += 1
-    state[RESUME] = 0
-    return 0, p
-
-
-#: per-key state of the sweep in the intervals' stored order (``sweep_keys``): furthest
-#: end seen, last piece start, end, class, previous interval's start, end, class (the
-#: order check), next probe of the key; K_SEEN: any interval seen
+#: per-key state of the covered-time sweep (``sweep_keys``): furthest end seen, last piece
+#: start, end, class, previous interval's start, end, class (the order check), next probe
+#: of the key; K_SEEN: any interval seen
 K_MAX, K_LAST_S, K_LAST_E, K_LAST_C, K_PREV_S, K_PREV_E, K_PREV_C, K_PROBE, K_SEEN = range(9)
 KEY_STATE = K_SEEN + 1
 
 
 @_jit
 def _answer_key(keys, cum, k, t, grp, sign, out):
-    """``_answer`` for key ``k`` of ``sweep_keys``."""
+    """Add ``sign * covered(key k, t)`` to ``out[grp]``; t is at or after the key's last
+    piece's start, before its next piece's."""
     if keys[k, K_SEEN] == 0 or keys[k, K_LAST_E] < keys[k, K_LAST_S]:
         return  # no piece yet
     for c in range(cum.shape[1]):
@@ -117,8 +35,11 @@ def _answer_key(keys, cum, k, t, grp, sign, out):
 
 @_jit
 def sweep_keys(code, istart, iend, icls, pts, pgrp, psign, pend, keys, cum, out):
-    """The covered-time sweep of ``sweep`` over intervals of many keys interleaved, in the
-    order they are stored: each key's must come sorted by start, end descending, class.
+    """One batch of the covered-time sweep (analyses/sweep.py has the definitions) over
+    intervals of any number of keys, interleaved in any way: each key's must come sorted
+    by start, end descending, class. Each is cut into a piece beyond the furthest end of
+    its key so far; each probe is answered, when its key's sweep passes it, with the
+    covered time per class before its instant, and added, signed, to its group in ``out``.
 
     ``code``: each interval's key code (-1: a key without probes, skipped). The probes are
     in memory, sorted by key code and instant; key k's run from ``keys[k, K_PROBE]`` (its
