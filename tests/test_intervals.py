@@ -129,11 +129,14 @@ def own_work(g, s, e, kernel=None):
     from nsysdiag.analyses import _compiled
 
     kernel = np.ones(len(g), dtype=bool) if kernel is None else kernel
-    out = [np.empty(len(g), dtype=np.int64) for _ in range(6)]
-    n, m = _compiled.own_work(g, kernel, s, e, s, e, *out)
-    groups, kernel_union, any_union, of, a, b = out
-    return (dict(zip(groups[:n].tolist(), any_union[:n].tolist())),
-            dict(zip(groups[:n].tolist(), kernel_union[:n].tolist())),
+    groups, offset, stop = intervals.runs(g)
+    count = stop - offset
+    unions = [np.empty(len(groups), dtype=np.int64) for _ in range(2)]
+    of, a, b = (np.empty(len(g), dtype=np.int64) for _ in range(3))
+    m = _compiled.own_work(groups, offset, count, kernel, s, s, e, *unions, of, a, b)
+    kernel_union, any_union = unions
+    return (dict(zip(groups.tolist(), any_union.tolist())),
+            dict(zip(groups.tolist(), kernel_union.tolist())),
             list(zip(of[:m].tolist(), a[:m].tolist(), b[:m].tolist())))
 
 
@@ -196,25 +199,54 @@ def test_own_work_against_brute_force(seed):
     assert got_union == union and got_masked == masked and got_islands == islands
 
 
-def test_whole_groups_keeps_each_key_in_one_chunk():
-    import pyarrow as pa
+def test_own_pieces_clips_to_the_window_and_groups_by_instance():
+    """Each row on its instance's device goes to the instance's next slot, its pieces
+    clipped to the window as SQL's greatest/least do (an unknown bound left out); rows on
+    another device, of an instance without one, or of no known device are left out."""
+    from nsysdiag.analyses import _compiled
 
-    keys = [1, 1, 2, 2, 2, 2, 3, 4, 4]
-    table = pa.table({"k": keys, "v": list(range(len(keys)))})
-    chunks = list(intervals.whole_groups(table.to_reader(max_chunksize=3), "k"))
-    # batches [1 1 2] [2 2 2] [3 4 4]: a batch's last key waits, and goes out with the
-    # rows of the next batches that continue it
-    assert [c["k"].tolist() for c in chunks] == [[1, 1], [2, 2, 2, 2], [3], [4, 4]]
-    assert np.concatenate([c["v"] for c in chunks]).tolist() == list(range(len(keys)))
-    assert list(intervals.whole_groups(table.slice(0, 0).to_reader(), "k")) == []
-    rng = np.random.default_rng(3)
-    keys = np.sort(rng.integers(0, 40, 500))
-    table = pa.table({"k": keys, "v": np.arange(500)})
-    for size in (1, 2, 7, 64, 1000):
-        chunks = list(intervals.whole_groups(table.to_reader(max_chunksize=size), "k"))
-        assert np.concatenate([c["v"] for c in chunks]).tolist() == list(range(500))
-        seen = [set(c["k"].tolist()) for c in chunks]
-        assert sum(len(x) for x in seen) == len(set().union(*seen))  # no key in two chunks
+    # instances 1 (device 0, window [100, 200]) and 2 (device 1, window [300, unknown));
+    # instance 3 has no device
+    udevice = np.array([0, 0, 1, 0])
+    uknown = np.array([False, True, True, False])
+    wstart = np.array([0, 100, 300, 0])
+    wend, wend_ok = np.array([0, 200, 0, 0]), np.array([False, True, False, False])
+    rows = [  # instance, kernel, device (None: unknown), start, end, api_end
+        (2, True, 1, 310, 350, 305),     # inside: [310, 350) and [305, 350)
+        (1, True, 0, 90, 150, 80),       # starts before the window: [100, 150), [100, 150)
+        (1, False, 1, 120, 130, 110),    # another device: left out
+        (1, True, 0, 150, None, None),   # unknown end -> the window's; unknown return
+        (3, True, 0, 10, 20, 5),         # instance without a device: left out
+        (2, False, None, 320, 330, 315),  # unknown device: left out
+        (2, False, 1, 320, None, 400),   # end unknown on both sides: empty pieces
+        (1, True, 0, 180, 250, 190),     # ends after the window: [180, 200), [190, 200)
+    ]
+    inst, kind, dev, start, end, api = zip(*rows)
+    ints = [np.array([0 if v is None else v for v in c], dtype=np.int64)
+            for c in (dev, end, api)]
+    oks = [np.array([v is not None for v in c]) for c in (dev, end, api)]
+    placed = np.bincount(np.array(inst), minlength=4)
+    offset = np.cumsum(placed) - placed
+    fill = np.zeros(4, dtype=np.int64)
+    kernel = np.zeros(len(rows), dtype=bool)
+    ws, ps, e = (np.zeros(len(rows), dtype=np.int64) for _ in range(3))
+    _compiled.own_pieces(np.array(inst), np.array(kind), ints[0], oks[0], np.array(start),
+                         ints[1], oks[1], ints[2], oks[2], udevice, uknown, wstart, wend,
+                         wend_ok, offset, fill, kernel, ws, ps, e)
+    assert fill.tolist() == [0, 3, 2, 0]
+    got = {g: [(bool(kernel[j]), int(ws[j]), int(ps[j]), int(e[j]))
+               for j in range(offset[g], offset[g] + fill[g])] for g in (1, 2)}
+    assert got[1] == [(True, 100, 100, 150), (True, 150, 100, 200), (True, 180, 190, 200)]
+    assert got[2] == [(True, 310, 305, 350), (False, 320, 400, _compiled.NO_END)]
+    # the unions and stretches of those pieces: instance 1 covers [100, 200) (kernels
+    # only), pending [100, 200); instance 2 [310, 350), pending [305, 350)
+    unions = [np.empty(2, dtype=np.int64) for _ in range(2)]
+    of, a, b = (np.empty(len(rows), dtype=np.int64) for _ in range(3))
+    m = _compiled.own_work(np.array([1, 2]), offset[[1, 2]], fill[[1, 2]], kernel, ws, ps, e,
+                           *unions, of, a, b)
+    assert unions[0].tolist() == [100, 40] and unions[1].tolist() == [100, 40]
+    assert list(zip(of[:m].tolist(), a[:m].tolist(), b[:m].tolist())) == [
+        (1, 100, 200), (2, 305, 350)]
 
 
 @pytest.mark.parametrize("order", ["ascending", "descending", "random"])

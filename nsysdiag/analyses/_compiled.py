@@ -207,55 +207,81 @@ def queue_depth(up_t, same_t, down_t, lo, hi, counted, time_at, marked_at, chang
     return changes
 
 
+#: the end of a piece whose end is unknown on both sides (own work and window): the piece
+#: is empty
+NO_END = np.iinfo(np.int64).min
+
+
+@_jit
+def own_pieces(instance, kernel, device, device_ok, start, end, end_ok, api_end, api_ok,
+               udevice, uknown, wstart, wend, wend_ok, offset, fill, out_kernel, out_ws,
+               out_ps, out_e):
+    """Place each row of own work that ran on its instance's device (``udevice[g]``, where
+    ``uknown[g]``) at its instance's next free slot, from ``offset[g] + fill[g]``, as two
+    pieces clipped to the window [``wstart[g]``, ``wend[g]``]: [ws, e) from the work's
+    start and [ps, e) from its launch call's return. An unknown bound (``*_ok`` False) is
+    left out of the clip, as SQL's greatest/least leave NULL out; an end unknown on both
+    sides makes both pieces empty (``NO_END``)."""
+    for i in range(instance.size):
+        g = instance[i]
+        if not uknown[g] or not device_ok[i] or device[i] != udevice[g]:
+            continue
+        w0 = wstart[g]
+        if end_ok[i]:
+            e = min(end[i], wend[g]) if wend_ok[g] else end[i]
+        else:
+            e = wend[g] if wend_ok[g] else NO_END
+        j = offset[g] + fill[g]
+        fill[g] += 1
+        out_kernel[j] = kernel[i]
+        out_ws[j] = max(start[i], w0)
+        out_ps[j] = max(api_end[i], w0) if api_ok[i] else w0
+        out_e[j] = e
+
+
 @_allocating
-def own_work(group, kernel, ws, we, ps, pe, out_group, out_kernel, out_any, st_group, st_s,
+def own_work(groups, offset, count, kernel, ws, ps, e, out_kernel, out_any, st_group, st_s,
              st_e):
-    """Per group (rows sorted by group): the union of ``[ws, we)`` over its kernel rows and
-    over all its rows, and the merged stretches of ``[ps, pe)`` (pieces that overlap or
-    touch merge); pieces that end where they start count nowhere. Each group's pieces are
-    sorted by start here (a group holds a range instance's work: tens to thousands).
-    Returns (groups, stretches) written to the outputs."""
-    n = group.size
-    groups = 0
+    """Per group ``groups[k]`` (rows ``offset[k]`` to ``offset[k] + count[k]``): the union
+    of ``[ws, e)`` over its kernel rows and over all its rows, and the merged stretches of
+    ``[ps, e)`` (pieces that overlap or touch merge); pieces that end where (or before)
+    they start count nowhere. Each group's pieces are sorted by start here (a group holds a
+    range instance's work: tens to thousands). Writes each group's unions at its index k;
+    returns the number of stretches written."""
     stretches = 0
-    a = 0
-    while a < n:
-        b = a + 1
-        while b < n and group[b] == group[a]:
-            b += 1
+    for k in range(groups.size):
+        a = offset[k]
+        b = a + count[k]
         kernel_union = 0
         any_union = 0
         order = np.argsort(ws[a:b], kind="mergesort")
         any_reach = kernel_reach = np.iinfo(np.int64).min
         for r in order:
-            s, e = ws[a + r], we[a + r]
-            if e <= s:
+            s, end = ws[a + r], e[a + r]
+            if end <= s:
                 continue
-            any_union += max(e - max(s, any_reach), 0)
-            any_reach = max(any_reach, e)
+            any_union += max(end - max(s, any_reach), 0)
+            any_reach = max(any_reach, end)
             if kernel[a + r]:
-                kernel_union += max(e - max(s, kernel_reach), 0)
-                kernel_reach = max(kernel_reach, e)
-        out_group[groups] = group[a]
-        out_kernel[groups] = kernel_union
-        out_any[groups] = any_union
-        groups += 1
+                kernel_union += max(end - max(s, kernel_reach), 0)
+                kernel_reach = max(kernel_reach, end)
+        out_kernel[k] = kernel_union
+        out_any[k] = any_union
         order = np.argsort(ps[a:b], kind="mergesort")
         is_open = False
         for r in order:
-            s, e = ps[a + r], pe[a + r]
-            if e <= s:
+            s, end = ps[a + r], e[a + r]
+            if end <= s:
                 continue
             if is_open and s <= st_e[stretches - 1]:
-                st_e[stretches - 1] = max(st_e[stretches - 1], e)
+                st_e[stretches - 1] = max(st_e[stretches - 1], end)
             else:
-                st_group[stretches] = group[a]
+                st_group[stretches] = groups[k]
                 st_s[stretches] = s
-                st_e[stretches] = e
+                st_e[stretches] = end
                 stretches += 1
                 is_open = True
-        a = b
-    return groups, stretches
+    return stretches
 
 
 @_jit

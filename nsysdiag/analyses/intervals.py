@@ -27,9 +27,6 @@ instant are netted, so the count after an instant holds until the next instant.
 A union kept for lookups (``Coverage``): its length before any instant, for instants in any
 order, by a compiled search among its pieces instead of a sort of the instants.
 
-Streams sorted by a key come regrouped so that no key's rows are split between batches
-(``whole_groups``): the instances of ``ranges``, whose unions and merged stretches a
-compiled loop takes (``_compiled.own_work``).
 """
 
 from __future__ import annotations
@@ -371,31 +368,3 @@ def _sorted(columns: list[np.ndarray]) -> bool:
             return True
         undecided = np.flatnonzero(tied) if undecided is None else undecided[tied]
     return True
-
-
-def whole_groups(reader: Iterable[pa.RecordBatch], key: str) -> Iterator[dict[str, np.ndarray]]:
-    """The batches of an Arrow stream sorted by ``key``, regrouped so that no key's rows are
-    split between two of them: a batch's last key is held back, and yielded with the rows
-    of the next batch that continue it (a small chunk of its own, so that no batch is
-    copied whole)."""
-    held: dict[str, np.ndarray] | None = None
-    for batch in reader:
-        if not batch.num_rows:
-            continue
-        cols = {n: batch.column(n).to_numpy(zero_copy_only=False) for n in batch.schema.names}
-        if held is not None:
-            # the rows that continue the held key come first (keys are sorted)
-            m = int(np.searchsorted(cols[key], held[key][0], side="right"))
-            joined = {n: np.concatenate([held[n], cols[n][:m]]) for n in cols}
-            if m == batch.num_rows:
-                held = joined
-                continue
-            yield joined
-            cols = {n: a[m:] for n, a in cols.items()}
-        keys = cols[key]
-        cut = int(np.searchsorted(keys, keys[-1], side="left"))
-        held = {n: a[cut:] for n, a in cols.items()}
-        if cut:
-            yield {n: a[:cut] for n, a in cols.items()}
-    if held is not None:
-        yield held

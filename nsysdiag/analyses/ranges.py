@@ -11,6 +11,7 @@ kernels, own copies, other work, idle with own work pending, idle); the slowest
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from .base import (
     load_sql,
     registered,
     run_query,
+    shared,
     step_file,
     step_writer,
     steps,
@@ -293,18 +295,27 @@ def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
         stack.callback(report.con.execute, "RESET VARIABLE rg_scope")
         stack.enter_context(temp_views(report, NAME, ("rg_calls",)))
         groups = int(ids.max()) + 1 if len(ids) else 1
-        cpu = _sweep(report, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)[ids]
-        stack.enter_context(registered(report, "rg_cpu", pa.table({
-            "instance": ids,
-            **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
+        # The CPU side (the sweep: DuckDB's read and a compiled loop, both cores) runs in a
+        # thread beside the GPU side, whose passes are mostly numpy and compiled loops on
+        # one core (10M kernels: 0.4 s sooner); the views either reads are built first
+        other = stack.enter_context(report.forked("api_calls", "kernels", "memcpys", "memsets",
+                                                  "cuda_graphs"))
+        shared(report, other, "rg_units", "rg_calls")
+        other.con.execute("SET VARIABLE rg_scope = ?", [scope])
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
         stack.enter_context(temp_views(report, NAME, ("rg_ops",)))
         stack.enter_context(steps(report, NAME, ("rg_launched_other",)))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
-        _own(report, own, scope)
+        placed = _own(report, own, scope, groups)
         expose(report, "rg_own", own)
         stack.enter_context(steps(report, NAME, ("rg_udev",)))
-        for name, table in zip(("rg_busy", "rg_own_union"), _gpu_side(report)):
+        sums = pool.submit(_sweep, other, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)
+        for name, table in zip(("rg_busy", "rg_own_union"), _gpu_side(report, placed)):
             stack.enter_context(registered(report, name, table))
+        cpu = sums.result()[ids]
+        stack.enter_context(registered(report, "rg_cpu", pa.table({
+            "instance": ids,
+            **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
         return run_query(report, NAME, "instances")
 
 
@@ -313,10 +324,10 @@ _OWN_SCHEMA = pa.schema([("instance", pa.int64()), ("kernel", pa.bool_()),
                          ("end_ns", pa.int64()), ("api_end_ns", pa.int64())])
 
 
-def _own(report: Report, target: Path, scope: str) -> None:
+def _own(report: Report, target: Path, scope: str, groups: int) -> np.ndarray:
     """Write the step rg_own: each launched operation placed in its instance (ranges.sql,
     rg_launched, says the rule); operations of no instance have a NULL one, or are left
-    out."""
+    out. Returns the number of operations placed in each instance (``groups`` of them)."""
     units = report.sql(
         "SELECT key, start_ns, end_ns, instance FROM rg_units "
         "WHERE key IS NOT NULL AND start_ns IS NOT NULL ORDER BY key, start_ns, instance"
@@ -327,7 +338,8 @@ def _own(report: Report, target: Path, scope: str) -> None:
                          for c in ("start_ns", "end_ns", "instance"))
     launched = report.sql(load_sql(NAME)["rg_launched"], {"scope": scope}).to_arrow_reader(
         sweep.BATCH_ROWS)
-    with step_writer(target, _OWN_SCHEMA) as out:
+    counts = np.zeros(groups, dtype=np.int64)
+    with step_writer(target, _OWN_SCHEMA) as write:
         for batch in launched:
             known = np.ones(batch.num_rows, dtype=bool)
             values = []
@@ -358,29 +370,38 @@ def _own(report: Report, target: Path, scope: str) -> None:
             placed = instance >= 0
             n = int(np.count_nonzero(placed))
             if n:
+                counts += np.bincount(instance[placed], minlength=groups)
                 # mostly placed: the batch is written whole, rows of no instance with a NULL
                 # one (which every query of rg_own leaves out), instead of copying each
                 # column without them (10M kernels: 0.15 s)
                 whole = 2 * n >= batch.num_rows
                 rows = None if whole else np.flatnonzero(placed)
-                out.write_table(pa.table({
+                write(pa.table({
                     "instance": (pa.array(instance, mask=None if n == len(placed) else ~placed)
                                  if whole else instance[rows]),
                     **{c: batch.column(c) if whole else batch.column(c).take(rows)
                        for c in ("kernel", "device_id", "start_ns", "end_ns", "api_end_ns")},
                 }).cast(_OWN_SCHEMA))
+    return counts
 
 
-def _gpu_side(report: Report) -> tuple[pa.Table, pa.Table]:
+def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
     """The steps rg_busy and rg_own_union.
 
     rg_busy: per instance with a device, the time the device was busy (the union of all
     its operations, rg_busy_intervals) in the instance's window, busy_ns; the merged
     stretches in which its own work was pending, pending_ns; and the busy time inside
     them, pending_busy_ns. rg_own_union: per instance, the unions of its own kernels and of
-    all its own work in its window. Both from rg_own_work, batch by batch (its pieces are
-    as many as the kernels; window functions partitioned by instance did the unions in
-    SQL, 2.7 s at ten million kernels)."""
+    all its own work in its window. ``placed``: the operations of each instance in rg_own
+    (``_own``).
+
+    The own work on each instance's device is read from rg_own once and put in instance
+    order by a counting sort (``_compiled.own_pieces``: each instance's rows get the slots
+    after its offset), clipped to the window as ranges.sql (rg_own_work) says; a compiled
+    loop (``_compiled.own_work``) makes the unions and stretches of each instance. (DuckDB
+    joined rg_own to each instance's device and window and sorted it by instance in 0.75 s
+    at ten million kernels; window functions partitioned by instance did the unions in SQL,
+    2.7 s.)"""
     sql = load_sql(NAME)
     busy = (report.take(intervals.GPU_BUSY)
             or intervals.Coverage.of_query(report, sql["rg_busy_intervals"]))
@@ -393,30 +414,62 @@ def _gpu_side(report: Report) -> tuple[pa.Table, pa.Table]:
         ts = udev.column(column)
         window += sign * busy.covered(device, ts.fill_null(0).to_numpy()) * ts.is_valid().to_numpy(
             zero_copy_only=False)
+    # each instance's device and window, by instance number
+    groups = len(placed)
+    udevice, wstart, wend = (np.zeros(groups, dtype=np.int64) for _ in range(3))
+    uknown, wend_ok = np.zeros(groups, dtype=bool), np.zeros(groups, dtype=bool)
+    udevice[instance], uknown[instance] = device, True
+    wstart[instance] = _ints(udev.column("start_ns"))[0]
+    wend[instance], wend_ok[instance] = _ints(udev.column("end_ns"))
+    offset = np.cumsum(placed) - placed
+    fill = np.zeros(groups, dtype=np.int64)
+    total = int(placed.sum())
+    kernel = np.empty(total, dtype=bool)
+    ws, ps, e = (np.empty(total, dtype=np.int64) for _ in range(3))
+    own = report.sql("SELECT instance, kernel, device_id, start_ns, end_ns, api_end_ns "
+                     "FROM rg_own WHERE instance IS NOT NULL")
+    for batch in own.to_arrow_reader(sweep.BATCH_ROWS):
+        of, kind = batch.column("instance").to_numpy(), batch.column("kernel").to_numpy(
+            zero_copy_only=False)
+        _compiled.own_pieces(of, kind, *_ints(batch.column("device_id")),
+                             _ints(batch.column("start_ns"))[0], *_ints(batch.column("end_ns")),
+                             *_ints(batch.column("api_end_ns")), udevice, uknown, wstart, wend,
+                             wend_ok, offset, fill, kernel, ws, ps, e)
     pending, pending_busy = (np.zeros(len(instance), dtype=np.int64) for _ in range(2))
-    unions: dict[str, list] = {"instance": [], "kernel_union_ns": [], "any_union_ns": []}
-    for c in intervals.whole_groups(
-        report.sql(sql["rg_own_work"]).to_arrow_reader(sweep.BATCH_ROWS), "instance"
-    ):
-        n = len(c["instance"])
-        groups, kernel, any_union, of, s, e = (np.empty(n, dtype=np.int64) for _ in range(6))
-        g, m = _compiled.own_work(c["instance"], c["kernel"].astype(bool), c["ws"], c["we"],
-                                  c["ps"], c["pe"], groups, kernel, any_union, of, s, e)
-        for key, values in zip(unions, (groups, kernel, any_union)):
-            unions[key].append(values[:g])
-        of, s, e = of[:m], s[:m], e[:m]
-        at = np.searchsorted(instance, of)  # pieces exist only where the device is known
-        np.add.at(pending, at, e - s)
-        np.add.at(pending_busy, at, busy.between(device[at], s, e))
+    row_of = np.zeros(groups, dtype=np.int64)  # an instance's row of udev
+    row_of[instance] = np.arange(len(instance))
+    have = np.flatnonzero(fill)
+    kernel_union, any_union = (np.empty(len(have), dtype=np.int64) for _ in range(2))
+    # a chunk of instances at a time: the stretches' arrays hold one chunk's pieces
+    ends = np.cumsum(fill[have])
+    cuts = np.searchsorted(ends, np.arange(sweep.BATCH_ROWS, int(ends[-1]) if len(ends) else 0,
+                                           sweep.BATCH_ROWS), side="right")
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(have)]):
+        if lo == hi:
+            continue
+        chunk = have[lo:hi]
+        size = int(fill[chunk].sum())
+        of, s, t = (np.empty(size, dtype=np.int64) for _ in range(3))
+        m = _compiled.own_work(chunk, offset[chunk], fill[chunk], kernel, ws, ps, e,
+                               kernel_union[lo:hi], any_union[lo:hi], of, s, t)
+        of, s, t = of[:m], s[:m], t[:m]
+        at = row_of[of]  # pieces exist only where the device is known
+        np.add.at(pending, at, t - s)
+        np.add.at(pending_busy, at, busy.between(device[at], s, t))
     return (pa.table({"instance": instance, "busy_ns": window, "pending_ns": pending,
                       "pending_busy_ns": pending_busy}),
-            pa.table({k: _joined(v) for k, v in unions.items()}))
+            pa.table({"instance": have, "kernel_union_ns": kernel_union,
+                      "any_union_ns": any_union}))
 
 
-def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    if not arrays:
-        return np.empty(0, dtype=np.int64)
-    return np.concatenate(arrays).astype(np.int64, copy=False)
+def _ints(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 values, validity) of an Arrow integer column (NULL read as 0)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.null_count:
+        return (column.fill_null(0).to_numpy().astype(np.int64, copy=False),
+                column.is_valid().to_numpy(zero_copy_only=False))
+    return column.to_numpy().astype(np.int64, copy=False), np.ones(len(column), dtype=bool)
 
 
 def _sweep(
