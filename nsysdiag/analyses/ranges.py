@@ -397,7 +397,7 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
 
     The own work on each instance's device is read from rg_own once and put in instance
     order by a counting sort (``_compiled.own_pieces``: each instance's rows get the slots
-    after its offset), clipped to the window as ranges.sql (rg_own_work) says; a compiled
+    after its offset), clipped to the window as ranges.sql (Own work) says; a compiled
     loop (``_compiled.own_work``) makes the unions and stretches of each instance. (DuckDB
     joined rg_own to each instance's device and window and sorted it by instance in 0.75 s
     at ten million kernels; window functions partitioned by instance did the unions in SQL,
