@@ -52,16 +52,22 @@ def _between(lo: float, hi: float, d: float) -> float:
     return float(Fraction(lo) * Fraction(1.0 - d) + Fraction(hi * d))
 
 
-def total(values: np.ndarray, where: np.ndarray | None = None) -> int:
-    """``sum(values)::BIGINT`` (of those ``where`` is true): an InputError where it leaves
-    64 bits (corrupt timestamps), as DuckDB's cast does."""
+def exact_sum(values: np.ndarray, where: np.ndarray | None = None) -> int:
+    """The exact sum of int64 values (of those ``where`` is true), as DuckDB's 128-bit
+    sums."""
     if not len(values) or where is not None and not where.any():
         return 0
     largest = max(abs(int(values.min())), abs(int(values.max())))
     if largest * len(values) <= _INT64_MAX:  # numpy's int64 sum cannot wrap around
         return int(values.sum(where=True if where is None else where))
     # it might: exact in Python integers
-    s = sum((values if where is None else values[where]).tolist())
+    return sum((values if where is None else values[where]).tolist())
+
+
+def total(values: np.ndarray, where: np.ndarray | None = None) -> int:
+    """``sum(values)::BIGINT`` (of those ``where`` is true): an InputError where it leaves
+    64 bits (corrupt timestamps), as DuckDB's cast does."""
+    s = exact_sum(values, where)
     if not -_INT64_MAX - 1 <= s <= _INT64_MAX:
         raise InputError("values out of range (a sum of durations leaves 64 bits)",
                          hint="the export holds corrupt timestamps, durations or sizes")

@@ -19,7 +19,8 @@ import pyarrow as pa
 
 from ..errors import UsageError
 from ..report import Report
-from . import intervals
+from ..views.launch import arrow_values
+from . import figures, intervals
 from .base import (
     OK,
     AnalysisResult,
@@ -112,7 +113,8 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
         stack.enter_context(temp_views(report, NAME, ("launches",)))
         for name, table in _depth(report, detail).items():
             stack.enter_context(registered(report, name, table))
-        tables = {name: run_query(report, NAME, name, {"top": top}) for name in names}
+        tables = {name: _latency(report) if name == "latency" else
+                  run_query(report, NAME, name, {"top": top}) for name in names}
         summary = run_query(report, NAME, "summary").to_pylist()[0]
     latency = {r["metric"]: r for r in tables["latency"].to_pylist()}
     for metric in _METRICS:
@@ -121,6 +123,52 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
     return AnalysisResult(
         NAME, OK, _message(summary), summary, tables, main="latency", findings=_findings(summary)
     )
+
+
+_LATENCY_SCHEMA = pa.schema([("metric", pa.string()), ("count", pa.int64()),
+                             *((f"{q}_ns", pa.float64()) for q in ("p50", "p90", "p99")),
+                             ("max_ns", pa.int64()), ("mean_ns", pa.float64())])
+
+
+def _latency(report: Report) -> pa.Table:
+    """The latency table: per metric (``_METRICS``) with values, count, p50/p90/p99 (as
+    DuckDB's quantile_cont), max and mean; the kernel metrics from one read of the matched
+    launches, batch by batch into one array per metric (launch_latency.sql says why), the
+    graph metrics from SQL."""
+    (n,), = report.execute("SELECT count(*) FROM launches")
+    values = [np.empty(n, dtype=np.int64) for _ in range(4)]
+    filled = [0] * 4
+    launches = report.sql("SELECT start_ns, api_start_ns, api_end_ns FROM launches "
+                          "WHERE api_start_ns IS NOT NULL OR api_end_ns IS NOT NULL")
+    for batch in launches.to_arrow_reader(intervals.BATCH_ROWS):
+        (start, start_ok), (api_start, api_start_ok), (api_end, api_end_ok) = (
+            arrow_values(column) for column in batch.columns)
+        for k, (x, x_ok, y, y_ok) in enumerate((
+            (api_end, api_end_ok, api_start, api_start_ok),  # api_duration
+            (start, start_ok, api_start, api_start_ok),  # api_start_to_kernel_start
+            (start, start_ok, api_end, api_end_ok),  # api_end_to_kernel_start
+            # queue: greatest(start - end, 0), which is 0 where the start is NULL
+            (np.where(start_ok, start, api_end), api_end_ok, api_end, api_end_ok),
+        )):
+            ok = x_ok & y_ok
+            if not ok.all():
+                x, y = x[ok], y[ok]
+            out = values[k][filled[k]:filled[k] + len(x)]
+            np.subtract(x, y, out=out)
+            if k == 3:
+                np.maximum(out, 0, out=out)
+            filled[k] += len(x)
+    rows = []
+    for metric, v, m in zip(_METRICS, values, filled):
+        if m:
+            v = v[:m]
+            q = figures.quantiles(v, (0.5, 0.9, 0.99), scratch=True)  # sorted in place
+            rows.append({"metric": metric, "count": m, "p50_ns": q[0], "p90_ns": q[1],
+                         "p99_ns": q[2], "max_ns": int(v.max()),
+                         "mean_ns": figures.mean(figures.exact_sum(v), m)})
+    del values
+    graphs = run_query(report, NAME, "latency").cast(_LATENCY_SCHEMA)
+    return pa.concat_tables([pa.Table.from_pylist(rows, schema=_LATENCY_SCHEMA), graphs])
 
 
 def _depth(report: Report, streams: bool) -> dict[str, pa.Table]:

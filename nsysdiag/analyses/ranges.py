@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import UsageError
+from ..views.launch import arrow_values
 from . import _compiled, intervals, sweep
 from .base import (
     EMPTY,
@@ -419,8 +420,8 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
     udevice, wstart, wend = (np.zeros(groups, dtype=np.int64) for _ in range(3))
     uknown, wend_ok = np.zeros(groups, dtype=bool), np.zeros(groups, dtype=bool)
     udevice[instance], uknown[instance] = device, True
-    wstart[instance] = _ints(udev.column("start_ns"))[0]
-    wend[instance], wend_ok[instance] = _ints(udev.column("end_ns"))
+    wstart[instance] = arrow_values(udev.column("start_ns"))[0]
+    wend[instance], wend_ok[instance] = arrow_values(udev.column("end_ns"))
     offset = np.cumsum(placed) - placed
     fill = np.zeros(groups, dtype=np.int64)
     total = int(placed.sum())
@@ -429,12 +430,13 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
     own = report.sql("SELECT instance, kernel, device_id, start_ns, end_ns, api_end_ns "
                      "FROM rg_own WHERE instance IS NOT NULL")
     for batch in own.to_arrow_reader(sweep.BATCH_ROWS):
-        of, kind = batch.column("instance").to_numpy(), batch.column("kernel").to_numpy(
-            zero_copy_only=False)
-        _compiled.own_pieces(of, kind, *_ints(batch.column("device_id")),
-                             _ints(batch.column("start_ns"))[0], *_ints(batch.column("end_ns")),
-                             *_ints(batch.column("api_end_ns")), udevice, uknown, wstart, wend,
-                             wend_ok, offset, fill, kernel, ws, ps, e)
+        (on, on_ok), (start, _), (end, end_ok), (api_end, api_ok) = (
+            arrow_values(batch.column(c)) for c in ("device_id", "start_ns", "end_ns",
+                                                    "api_end_ns"))
+        _compiled.own_pieces(batch.column("instance").to_numpy(),
+                             batch.column("kernel").to_numpy(zero_copy_only=False), on,
+                             on_ok, start, end, end_ok, api_end, api_ok, udevice, uknown,
+                             wstart, wend, wend_ok, offset, fill, kernel, ws, ps, e)
     pending, pending_busy = (np.zeros(len(instance), dtype=np.int64) for _ in range(2))
     row_of = np.zeros(groups, dtype=np.int64)  # an instance's row of udev
     row_of[instance] = np.arange(len(instance))
@@ -460,16 +462,6 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
                       "pending_busy_ns": pending_busy}),
             pa.table({"instance": have, "kernel_union_ns": kernel_union,
                       "any_union_ns": any_union}))
-
-
-def _ints(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """(int64 values, validity) of an Arrow integer column (NULL read as 0)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if column.null_count:
-        return (column.fill_null(0).to_numpy().astype(np.int64, copy=False),
-                column.is_valid().to_numpy(zero_copy_only=False))
-    return column.to_numpy().astype(np.int64, copy=False), np.ones(len(column), dtype=bool)
 
 
 def _sweep(

@@ -125,8 +125,8 @@ def _values(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray | None]:
     return np.require(values.astype(np.int64, copy=False), requirements="W"), ok
 
 
-def arrow_values(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(int64 values, validity) of an Arrow integer column."""
+def arrow_values(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 values, validity) of an Arrow integer column (NULL read as 0)."""
     if column.null_count:
         return (column.fill_null(0).to_numpy().astype(np.int64, copy=False),
                 column.is_valid().to_numpy(zero_copy_only=False))
