@@ -171,8 +171,10 @@ def test_kernels_only_and_nothing_captured(builder, tmp_path):
         assert overlap.run(rep).status == "not_captured"
 
 
-def test_random_intervals_against_direct_computation(builder, tmp_path):
-    """Unions and intersection on a 10 ns grid, counted point by point."""
+@pytest.mark.parametrize("in_start_order", [True, False])
+def test_random_intervals_against_direct_computation(builder, tmp_path, in_start_order):
+    """Unions and intersection on a 10 ns grid, counted point by point; the kernels
+    exported in start order (read as stored, the copies merged in) or not (read sorted)."""
     rng = random.Random(3)
     b = builder("current")
     kernels, copies = [], []
@@ -181,10 +183,11 @@ def test_random_intervals_against_direct_computation(builder, tmp_path):
         end = start + rng.choice([0, 10, 100, 500, 2000])
         if i % 3:
             kernels.append((start, end))
-            b.kernel(start, end, stream=rng.choice([7, 8, 9]))
         else:
             copies.append((start, end))
             b.memcpy(start, end, 100, stream=rng.choice([7, 10]))
+    for start, end in sorted(kernels) if in_start_order else kernels:
+        b.kernel(start, end, stream=rng.choice([7, 8, 9]))
     with nsysdiag.open(b.write(tmp_path / "r.sqlite"), cache=False) as rep:
         (dev,) = overlap.run(rep).tables["devices"].to_pylist()
     grid = range(T0, T0 + 23000, 10)

@@ -7,6 +7,8 @@ streams, and serializing patterns: everything on one stream, synchronous ``cudaM
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -49,7 +51,7 @@ def run(report: Report) -> AnalysisResult:
     probe = report.probe
     if not any(probe.present(v) for v in ("kernels", "memcpys", "memsets", "cuda_graphs")):
         return not_captured(NAME, report, "kernels")  # type: ignore[return-value]
-    with (temp_views(report, NAME, ("ops",)),
+    with (temp_views(report, NAME, ("other_ops", "ops")),
           registered(report, "_overlap_busy", _busy(report)),
           registered(report, "_overlap_streams", run_query(report, NAME, "op_streams"))):
         per = run_query(report, NAME, "devices")
@@ -86,23 +88,32 @@ def _busy(report: Report) -> pa.Table:
     device's union as ``gpu_busy`` (``intervals.Coverage``) for ranges: the operations it
     counts are these, less those that start at or before 0 (ranges.sql, rg_busy_intervals).
     """
+    try:
+        return _busy_pass(report, _merged(report))
+    except intervals.OutOfOrder:
+        return _busy_pass(report, intervals.segments(
+            report, "SELECT device_id, cls = 'kernel' AS kernel, start_ns, end_ns FROM ops",
+            ("device_id",), ("kernel", "start_ns", "end_ns")))
+
+
+def _busy_pass(report: Report, runs: Iterator[tuple[tuple[int, ...], dict[str, np.ndarray]]]
+               ) -> pa.Table:
+    """:func:`_busy` over each device's operations in start order (``runs``)."""
     devices: dict[int, tuple[intervals.Busy, intervals.Union, intervals.Union]] = {}
     gpu_busy = intervals.Coverage() if report.expects(intervals.GPU_BUSY) else None
-    for (device,), op in intervals.segments(
-        report, "SELECT device_id, cls = 'kernel' AS kernel, start_ns, end_ns FROM ops",
-        ("device_id",), ("kernel", "start_ns", "end_ns"),
-    ):
-        kernels, copies, either = devices.setdefault(
-            device, (intervals.Busy(), intervals.Union(), intervals.Union()))
-        k = op["kernel"]
-        start, end = (op[c].astype(np.int64, copy=False) for c in ("start_ns", "end_ns"))
-        kernels.feed(start[k], end[k])
-        copies.feed(start[~k], end[~k])
-        either.feed(start, end)
-        if gpu_busy is not None:
-            # sorted by start: those after 0 are the end of the device's operations
-            after = int(np.searchsorted(start, 0, side="right"))
-            gpu_busy.feed(device, start[after:], end[after:])
+    with contextlib.closing(runs):  # closed early (out of order), it ends its query
+        for (device,), op in runs:
+            kernels, copies, either = devices.setdefault(
+                device, (intervals.Busy(), intervals.Union(), intervals.Union()))
+            k = op["kernel"]
+            start, end = (op[c].astype(np.int64, copy=False) for c in ("start_ns", "end_ns"))
+            kernels.feed(start[k], end[k])
+            copies.feed(start[~k], end[~k])
+            either.feed(start, end)
+            if gpu_busy is not None:
+                # sorted by start: those after 0 are the end of the device's operations
+                after = int(np.searchsorted(start, 0, side="right"))
+                gpu_busy.feed(device, start[after:], end[after:])
     if gpu_busy is not None:
         report.hand(intervals.GPU_BUSY, gpu_busy.done())
     return pa.table({
@@ -113,6 +124,45 @@ def _busy(report: Report) -> pa.Table:
         "concurrent_ns": [k.twice_ns for k, _, _ in devices.values()],
         "max_in_flight": [k.peak for k, _, _ in devices.values()],
     }, schema=_BUSY_SCHEMA)
+
+
+def _merged(report: Report) -> Iterator[tuple[tuple[int], dict[str, np.ndarray]]]:
+    """Each device's operations in runs in start order, as ``intervals.segments`` gives
+    them: the kernels as the view stores them (``intervals.OutOfOrder`` where they are
+    not in start order), with the other operations (other_ops, read sorted: a few) merged
+    in, those of a device that start by the last kernel of each run with that run."""
+    other = report.sql(
+        "SELECT device_id, cls = 'kernel' AS kernel, start_ns, end_ns FROM other_ops "
+        "WHERE device_id IS NOT NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL "
+        "ORDER BY device_id, start_ns").to_arrow_table()
+    pending = {int(d): {c: other.column(c).to_numpy(zero_copy_only=False)[lo:hi]
+                        for c in ("kernel", "start_ns", "end_ns")}
+               for d, lo, hi in zip(*intervals.runs(other.column("device_id").to_numpy()))}
+    taken = dict.fromkeys(pending, 0)
+    with contextlib.closing(intervals.segments(
+        report, "SELECT device_id, start_ns, end_ns FROM kernels WHERE end_ns >= start_ns",
+        ("device_id",), ("start_ns", "end_ns"), in_order=True,
+    )) as kernels:
+        for (device,), run in kernels:
+            kernel = np.ones(len(run["start_ns"]), dtype=bool)
+            rest = pending.get(device)
+            if rest is not None:
+                lo = taken[device]
+                hi = lo + int(np.searchsorted(rest["start_ns"][lo:], run["start_ns"][-1],
+                                              side="right"))
+                if hi > lo:
+                    taken[device] = hi
+                    merged = {c: np.r_[v, rest[c][lo:hi]] for c, v in
+                              (("kernel", kernel), ("start_ns", run["start_ns"]),
+                               ("end_ns", run["end_ns"]))}
+                    order = np.argsort(merged["start_ns"], kind="stable")
+                    yield (device,), {c: v[order] for c, v in merged.items()}
+                    continue
+            yield (device,), {"kernel": kernel, **run}
+    for device, rest in pending.items():
+        lo = taken[device]
+        if lo < len(rest["start_ns"]):
+            yield (device,), {c: v[lo:] for c, v in rest.items()}
 
 
 _BUSY_SCHEMA = pa.schema([("device_id", pa.int64())] + [
