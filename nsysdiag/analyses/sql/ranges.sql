@@ -173,7 +173,9 @@ calls AS (
     SELECT a.global_pid, a.correlation_id, arg_min(a.key, a.start_ns) AS key,
            min(a.start_ns) AS api_start_ns, max(a.end_ns) AS api_end_ns
     FROM rg_calls a
-    SEMI JOIN other o ON a.global_pid = o.global_pid AND a.correlation_id = o.correlation_id
+    -- on the correlation id alone (as overlap's copy_apis): groups of other processes
+    -- are left out by the join below
+    SEMI JOIN other o ON a.correlation_id = o.correlation_id
     GROUP BY a.global_pid, a.correlation_id)
 SELECT c.key, c.api_start_ns, c.api_end_ns, o.kernel, o.device_id, o.start_ns, o.end_ns
 FROM other o
