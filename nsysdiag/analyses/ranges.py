@@ -309,7 +309,7 @@ def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
         placed = _own(report, own, scope, groups)
         expose(report, "rg_own", own)
-        stack.enter_context(steps(report, NAME, ("rg_udev",)))
+        stack.enter_context(steps(report, NAME, ("rg_own_sums", "rg_udev")))
         sums = pool.submit(_sweep, other, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)
         for name, table in zip(("rg_busy", "rg_own_union"), _gpu_side(report, placed)):
             stack.enter_context(registered(report, name, table))
