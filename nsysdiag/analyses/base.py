@@ -154,8 +154,8 @@ def step_file(report: Report, module: str, name: str) -> Iterator[Path]:
 def step_writer(target: Path, schema: pa.Schema) -> Iterator[Callable[[pa.Table], None]]:
     """A function that writes tables to a step that Python writes, in a thread of its own:
     Arrow encodes without the GIL, so the next table is computed meanwhile (ranges' own
-    work at 10M kernels: 0.3 s sooner). No dictionary pages: step columns are mostly
-    distinct integers, and trying a dictionary first cost more than half the write (10M
+    work at 10M kernels: 0.93-1.0 -> 0.79-0.87 s). No dictionary pages: step columns are
+    mostly distinct integers, and trying a dictionary first cost more than half the write (10M
     gap rows: 2.3 -> 1.0 s). Uncompressed, as ``STEP_OPTIONS``: lz4 took 30% longer to
     write (10M kernels: launch_gaps 4.3 -> 4.0 s). Integers delta-encoded, as DuckDB's
     format version 2 writes them: timestamps and ids in rough order take a few bits each,
