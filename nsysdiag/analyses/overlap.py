@@ -135,8 +135,9 @@ def _merged(report: Report) -> Iterator[tuple[tuple[int], dict[str, np.ndarray]]
         "SELECT device_id, cls = 'kernel' AS kernel, start_ns, end_ns FROM other_ops "
         "WHERE device_id IS NOT NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL "
         "ORDER BY device_id, start_ns").to_arrow_table()
-    pending = {int(d): {c: other.column(c).to_numpy(zero_copy_only=False)[lo:hi]
-                        for c in ("kernel", "start_ns", "end_ns")}
+    columns = {c: other.column(c).to_numpy(zero_copy_only=False)
+               for c in ("kernel", "start_ns", "end_ns")}
+    pending = {int(d): {c: v[lo:hi] for c, v in columns.items()}
                for d, lo, hi in zip(*intervals.runs(other.column("device_id").to_numpy()))}
     taken = dict.fromkeys(pending, 0)
     with contextlib.closing(intervals.segments(
