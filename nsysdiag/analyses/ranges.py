@@ -343,15 +343,9 @@ def _own(report: Report, target: Path, scope: str, groups: int) -> np.ndarray:
     counts = np.zeros(groups, dtype=np.int64)
     with step_writer(target, _OWN_SCHEMA) as write:
         for batch in launched:
-            known = np.ones(batch.num_rows, dtype=bool)
-            values = []
-            for name in ("key", "api_start_ns", "api_end_ns"):
-                column = batch.column(name)
-                if column.null_count:
-                    known &= column.is_valid().to_numpy(zero_copy_only=False)
-                    column = column.fill_null(0)
-                values.append(column.to_numpy().astype(np.int64, copy=False))
-            key, api_start, api_end = values
+            (key, key_ok), (api_start, start_ok), (api_end, end_ok) = (
+                arrow_values(batch.column(c)) for c in ("key", "api_start_ns", "api_end_ns"))
+            known = key_ok & start_ok & end_ok
             instance = np.full(batch.num_rows, -1, dtype=np.int64)
             present = None if known.all() else np.flatnonzero(known)
             # the keys come in runs (a thread's or process's calls together): only the first
@@ -411,18 +405,16 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
                       "WHERE device_id IS NOT NULL ORDER BY instance").to_arrow_table()
     instance, device = (udev.column(c).to_numpy().astype(np.int64, copy=False)
                         for c in ("instance", "device_id"))
-    window = np.zeros(len(instance), dtype=np.int64)
-    for column, sign in (("end_ns", 1), ("start_ns", -1)):  # a NULL instant covers nothing
-        ts = udev.column(column)
-        window += sign * busy.covered(device, ts.fill_null(0).to_numpy()) * ts.is_valid().to_numpy(
-            zero_copy_only=False)
+    (w_start, w_start_ok), (w_end, w_end_ok) = (arrow_values(udev.column(c))
+                                                for c in ("start_ns", "end_ns"))
+    # a NULL instant covers nothing
+    window = busy.covered(device, w_end) * w_end_ok - busy.covered(device, w_start) * w_start_ok
     # each instance's device and window, by instance number
     groups = len(placed)
     udevice, wstart, wend = (np.zeros(groups, dtype=np.int64) for _ in range(3))
     uknown, wend_ok = np.zeros(groups, dtype=bool), np.zeros(groups, dtype=bool)
     udevice[instance], uknown[instance] = device, True
-    wstart[instance] = arrow_values(udev.column("start_ns"))[0]
-    wend[instance], wend_ok[instance] = arrow_values(udev.column("end_ns"))
+    wstart[instance], wend[instance], wend_ok[instance] = w_start, w_end, w_end_ok
     offset = np.cumsum(placed) - placed
     fill = np.zeros(groups, dtype=np.int64)
     total = int(placed.sum())
