@@ -189,7 +189,7 @@ def diagnose(
     seed: int,
 ) -> None:
     """Diagnose the latency tail: its shape, the layer it comes from, and the evidence."""
-    from ..diagnosis.engine import Settings as DiagSettings
+    from ..settings import Settings as DiagSettings
     from ..diagnosis.engine import diagnose as run_diagnosis
     from ..render.terminal import print_diagnosis
 
