@@ -249,8 +249,8 @@ def test_stream_gaps_match_reference_across_batches(builder, tmp_path, monkeypat
 def test_gap_summary_helper(streams, tmp_path):
     with nsysdiag.open(streams.write(tmp_path / "s.sqlite"), cache=False) as rep:
         s = launch_gaps.gap_summary(rep)
-    assert (s["count"], s["p50_ns"], s["cpu_bound"]) == (2, 55, False)
-    assert s["p99_ns"] == pytest.approx(99.1)
+    assert (s.count, s.p50_ns, s.cpu_bound) == (2, 55, False)
+    assert s.p99_ns == pytest.approx(99.1)
 
 
 def test_no_kernels(builder, tmp_path):
