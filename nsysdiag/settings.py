@@ -62,8 +62,9 @@ class Settings:
     prelaunched_idle_pct: float = _rule(
         10.0, "share of the idle time in gaps before already launched kernels from which "
               "launch gaps says they are not launch overhead, %")
-    shallow_queue_depth: int = _rule(1, "a P90 dispatch-queue depth at launch at or below "
-                                        "this is a near-empty queue (kernels)")
+    shallow_queue_depth: int = _rule(1, "a dispatch-queue depth at launch at or below this is "
+                                        "a near-empty queue: launch latency judges its P90, "
+                                        "check C1 its P50 (kernels)")
     deep_queue_depth: int = _rule(4, "a P50 (or P99) depth at launch at or above this is a "
                                      "queue that stays deep (backs up at times) (kernels)")
     # -- D1: kernel duration jitter ------------------------------------------------------------

@@ -81,6 +81,12 @@ def test_thresholds_in_microseconds(streams, tmp_path):
     assert any("CPU-side scheduling bottleneck" in f for f in res.findings)
     with pytest.raises(UsageError, match="normal_threshold_us must be a number >= 0, got -1"):
         run(streams, tmp_path, normal_threshold_us=-1)
+    # the same thresholds as settings (ns): the same judgement
+    by_settings = run(streams, tmp_path,
+                      settings=nsysdiag.Settings(gap_normal_ns=50, gap_p99_ns=99))
+    assert by_settings.summary == s and by_settings.findings == res.findings
+    # the settings' default: 20 us, far above every gap here
+    assert run(streams, tmp_path).cpu_bound is False
 
 
 def test_devices_and_processes_are_separate_sequences(builder, tmp_path):

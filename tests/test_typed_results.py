@@ -21,6 +21,7 @@ from nsysdiag.diagnosis.checks import component_layer
 from nsysdiag.diagnosis.model import Finding, GapSummary, TailSummary, Verdict
 from nsysdiag.diagnosis.schema import diagnosis_schema
 from nsysdiag.diff import diff
+from nsysdiag.errors import UsageError
 from nsysdiag.render.html import render_html
 from nsysdiag.render.notebook import diagnosis_html
 from nsysdiag.render.terminal import diagnosis_text
@@ -32,7 +33,7 @@ EXAMPLE = ROOT / "examples" / "gpu-jitter.sqlite"
 
 
 def test_shipped_schema_is_the_generated_one():
-    # regenerate with: python -m nsysdiag.diagnosis.schema > nsysdiag/schema/diagnosis-v1.schema.json
+    # regenerate: python -m nsysdiag.diagnosis.schema > nsysdiag/schema/diagnosis-v1.schema.json
     assert SHIPPED == diagnosis_schema()
 
 
@@ -115,3 +116,19 @@ def test_consumers_read_attributes_only(scenario, labelled, tmp_path, request):
     assert not result.regressed
     if scenario == "graph":
         assert d.cuda_graphs.in_use and "CUDA Graphs in use" in text
+
+
+def test_every_setting_is_documented():
+    text = (ROOT / "docs" / "diagnosis.md").read_text()
+    missing = [f.name for f in dataclasses.fields(Settings) if f"| `{f.name}` |" not in text]
+    assert not missing
+
+
+def test_settings_are_validated():
+    with pytest.raises(UsageError, match="gap_p99_ns must be a number >= 0, got -1"):
+        Settings(gap_p99_ns=-1)
+    with pytest.raises(UsageError, match="gap_normal_ns must be an integer, got 1.5"):
+        Settings(gap_normal_ns=1.5)
+    with pytest.raises(UsageError, match="tail_ratio must be a finite number"):
+        Settings(tail_ratio=float("nan"))
+    assert Settings().replace(gap_p99_ns=50_000).gap_p99_ns == 50_000

@@ -217,7 +217,7 @@ CLI_OPTIONS = (
         "--tail-pct",
         "tail_pct",
         type=float,
-        default=1.0,
+        default=DEFAULTS.tail_pct,
         show_default=True,
         help="Percent of slowest instances compared with the median band.",
     ),

@@ -10,7 +10,8 @@ Sections, each skipped with a note when its analysis did not run or has no data:
 
 1. the verdict (layer, confidence, summary) and the tail in numbers;
 2. the unit latency histogram (log-spaced bins) with the fitted model's density;
-3. the launch-gap distribution (log scale) with the 5 us / 20 us thresholds;
+3. the launch-gap distribution (log scale) with the normal and P99 thresholds (5 us / 20 us
+   by default: ``Settings.gap_normal_ns``, ``gap_p99_ns``);
 4. transfer bandwidth by copy kind against the host link;
 5. the tail attribution: median band vs slowest units, stacked by component;
 6. timelines of a few slowest units (and a median one) - these need the open report, so
@@ -556,8 +557,9 @@ def _section_gaps(d: Diagnosis) -> str:
     head = _h2(
         "Launch gaps",
         "Idle time between consecutive kernels on a GPU (start minus the "
-        "running maximum of earlier kernels' ends). Normal is under 5 us; a P99 above "
-        "20 us signals a CPU-side scheduling bottleneck.",
+        f"running maximum of earlier kernels' ends). Normal is under "
+        f"{fmt_ns(d.settings.gap_normal_ns)}; a P99 above "
+        f"{fmt_ns(d.settings.gap_p99_ns)} signals a CPU-side scheduling bottleneck.",
     )
     r = _analysis(d, "launch_gaps")
     if not isinstance(r, LaunchGapsResult):
