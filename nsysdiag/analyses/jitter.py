@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..report import Report
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, not_captured, run_query
+from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 
 #: the settings this analysis reads (its results are cached per their values)
 SETTINGS = ("jitter_top", "slow_ratio")
@@ -24,6 +24,22 @@ SETTINGS = ("jitter_top", "slow_ratio")
 #: examined
 _PER_KERNEL = ("worst_kernel", "worst_p99_over_p50", "worst_slow_pct", "time_weighted_slow_pct",
                "time_weighted_p99_over_p50")
+
+
+@dataclass(frozen=True)
+class KernelJitter:
+    """One row of the ``per_kernel`` table: the spread of one kernel name's durations."""
+
+    name: str  #: kernel name
+    instances: int  #: executions
+    total_ns: int  #: GPU time, ns
+    p50_ns: float | None  #: P50 duration, ns
+    p90_ns: float | None  #: P90 duration, ns
+    p99_ns: float | None  #: P99 duration, ns
+    max_ns: int | None  #: longest, ns
+    p99_over_p50: float | None  #: P99/P50 (ratio)
+    slow_pct: float | None  #: launches over slow_ratio times the median, %
+    cv: float | None  #: coefficient of variation (stddev / mean)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +63,11 @@ class JitterResult(AnalysisResult):
                                                       "time (ratio)")
     concurrent_pct: float = figure("largest share, over devices, of kernel time with two or "
                                    "more kernels running, %", 0.0)
+
+    def per_kernel(self) -> list[KernelJitter]:
+        """The ``per_kernel`` table as records (empty without it)."""
+        table = self.tables.get("per_kernel")
+        return records(table, KernelJitter) if table is not None else []
 
     def reported(self) -> tuple[str, ...]:
         names = super().reported()

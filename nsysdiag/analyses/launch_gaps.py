@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..report import Report
 from ..settings import DEFAULTS, Settings, us_to_ns
 from . import _compiled, figures, intervals
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 
 NAME = "launch_gaps"
 
@@ -61,6 +61,24 @@ CLI_OPTIONS = [
         help="A P99 gap above this signals a CPU-side bottleneck (us).",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class StreamGaps:
+    """One row of the ``per_stream`` table: the gaps between a stream's own kernels."""
+
+    device_id: int | None  #: GPU
+    pid: int | None  #: process id
+    context_id: int | None  #: CUDA context
+    stream_id: int | None  #: stream
+    kernels: int  #: kernels launched one by one on the stream
+    gaps: int  #: gaps between them
+    p50_ns: float | None  #: P50 gap, ns
+    p90_ns: float | None  #: P90 gap, ns
+    p99_ns: float | None  #: P99 gap, ns
+    max_ns: int | None  #: largest gap, ns
+    mean_ns: float | None  #: mean gap, ns
+    share_above_normal_pct: float | None  #: gaps above the normal threshold, %
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +127,11 @@ class LaunchGapsResult(AnalysisResult):
     intra_graph_gap_p99_ns: float | None = figure("P99 of the gaps between nodes of a graph "
                                                   "launch, ns")
     gaps_per_device: dict[str, int] | None = figure("main gaps per GPU (device id as a string)")
+
+    def per_stream(self) -> list[StreamGaps]:
+        """The ``per_stream`` table as records (empty without it)."""
+        table = self.tables.get("per_stream")
+        return records(table, StreamGaps) if table is not None else []
 
 
 RESULT = LaunchGapsResult

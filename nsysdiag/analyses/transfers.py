@@ -69,6 +69,39 @@ class CopyKind:
     aggregate_gbps: float | None  #: bytes over busy time, GB/s
 
 
+@dataclass(frozen=True)
+class HostDirection:
+    """One row of the ``host`` table: one device's host copies in one direction."""
+
+    device_id: int | None  #: GPU
+    direction: str  #: HtoD or DtoH
+    copies: int  #: copies
+    total_bytes: int | None  #: bytes
+    median_bytes: float | None  #: median copy size, bytes
+    median_gbps: float | None  #: median bandwidth, GB/s
+    p90_gbps: float | None  #: P90 bandwidth, GB/s
+    aggregate_gbps: float | None  #: bytes over busy time, GB/s
+    pageable_copies: int  #: copies from or to pageable memory
+    pageable_vs_pinned_pct: float | None  #: pageable median over pinned median, %
+    link_gbps: float | None  #: the link's bandwidth, GB/s
+    link_source: str | None  #: trace, nvbandwidth or default
+    link_note: str | None  #: where the link figure comes from, in words
+    achieved_basis: str  #: p90_large (copies of at least large_copy_bytes) or p90_all
+    achieved_pct_of_link: float | None  #: the P90 bandwidth over the link, %
+    aggregate_pct_of_link: float | None  #: the aggregate bandwidth over the link, %
+
+
+@dataclass(frozen=True)
+class LinkFigure:
+    """One row of the ``links`` table: a device's link bandwidth in one direction."""
+
+    device_id: int | None  #: GPU
+    direction: str  #: HtoD or DtoH
+    link_gbps: float | None  #: GB/s
+    link_source: str | None  #: trace, nvbandwidth or default
+    link_note: str | None  #: where the figure comes from, in words
+
+
 @dataclass(frozen=True, kw_only=True)
 class TransfersResult(AnalysisResult):
     """Transfers: copy bandwidth against the host link, pageable memory and same-direction
@@ -138,6 +171,16 @@ class TransfersResult(AnalysisResult):
         "median bandwidth of device-to-host copies while overlapped, GB/s")
     dtoh_alone_median_gbps: float | None = figure(
         "median bandwidth of device-to-host copies alone, GB/s")
+
+    def host(self) -> list[HostDirection]:
+        """The ``host`` table as records (empty without it)."""
+        table = self.tables.get("host")
+        return records(table, HostDirection) if table is not None else []
+
+    def links(self) -> list[LinkFigure]:
+        """The ``links`` table as records (empty without it)."""
+        table = self.tables.get("links")
+        return records(table, LinkFigure) if table is not None else []
 
     def by_kind(self) -> list[CopyKind]:
         """The ``by_kind`` table as records (empty without it)."""

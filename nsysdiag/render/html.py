@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..analyses.base import AnalysisResult
+from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
 from ..analyses.transfers import TransfersResult
@@ -304,14 +305,6 @@ def collect_timelines(
 def _analysis(d: Diagnosis, name: str) -> AnalysisResult | None:
     r = (d.analyses or {}).get(name)
     return r if r is not None and getattr(r, "ok", False) else None
-
-
-def _table(d: Diagnosis, analysis: str, table: str) -> pa.Table | None:
-    r = _analysis(d, analysis)
-    if r is None:
-        return None
-    t = r.tables.get(table)
-    return t if t is not None and t.num_rows > 0 else None
 
 
 def _num(v: Any) -> float | None:
@@ -650,20 +643,20 @@ def _section_gaps(d: Diagnosis) -> str:
         ]
     )
     extra = ""
-    per_stream = r.tables.get("per_stream")
-    if per_stream is not None and per_stream.num_rows > 1:
+    per_stream = r.per_stream()
+    if len(per_stream) > 1:
         rows = [
             (
-                row.get("device_id"),
-                row.get("pid"),
-                row.get("stream_id"),
-                row.get("kernels"),
-                row.get("gaps"),
-                fmt_ns(_num(row.get("p50_ns"))),
-                fmt_ns(_num(row.get("p99_ns"))),
-                _pct(_num(row.get("share_above_normal_pct")), 1),
+                row.device_id,
+                row.pid,
+                row.stream_id,
+                row.kernels,
+                row.gaps,
+                fmt_ns(_num(row.p50_ns)),
+                fmt_ns(_num(row.p99_ns)),
+                _pct(_num(row.share_above_normal_pct), 1),
             )
-            for row in per_stream.slice(0, 20).to_pylist()
+            for row in per_stream[:20]
         ]
         extra = (
             "<details><summary>gaps per stream</summary>"
@@ -696,15 +689,13 @@ def _section_transfers(d: Diagnosis) -> str:
         return head + _missing(d, "transfers", "No transfers")
     by_kind = r.by_kind()
     links: dict[str, tuple[float, str]] = {}
-    lt = r.tables.get("links")
-    if lt is not None and lt.num_rows:
-        for row in lt.to_pylist():
-            g = _num(row.get("link_gbps"))
-            if g is None:
-                continue
-            dirn = str(row.get("direction"))
-            if dirn not in links or g > links[dirn][0]:
-                links[dirn] = (g, str(row.get("link_note") or row.get("link_source") or ""))
+    for lk in r.links():
+        g = _num(lk.link_gbps)
+        if g is None:
+            continue
+        dirn = str(lk.direction)
+        if dirn not in links or g > links[dirn][0]:
+            links[dirn] = (g, str(lk.link_note or lk.link_source or ""))
     for dirn, p in (("HtoD", "htod"), ("DtoH", "dtoh")):
         g = _num(r.direction(p).link_gbps)
         if dirn not in links and g:
@@ -800,21 +791,21 @@ def _section_transfers(d: Diagnosis) -> str:
                 "note small",
             )
         )
-    host = r.tables.get("host")
-    if host is not None and host.num_rows:
+    host = r.host()
+    if host:
         rows = [
             (
-                row.get("device_id"),
-                row.get("direction"),
-                f"{int(row.get('copies') or 0):,}",
-                fmt_bytes(row.get("median_bytes")),
-                _gbps(_num(row.get("median_gbps"))),
-                _gbps(_num(row.get("p90_gbps"))),
-                _gbps(_num(row.get("aggregate_gbps"))),
-                _gbps(_num(row.get("link_gbps"))),
-                _pct(_num(row.get("achieved_pct_of_link"))),
+                row.device_id,
+                row.direction,
+                f"{int(row.copies or 0):,}",
+                fmt_bytes(row.median_bytes),
+                _gbps(_num(row.median_gbps)),
+                _gbps(_num(row.p90_gbps)),
+                _gbps(_num(row.aggregate_gbps)),
+                _gbps(_num(row.link_gbps)),
+                _pct(_num(row.achieved_pct_of_link)),
             )
-            for row in host.to_pylist()
+            for row in host
         ]
         parts.append(
             "<details><summary>host link per device and direction</summary>"
@@ -1194,20 +1185,21 @@ def _section_jitter(d: Diagnosis) -> str:
         "Kernels with the most GPU time: how far their slow "
         "launches stray from the median (check D1).",
     )
-    t = _table(d, "jitter", "per_kernel")
-    if t is None:
+    j = _analysis(d, "jitter")
+    per_kernel = j.per_kernel() if isinstance(j, JitterResult) else []
+    if not per_kernel:
         return head + _missing(d, "jitter", "No kernel jitter figures")
     rows = []
-    for row in t.slice(0, 15).to_pylist():
+    for row in per_kernel[:15]:
         rows.append(
             (
-                row.get("name"),
-                f"{int(row.get('instances') or 0):,}",
-                fmt_ns(_num(row.get("total_ns"))),
-                fmt_ns(_num(row.get("p50_ns"))),
-                fmt_ns(_num(row.get("p99_ns"))),
-                "-" if _num(row.get("p99_over_p50")) is None else f"{row['p99_over_p50']:.2f}",
-                _pct(_num(row.get("slow_pct")), 1),
+                row.name,
+                f"{int(row.instances or 0):,}",
+                fmt_ns(_num(row.total_ns)),
+                fmt_ns(_num(row.p50_ns)),
+                fmt_ns(_num(row.p99_ns)),
+                "-" if _num(row.p99_over_p50) is None else f"{row.p99_over_p50:.2f}",
+                _pct(_num(row.slow_pct), 1),
             )
         )
     return head + _html_table(
