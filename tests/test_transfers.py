@@ -11,8 +11,8 @@ import random
 
 import pyarrow.compute as pc
 import pytest
-from conftest import H200, ROOT, corpus_sqlite_files, need, run_on_corpus
 from conftest import CORPUS as CORPUS_DIR
+from conftest import H200, ROOT, corpus_sqlite_files, need, run_on_corpus
 
 import nsysdiag
 from nsysdiag.analyses import transfers

@@ -194,8 +194,8 @@ def host_link(device: dict[str, Any]) -> HostLink:
     Examples
     --------
     >>> host_link({"name": "NVIDIA RTX 5000 Ada Generation Laptop GPU", "chip_name": "AD103",
-    ...            "compute_capability": "8.9", "is_discrete": True}).note
-    'PCIe Gen4 x8 for NVIDIA RTX 5000 Ada Generation Laptop GPU (Ada, laptop: lanes not recorded, x8 assumed; theoretical)'
+    ...            "compute_capability": "8.9", "is_discrete": True}).lanes
+    8
     >>> host_link({"name": "Orin", "compute_capability": "8.7", "is_discrete": False}).kind
     'integrated'
     """
