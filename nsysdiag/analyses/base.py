@@ -5,12 +5,18 @@ An analysis is a module in this package with
 * a documented SQL file ``sql/<name>.sql`` whose header comment names its inputs, outputs
   and units; the file holds one or more queries, each introduced by a line
   ``-- @query <table name>``; user values are bound as ``$parameters``, never formatted in;
-* ``run(report, **options) -> AnalysisResult``;
+* ``RESULT``: its result class, a frozen subclass of :class:`AnalysisResult` whose fields
+  are the figures it measures (each documented with its unit, :func:`figure`);
+* ``SETTINGS``: the fields of :class:`nsysdiag.settings.Settings` it judges with;
+* ``run(report, *, settings=None, **options) -> RESULT`` (or a bare
+  :class:`AnalysisResult` when there is nothing to measure);
 * ``CLI_OPTIONS``: click options for its command (``nsysdiag <name> PATH``), whose
   parameter names match ``run``'s keyword arguments.
 
-Results are frozen: ``summary`` holds the key figures (JSON scalars, units in the names),
-``tables`` named Arrow tables (per device, per stream, the full distribution, ...).
+Results are frozen: the figures are attributes (units in the names); ``summary`` is their
+JSON form, made from the fields; ``tables`` named Arrow tables (per device, per stream,
+the full distribution, ...), which a result class may also give as typed records
+(:func:`records`).
 """
 
 from __future__ import annotations

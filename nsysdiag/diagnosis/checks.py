@@ -19,7 +19,7 @@ from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.launch_latency import LaunchLatencyResult
 from ..analyses.overlap import OverlapResult
-from ..analyses.ranges import Component, RangesResult
+from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
 from ..render.text import fmt_ns
 from .model import Finding
@@ -86,7 +86,7 @@ class Evidence:
         r = self.results.get("ranges")
         return r.message if r is not None else "the ranges analysis did not run"
 
-    def attribution(self) -> tuple:
+    def attribution(self) -> tuple[ComponentGrowth, ...]:
         """The tail attribution's components (largest growth first); empty without it."""
         r = self.measured("ranges", RangesResult)
         return r.attribution if r is not None else ()
