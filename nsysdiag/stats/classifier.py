@@ -30,6 +30,13 @@ MAX_VALLEY_DEPTH = 0.35
 MIN_TAIL_COUNT = 10
 #: A flat tail must start within this factor of the body's peak (a narrow body).
 MAX_TAIL_START = 1.75
+#: No body, a density falling from the shortest values: its highest peak has less
+#: than this share of the values below it, or (one mode) lies below this fraction of
+#: the median.
+NO_BODY_QUANTILE, NO_BODY_PEAK = 0.05, 0.3
+#: A flat tail whose top fifth holds this many times a uniform tail's share ends in a
+#: cluster (see :func:`_tail_top_share`).
+TAIL_TOP_CLUSTER = 2.0
 #: A cluster in the tail: density rising this much after a dip, with this z-score.
 _BUMP_RISE, _BUMP_Z = 2.5, 3.5
 #: flat_tail thresholds on the tail statistics (see :func:`_tail_shape`).
@@ -462,6 +469,23 @@ def _tail_shape(tail: np.ndarray, a: float) -> dict:
     return out
 
 
+def _tail_top_share(tail: np.ndarray, a: float) -> float:
+    """Share of the tail values in the top fifth of its range, over a uniform tail's.
+
+    The range is ``[a, b]`` with ``b`` the tail's 99th percentile (strays left out);
+    1 for a uniform tail, below 1 for a decaying one, above 1 when the tail ends in a
+    cluster (requests wholly slowed by on/off contention after a plateau of partly
+    slowed ones). NaN with fewer than 10 values.
+    """
+    if tail.size < 10:
+        return float("nan")
+    b = float(np.quantile(tail, 0.99))
+    if b <= a:
+        return float("nan")
+    share = np.count_nonzero((tail >= a + 0.8 * (b - a)) & (tail <= b)) / tail.size
+    return float(share / (0.2 * 0.99))
+
+
 def _tail_bump(tail: np.ndarray, a: float, body_peak: float) -> float:
     """Strongest rise of the tail's density after a dip, as a z-score (0 if none).
 
@@ -654,9 +678,24 @@ def _decide(st: dict, tight_ratio: float) -> tuple[str, str]:
         return "tight", f"p99/p50 = {r:.3g} <= tight_ratio {tight_ratio:g}"
     head = f"p99/p50 = {r:.3g} > {tight_ratio:g}"
     body_modes = [m for m in st["mode_locations"] if m < st["tail_start"]]
+    if st["peak_quantile"] < NO_BODY_QUANTILE or (
+        st["n_modes"] <= 1 and st["body_peak"] < NO_BODY_PEAK * st["p50"]
+    ):
+        # the density is highest among the shortest values and falls from there (an
+        # M/M/1 sojourn time is exponential): the clusters or plateaus a short window
+        # of a busy queue shows in its tail are busy periods, not modes or contention
+        return "right_skewed", f"{head}; density falls from the shortest values (no body)"
     if _is_flat(st):
         if len(body_modes) >= 2:
             return "multimodal", f"{head}; separated modes below a flat tail"
+        if st["tail_bump_z"] >= _BUMP_Z:
+            # a plateau ending in a cluster: requests partly and wholly overlapped by
+            # on/off GPU contention, not a uniform wait
+            z = st["tail_bump_z"]
+            return "multimodal", f"{head}; a flat tail ending in a cluster (z={z:.1f})"
+        top = st["tail_top_share"]
+        if math.isfinite(top) and top >= TAIL_TOP_CLUSTER:
+            return "multimodal", f"{head}; a flat tail ending in a cluster ({top:.1f}x)"
         return "flat_tail", f"{head}; flat tail (flatness {st['tail_flatness']:.2f})"
     if st["n_modes"] >= 2:
         return "multimodal", f"{head}; {st['n_modes']} separated modes"
@@ -847,4 +886,8 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     st["tail_count"] = int(tail.size)
     st.update(_tail_shape(tail, math.exp(t0)))
     st["tail_bump_z"] = _tail_bump(tail, math.exp(t0), math.exp(top))
+    # where the highest peak sits in the sample: near 0 when the density falls from
+    # the shortest values (no body)
+    st["peak_quantile"] = float(np.count_nonzero(y < top)) / y.size
+    st["tail_top_share"] = _tail_top_share(tail, math.exp(t0))
     return xt, y, st, fits, cands
