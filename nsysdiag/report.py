@@ -267,6 +267,24 @@ class Report:
                 return {r["name"]: r["value"] for r in rows.to_pylist() if r["name"]}
         return {}
 
+    def system_env(self) -> dict[str, str]:
+        """The capture host's facts nsys records (``TARGET_INFO_SYSTEM_ENV``: name -> value,
+        e.g. ``NvDriverVersion``, ``CudaDriverVersion``); empty when the export has none."""
+        if "TARGET_INFO_SYSTEM_ENV" not in self.source.tables():
+            return {}
+        rows = self.source.read("TARGET_INFO_SYSTEM_ENV",
+                                {"name": "text", "value": "text"}).read_all()
+        return {r["name"]: r["value"] for r in rows.to_pylist()
+                if r["name"] and r["value"] is not None}
+
+    def diagnostics(self) -> list[tuple[int, str]]:
+        """The capture's own warnings (``DIAGNOSTIC_EVENT``: severity, text; severity 1
+        information, 2 warning, 3 error); empty when the export has none."""
+        if "DIAGNOSTIC_EVENT" not in self.source.tables():
+            return []
+        rows = self.source.read("DIAGNOSTIC_EVENT", {"severity": "int", "text": "text"}).read_all()
+        return [(int(r["severity"] or 0), r["text"]) for r in rows.to_pylist() if r["text"]]
+
     def info(self) -> ReportInfo:
         """Versions, GPUs, processes, time span, row counts and what was captured."""
         meta = self._meta()

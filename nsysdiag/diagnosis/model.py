@@ -18,12 +18,13 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..analyses.base import AnalysisResult
+    from ..analyses.capture import GpuLink
     from ..analyses.graphs import GraphsResult
     from ..stats.classifier import TailShapeResult
 
 SCHEMA = "nsysdiag.diagnosis/1"
 LAYERS = ("cpu", "gpu", "pcie", "graph", "info")
-VERDICT_LAYERS = ("healthy", "cpu", "gpu", "pcie", "undetermined")
+VERDICT_LAYERS = ("healthy", "cpu", "gpu", "pcie", "undetermined", "insufficient")
 SEVERITIES = ("critical", "warning", "info")
 
 
@@ -87,6 +88,10 @@ class TailSummary:
     shape: str
     shape_confidence: float
     level: str = "unknown"
+    tail_n: int = 0  #: units in the slow set the tail attribution compares with the median band
+    min_units: int = 0  #: units a verdict needs (settings.min_units)
+    lone_outlier_ns: float | None = None  #: the slowest unit when it is a lone outlier, ns
+    lone_outlier_ratio: float | None = None  #: the lone outlier over the second slowest unit
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +105,27 @@ class TailSummary:
             "shape": self.shape,
             "shape_confidence": round(self.shape_confidence, 3),
             "level": self.level,
+            "tail_n": self.tail_n,
+            "min_units": self.min_units,
+            "lone_outlier_ns": self.lone_outlier_ns,
+            "lone_outlier_ratio": self.lone_outlier_ratio,
+        }
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The machine as the export records it: each GPU with the host link assumed for it and
+    where that figure comes from, and the driver and CUDA versions."""
+
+    gpus: tuple[GpuLink, ...] = ()  #: per GPU: name, link_gbps, link_source, link_note
+    driver_version: str | None = None  #: NVIDIA driver version
+    cuda_version: str | None = None  #: CUDA version of the driver
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpus": [dataclasses.asdict(g) for g in self.gpus],
+            "driver_version": self.driver_version,
+            "cuda_version": self.cuda_version,
         }
 
 
@@ -154,6 +180,7 @@ class Diagnosis:
     classifier: TailShapeResult | None = None
     durations_ns: np.ndarray | None = None
     analyses: dict[str, AnalysisResult] = field(default_factory=dict)
+    platform: Platform = field(default_factory=Platform)
 
     @property
     def evidence(self) -> dict[str, dict[str, Any]]:
@@ -181,6 +208,7 @@ class Diagnosis:
             "findings": [f.to_dict() for f in self.findings],
             "launch_gaps": self.launch_gaps.to_dict(),
             "cuda_graphs": self.cuda_graphs.to_dict(),
+            "platform": self.platform.to_dict(),
             "classifier": self.classifier.to_dict() if self.classifier is not None else None,
             "evidence": self.evidence,
             "captured": self.captured,

@@ -63,7 +63,7 @@ from .svg import (
     stacked_hbars,
     timeline,
 )
-from .text import fmt_bytes, fmt_ns
+from .text import LINK_SOURCES, fmt_bytes, fmt_ns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -433,6 +433,14 @@ def _section_verdict(d: Diagnosis) -> str:
         )
     graphs = "in use" if d.cuda_graphs.in_use else "not used"
     cards.append(("CUDA Graphs", graphs, ""))
+    for gpu in d.platform.gpus:
+        where = LINK_SOURCES.get(gpu.link_source, gpu.link_source)
+        cards.append((f"GPU {gpu.device_id} host link",
+                      "none" if gpu.link_gbps is None else f"{gpu.link_gbps:.1f} GB/s",
+                      f"{gpu.name or '?'}; {where}: {gpu.link_note}"))
+    if d.platform.driver_version or d.platform.cuda_version:
+        cards.append(("driver", d.platform.driver_version or "-",
+                      f"CUDA {d.platform.cuda_version}" if d.platform.cuda_version else ""))
     tail = _kv_cards(cards)
     if not t.unit:
         tail = (

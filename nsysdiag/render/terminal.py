@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .text import fmt_ns
+from .text import fmt_ns, platform_lines
 
 if TYPE_CHECKING:
     from ..diagnosis.model import Diagnosis
@@ -60,6 +60,7 @@ def diagnosis_lines(d: Diagnosis, *, max_findings: int = 8, markup: bool = False
             f"P99 {fmt_ns(g.p99_ns)}"
         )
     lines.append(f"CUDA Graphs {'in use' if d.cuda_graphs.in_use else 'not used'}")
+    lines += [e(f"platform   {x}") for x in platform_lines(d.platform)]
     lines.append("")
     shown = d.findings[:max_findings]
     lines.append(f"FINDINGS ({len(d.findings)}, most important first)")

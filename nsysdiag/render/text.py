@@ -7,7 +7,33 @@ from typing import TYPE_CHECKING
 from .tables import format_rows
 
 if TYPE_CHECKING:
+    from ..diagnosis.model import Platform
     from ..report import ReportInfo
+
+#: where a GPU's host-link figure comes from, in words (link.Link.source)
+LINK_SOURCES = {
+    "trace": "recorded in the export",
+    "baseline": "nvbandwidth baseline",
+    "default": "platform table",
+    "integrated": "integrated GPU, memory shared with the CPU: no PCIe link",
+    "not_cuda": "not a CUDA device",
+    "unknown": "GPU not in the platform table: no link figure assumed",
+}
+
+
+def platform_lines(p: Platform) -> list[str]:
+    """One line per GPU (its host link and where the figure comes from), then the versions."""
+    out = []
+    for g in p.gpus:
+        where = LINK_SOURCES.get(g.link_source, g.link_source)
+        link = (f"host link {g.link_gbps:.1f} GB/s per direction ({where}: {g.link_note})"
+                if g.link_gbps is not None else f"no host-link figure ({where})")
+        out.append(f"GPU {g.device_id} {g.name or '?'}: {link}")
+    versions = [f"driver {p.driver_version}" if p.driver_version else "",
+                f"CUDA {p.cuda_version}" if p.cuda_version else ""]
+    if any(versions):
+        out.append(", ".join(v for v in versions if v))
+    return out
 
 
 def fmt_ns(ns: float | int | None) -> str:
