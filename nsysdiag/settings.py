@@ -48,8 +48,9 @@ class Settings:
     range_min_instances: int = _rule(20, "instances an NVTX range name needs to be chosen as "
                                          "the unit automatically")
     seed: int = _rule(0, "seed of the tail-shape classifier's random generator")
-    min_units: int = _rule(20, "units the tail figures must rest on for a verdict; fewer "
-                               "give the verdict 'insufficient'")
+    min_units: int = _rule(50, "units the tail figures must rest on for a verdict (and the "
+                               "tail-shape classifier for a shape; at least 10); fewer give "
+                               "the verdict 'insufficient'")
     lone_outlier_ratio: float = _rule(
         10.0, "the slowest unit is a lone outlier when it lasts more than this multiple of "
               "the second slowest: it is reported alone and the slow-unit comparison (the "
@@ -117,6 +118,8 @@ class Settings:
                 raise UsageError(f"{f.name} must be a number >= 0, got {value!r}")
             if f.type in ("int", int) and not isinstance(value, int):
                 raise UsageError(f"{f.name} must be an integer, got {value!r}")
+        if self.min_units < 10:
+            raise UsageError(f"min_units must be at least 10, got {self.min_units!r}")
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` (validated)."""

@@ -123,7 +123,7 @@ def _diagnose(
         jitter = (pool.submit(_run, other, "jitter", settings=settings)
                   if probe.present("kernels") else None)
         if durations is not None and durations.size:
-            classifier = classify_tail(durations, rng=settings.seed,
+            classifier = classify_tail(durations, rng=settings.seed, min_n=settings.min_units,
                                        tight_ratio=settings.tail_ratio)
         if jitter is not None and (done_jitter := jitter.result()) is not None:
             results["jitter"] = done_jitter
