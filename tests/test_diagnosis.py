@@ -76,7 +76,7 @@ def test_too_few_units_is_insufficient_data(builder, tmp_path):
     assert d.verdict.layer == "undetermined"
     assert "pass --range NAME" in d.verdict.summary
     d = nsysdiag.diagnose(path, range_name="request", cache=False)
-    assert d.verdict.layer == "undetermined"
+    assert d.verdict.layer == "insufficient"
     assert d.tail.n == 10 and d.tail.shape == "insufficient_data"
     assert "nsufficient" in d.verdict.summary
 

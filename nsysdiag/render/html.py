@@ -79,6 +79,7 @@ LAYER_COLORS = {
     "gpu": "#ae3ec9",
     "pcie": "#1098ad",
     "undetermined": "#7b8794",
+    "insufficient": "#7b8794",
     "graph": "#1098ad",
     "info": "#7b8794",
 }
@@ -89,6 +90,7 @@ LAYER_NAMES = {
     "gpu": "GPU execution",
     "pcie": "PCIe transfers",
     "undetermined": "Undetermined",
+    "insufficient": "Too few units",
 }
 #: CUDA API categories of the ``api_calls`` view and their colours in the timelines
 CATEGORY_COLORS = {

@@ -15,6 +15,7 @@ _COLORS = {
     "gpu": "magenta",
     "pcie": "cyan",
     "undetermined": "white",
+    "insufficient": "white",
     "critical": "red",
     "warning": "yellow",
     "info": "blue",
