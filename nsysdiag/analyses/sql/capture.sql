@@ -14,8 +14,7 @@
 --                                else 0)
 --            kernels_without_launch   kernels whose correlation id matches no API call of
 --                                the process (likewise)
---          blocking: blocking_waits (calls matching $blocking), blocking_threads (threads
---            that made one)
+--          blocking: blocking_waits (calls matching $blocking)
 --          open_ranges: NVTX ranges never closed (a push without its pop, a start without
 --            its end: the capture ended inside them), by name: name, n
 --          devices: device_id, name, chip_name, compute_capability, is_discrete (the GPUs
@@ -71,8 +70,9 @@ WHERE category = 'launch' AND coalesce(return_value, 0) = 0
 GROUP BY global_pid ORDER BY global_pid
 
 -- @query blocking
-SELECT count(*) AS blocking_waits, count(DISTINCT global_tid) AS blocking_threads
-FROM api_calls
+-- the expression is matched once per distinct name, not once per call
+SELECT coalesce(sum(n), 0)::BIGINT AS blocking_waits
+FROM (SELECT name, count(*) AS n FROM api_calls GROUP BY name)
 WHERE regexp_matches(name, $blocking) AND NOT contains(name, 'Async')
 
 -- @query open_ranges
