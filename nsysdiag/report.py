@@ -55,6 +55,18 @@ def duckdb_connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
+def cuda_version(value: str | None) -> str | None:
+    """``CudaDriverVersion`` as nsys records it (12020) in the usual form ("12.2").
+
+    >>> cuda_version("12020"), cuda_version("11080"), cuda_version(None)
+    ('12.2', '11.8', None)
+    """
+    if value is None or not str(value).strip().isdigit():
+        return value
+    n = int(value)
+    return f"{n // 1000}.{n % 1000 // 10}"
+
+
 @dataclass(frozen=True)
 class ReportInfo:
     """What `nsysdiag info` prints: versions, GPUs, processes, time span, row counts."""
@@ -71,6 +83,8 @@ class ReportInfo:
     row_counts: dict[str, int]
     captured: dict[str, dict]
     extra: dict[str, Any] = field(default_factory=dict)
+    driver_version: str | None = None  #: NVIDIA driver version (TARGET_INFO_SYSTEM_ENV)
+    cuda_version: str | None = None  #: CUDA version of the driver, e.g. 12.2
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -319,7 +333,10 @@ class Report:
                 for r in rows
             ]
         start, end = self._time_span(active)
+        env = self.system_env()
         return ReportInfo(
+            driver_version=env.get("NvDriverVersion"),
+            cuda_version=cuda_version(env.get("CudaDriverVersion")),
             path=str(self.path),
             format=self.source.kind,
             nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),

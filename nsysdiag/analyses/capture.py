@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import click
 
-from ..report import Report
+from ..report import Report, cuda_version
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 from .link import parse_nvbandwidth, resolve_links
@@ -110,18 +110,6 @@ CLI_OPTIONS = [
     click.option("--baseline", type=click.Path(exists=True, dir_okay=False), default=None,
                  help="nvbandwidth -j JSON measured on the same machine (the link figures)."),
 ]
-
-
-def cuda_version(value: str | None) -> str | None:
-    """``CudaDriverVersion`` as nsys records it (12020) in the usual form ("12.2").
-
-    >>> cuda_version("12020"), cuda_version("11080"), cuda_version(None)
-    ('12.2', '11.8', None)
-    """
-    if value is None or not str(value).strip().isdigit():
-        return value
-    n = int(value)
-    return f"{n // 1000}.{n % 1000 // 10}"
 
 
 def run(report: Report, *, baseline: str | None = None,

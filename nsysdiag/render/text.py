@@ -64,6 +64,8 @@ def info_text(info: ReportInfo) -> str:
         f"format      {info.format}",
         f"nsys        {info.nsys_version or 'unknown (exporter older than 2022.1)'}",
         f"schema      {info.schema_version or 'unknown'}",
+        f"driver      {info.driver_version or 'not recorded'}"
+        + (f"  (CUDA {info.cuda_version})" if info.cuda_version else ""),
         f"time span   {fmt_ns(info.duration_ns)}"
         + (f"  [{info.start_ns} .. {info.end_ns}] ns" if info.start_ns is not None else ""),
         "",
