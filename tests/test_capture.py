@@ -100,6 +100,16 @@ def test_dropped_event_warnings_versions_and_open_ranges(builder, tmp_path):
     assert any("2 NVTX ranges never closed" in f and "step (2)" in f for f in r.findings)
 
 
+def test_info_gives_versions(builder, tmp_path):
+    b = builder("current")
+    b.launch(0, 100, 200, 300)
+    b.system_env("NvDriverVersion", "550.54.15")
+    b.system_env("CudaDriverVersion", "12040")
+    with nsysdiag.open(b.write(tmp_path / "v.sqlite"), cache=False) as rep:
+        info = rep.info()
+    assert (info.driver_version, info.cuda_version) == ("550.54.15", "12.4")
+
+
 def test_gpus_link_table(builder, tmp_path):
     # the builder's GPU: an H200 (compute capability 9.0): PCIe Gen5 x16 from the table,
     # 32 GT/s x 128/130 / 8 x 16 lanes = 63.0 GB/s per direction

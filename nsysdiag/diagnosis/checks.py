@@ -191,21 +191,24 @@ class Evidence:
         t = self.measured("transfers", TransfersResult)
         if t is None or not (t.uvm_copies or t.managed_copies):
             return []
-        share = (100.0 * t.uvm_time_ns / self.unit_time_ns
-                 if self.unit_time_ns and t.uvm_time_ns else None)
+        # share of the units' summed time; without units, of the span of the GPU work
+        o = self.measured("overlap", OverlapResult)
+        whole, of = ((self.unit_time_ns, "the units' time") if self.unit_time_ns
+                     else (o.wall_span_ns if o is not None else None, "the GPU work's span"))
+        share = 100.0 * t.uvm_time_ns / whole if whole and t.uvm_time_ns else None
         ev = []
         if t.uvm_copies:
             ev.append(f"{t.uvm_copies} unified-memory migrations moved "
                       f"{t.uvm_bytes / 1e6:.1f} MB ({t.uvm_htod_bytes / 1e6:.1f} MB host to "
                       f"device, {t.uvm_dtoh_bytes / 1e6:.1f} MB device to host) in "
                       f"{fmt_ns(t.uvm_time_ns)} of GPU time"
-                      + (f", {share:.1f}% of the units' time" if share is not None else ""))
+                      + (f", {share:.1f}% of {of}" if share is not None else ""))
         if t.managed_copies:
             ev.append(f"{t.managed_copies} explicit copies from or to managed memory")
         heavy = share is not None and share >= self.settings.uvm_pct
         if heavy:
             self._score("pcie", min(1.0, share / 100.0 + 0.3),
-                        f"unified-memory migrations take {share:.0f}% of the units' time")
+                        f"unified-memory migrations take {share:.0f}% of {of}")
         return [Finding(
             "pcie", "warning" if heavy else "info",
             "Unified memory migrates on demand" if t.uvm_copies else "Managed memory in use",
