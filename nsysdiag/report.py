@@ -19,7 +19,7 @@ from .adapters.base import Source
 from .adapters.detect import open_source
 from .config import MEMORY_ENV, memory_limit, spill_dir
 from .config import cache_dir as default_cache_dir
-from .errors import InputError, UsageError
+from .errors import InputError, StageTimeout, UsageError
 from .views.build import VIEW_FORMAT, ViewStore, sql_string
 from .views.definitions import VIEWS
 from .views.probe import Probe, cached_probe
@@ -221,8 +221,15 @@ class Report:
         other._handed = {}
         try:
             yield other
-        finally:
-            other.con.close()
+        except StageTimeout:
+            # a worker may still run a query on it: closing would fail ("busy"); it goes
+            # with the process
+            raise
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):  # the first error is the one to report
+                other.con.close()
+            raise
+        other.con.close()
 
     def scratch_dir(self) -> Path:
         """A private directory for intermediate results, removed by :meth:`close`.

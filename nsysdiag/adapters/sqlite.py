@@ -13,16 +13,15 @@ so the input's bytes and mtime never change.
 from __future__ import annotations
 
 import hashlib
-import queue
 import sqlite3
-import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pyarrow as pa
 
-from ..errors import InputError
+from ..engine import threads
+from ..errors import InputError, NsysdiagError, StageTimeout
 from . import sqlite_pages
 from .base import Source
 
@@ -298,42 +297,21 @@ class SqliteSource(Source):
         return pa.RecordBatchReader.from_batches(reader.schema, batches())
 
     def _interleave(self, table: str, readers: list) -> Iterator[pa.RecordBatch]:
-        """Batches of several streams, each drained by its own thread into one queue."""
-        out: queue.Queue = queue.Queue(maxsize=2 * len(readers))
-        stop = threading.Event()
-
-        def drain(reader: pa.RecordBatchReader) -> None:
-            try:
-                for batch in reader:
-                    while not stop.is_set():
-                        try:
-                            out.put(batch, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if stop.is_set():
-                        return
-                out.put(None)
-            except Exception as exc:
-                out.put(exc)
-
-        threads = [threading.Thread(target=drain, args=(r,), daemon=True) for _, r in readers]
-        for t in threads:
-            t.start()
+        """Batches of several streams, each drained by its own thread into one bounded
+        hand-off (``engine.threads.merge``): the first reader error is raised here once and
+        stops the other readers; a consumer that stops early stops them too."""
         try:
-            done = 0
-            while done < len(readers):
-                item = out.get()
-                if item is None:
-                    done += 1
-                elif isinstance(item, BaseException):
-                    raise self._error(table, item)
-                else:
-                    yield item
+            yield from threads.merge([r for _, r in readers], stage=f"reading {table}")
+        except StageTimeout:
+            # a reader thread may still be inside its cursor: leave the handle open
+            for handle, _ in readers:
+                self._streams.discard(handle)
+            raise
+        except NsysdiagError:
+            raise
+        except Exception as exc:
+            raise self._error(table, exc) from None
         finally:
-            stop.set()
-            for t in threads:
-                t.join()
             for handle, _ in readers:
                 self._finish(handle)
 

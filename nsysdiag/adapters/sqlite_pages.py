@@ -26,7 +26,6 @@ The file is memory-mapped read-only: nothing is written.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import mmap
 import os
 from collections.abc import Iterator, Sequence
@@ -35,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+from ..engine import threads
 
 #: leaf pages decoded per batch (about 60-80 rows each in nsys' big tables)
 PAGES_PER_CHUNK = 4096
@@ -157,23 +158,21 @@ class PageReader:
             batch = pa.record_batch(arrays, schema=schema)
             return (batch, int(rowids[0]), int(rowids[-1])) if rows else (batch, 0, 0)
 
-        with cf.ThreadPoolExecutor(THREADS) as pool:
-            pending: list[cf.Future] = []
+        # daemon workers whose results are waited for with a bound (``engine.threads``);
+        # a consumer that stops early drops the chunks not yet started
+        with threads.Workers(THREADS, stage="decoding SQLite pages") as pool:
+            pending: list[threads.Call] = []
             index = 0
-            try:
-                while index < len(chunks) or pending:
-                    while index < len(chunks) and len(pending) < THREADS + 1:
-                        pending.append(pool.submit(work, chunks[index]))
-                        index += 1
-                    done = pending.pop(0).result()
-                    if done is None:
-                        raise Unsupported("a value or page the fast path does not read")
-                    batch, first, last = done
-                    if batch.num_rows:
-                        if progress[0] is not None and first <= progress[0]:
-                            raise Unsupported("rowids out of order between pages")
-                        progress[0] = last
-                        yield batch
-            finally:
-                for future in pending:
-                    future.cancel()
+            while index < len(chunks) or pending:
+                while index < len(chunks) and len(pending) < THREADS + 1:
+                    pending.append(pool.submit(work, chunks[index]))
+                    index += 1
+                done = pending.pop(0).result()
+                if done is None:
+                    raise Unsupported("a value or page the fast path does not read")
+                batch, first, last = done
+                if batch.num_rows:
+                    if progress[0] is not None and first <= progress[0]:
+                        raise Unsupported("rowids out of order between pages")
+                    progress[0] = last
+                    yield batch

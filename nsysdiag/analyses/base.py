@@ -20,7 +20,6 @@ import functools
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -30,6 +29,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..engine import threads
 from ..errors import InputError
 from ..render.tables import dumps, format_rows
 from ..views.build import STEP_OPTIONS, sql_string
@@ -161,9 +161,12 @@ def step_writer(target: Path, schema: pa.Schema) -> Iterator[Callable[[pa.Table]
     format version 2 writes them: timestamps and ids in rough order take a few bits each,
     so the file is a fraction of the size and each read of it faster."""
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type)}
+    stage = "writing step " + ".".join(target.name.split(".")[:2])
     with pq.ParquetWriter(target, schema, compression="none", use_dictionary=False,
-                          column_encoding=delta) as out, ThreadPoolExecutor(1) as pool:
-        pending: Future | None = None
+                          column_encoding=delta) as out, threads.Workers(1, stage=stage) as pool:
+        # the writer's error is raised by the next write (or at the end), once; an error of
+        # the caller waits only for the write under way, within the stage bound
+        pending: threads.Call | None = None
 
         def write(table: pa.Table) -> None:
             nonlocal pending

@@ -11,7 +11,6 @@ kernels, own copies, other work, idle with own work pending, idle); the slowest
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine import threads
 from ..errors import UsageError
 from ..views.launch import arrow_values
 from . import _compiled, intervals, sweep
@@ -304,7 +304,9 @@ def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
                                                   "cuda_graphs"))
         shared(report, other, "rg_units", "rg_calls")
         other.con.execute("SET VARIABLE rg_scope = ?", [scope])
-        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+        # an error on this side interrupts the sweep's queries (``engine.threads``)
+        pool = stack.enter_context(threads.Workers(1, stage="ranges: CPU sweep",
+                                                   on_cancel=other.con.interrupt))
         stack.enter_context(temp_views(report, NAME, ("rg_ops",)))
         stack.enter_context(steps(report, NAME, ("rg_launched_other",)))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))

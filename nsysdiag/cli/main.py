@@ -8,6 +8,7 @@ lacks the data the command needs; 70 internal error (a bug: please report it).
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import traceback
 
@@ -16,6 +17,7 @@ import duckdb
 
 from .. import __version__, analyses
 from ..analyses.base import NOT_CAPTURED, AnalysisResult
+from ..engine import threads
 from ..errors import (
     EXIT_INTERNAL,
     EXIT_REGRESSION,
@@ -483,7 +485,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    sys.exit(main())
+    code = main()
+    if threads.abandoned():
+        # a worker thread stuck past the stage bound (its error is printed): the
+        # interpreter's exit would wait for it, or for the library it is stuck in
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ independent check of the same layer agree; otherwise it is healthy.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import numpy as np
 
 from ..analyses.base import AnalysisResult
 from ..analyses.intervals import GPU_BUSY
+from ..engine import threads
 from ..report import Report
 from ..stats.classifier import classify_tail
 from . import checks
@@ -115,7 +115,8 @@ def _diagnose(
     # (launch gaps' in-order read sets one too, preserve_insertion_order, which only keeps
     # the others' rows in order meanwhile).
     with report.forked("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
-                       "api_calls") as other, ThreadPoolExecutor(max_workers=1) as pool:
+                       "api_calls") as other, \
+            threads.Workers(1, stage="launch_gaps", on_cancel=other.con.interrupt) as pool:
         gaps = pool.submit(_run, other, "launch_gaps", **gaps_options)
         # overlap's pass makes each GPU's busy union, which ranges reads (instead of a
         # sorted pass of its own: 0.6-1 s at ten million kernels)
@@ -131,7 +132,8 @@ def _diagnose(
     durations = _durations(ranges)
     classifier = None
     # jitter (DuckDB, both cores) runs beside the mixture fits of the tail (one core)
-    with report.forked("kernels") as other, ThreadPoolExecutor(max_workers=1) as pool:
+    with report.forked("kernels") as other, \
+            threads.Workers(1, stage="jitter", on_cancel=other.con.interrupt) as pool:
         jitter = pool.submit(_run, other, "jitter") if probe.present("kernels") else None
         if durations is not None and durations.size:
             classifier = classify_tail(durations, rng=settings.seed,

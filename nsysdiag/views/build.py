@@ -12,7 +12,6 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -21,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..adapters.base import Source
-from ..errors import InputError
+from ..engine import threads
+from ..errors import InputError, StageTimeout
 from . import _compiled
 from .definitions import (
     API_CATEGORIES,
@@ -114,10 +114,17 @@ class ViewStore:
 
     def ensure(self, names: Iterable[str]) -> None:
         """Make sure each named view exists (building it, and what it depends on, if needed)."""
-        with self._lock:
+        # another thread (an analysis on a forked report) may be building one: wait for
+        # it within the stage bound
+        bound = threads.stage_timeout()
+        if not self._lock.acquire(timeout=bound):
+            raise StageTimeout("building views", bound, "the thread building a view")
+        try:
             for name in names:
                 if name in VIEWS and name not in self._ready:
                     self._ensure_one(VIEWS[name])
+        finally:
+            self._lock.release()
 
     def _ensure_one(self, spec: ViewSpec) -> None:
         self.ensure(spec.depends)
@@ -169,7 +176,7 @@ class ViewStore:
         registered = []
         misses: list[str] = []
         try:
-            with ThreadPoolExecutor(max_workers=1) as pool:
+            with threads.Workers(1, stage=f"building view {spec.name}: string ids") as pool:
                 # the ids of the strings the view uses are read from the export while the
                 # launch calls are read from api_calls and sorted (10M kernels: about 0.1 s)
                 ids = (pool.submit(self._string_ids, spec)
@@ -258,7 +265,7 @@ class ViewStore:
             self.con.execute(sql)
         except duckdb.Error as exc:
             cause = exc.__cause__ or exc.__context__
-            if isinstance(cause, InputError):
+            if isinstance(cause, (InputError, StageTimeout)):  # from a reader's thread
                 raise cause from None
             raise InputError(
                 f"could not be normalized ({str(exc).splitlines()[0]})", path=str(self.source.path)
