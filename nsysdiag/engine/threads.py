@@ -48,6 +48,7 @@ DEFAULT_STAGE_TIMEOUT_S = 600.0
 POLL_S = 0.05
 
 _abandoned: list[threading.Thread] = []
+_timeouts: list[StageTimeout] = []
 _abandoned_lock = threading.Lock()
 
 
@@ -71,6 +72,29 @@ def stage_timeout() -> float:
         raise UsageError(f"{STAGE_TIMEOUT_ENV} must be a positive number of seconds, "
                          f"not {raw!r}")
     return value
+
+
+def _timeout(stage: str, bound: float, what: str = "a worker") -> StageTimeout:
+    """A :class:`~nsysdiag.errors.StageTimeout`, kept for :func:`quoted_timeout`."""
+    exc = StageTimeout(stage, bound, what)
+    with _abandoned_lock:
+        _timeouts.append(exc)
+        del _timeouts[:-16]
+    return exc
+
+
+def quoted_timeout(message: str) -> StageTimeout | None:
+    """The :class:`~nsysdiag.errors.StageTimeout` that ``message`` quotes, if any.
+
+    DuckDB reads Arrow streams on threads of its own and passes a Python error raised
+    there on as its message only: this finds the error itself again (it is dropped from
+    the record), so that it reaches the user as the internal error it is."""
+    with _abandoned_lock:
+        for exc in reversed(_timeouts):
+            if exc.message in message:
+                _timeouts.remove(exc)
+                return exc
+    return None
 
 
 def abandoned() -> list[threading.Thread]:
@@ -152,10 +176,14 @@ class HandOff(Generic[T]):
         while not self._stopped.is_set():
             try:
                 self._queue.put(item, timeout=POLL_S)
-                return True
             except queue.Full:
                 if time.monotonic() >= deadline:
-                    raise StageTimeout(self.stage, bound, "the consumer") from None
+                    raise _timeout(self.stage, bound, "the consumer") from None
+                continue
+            if self._stopped.is_set():  # stopped meanwhile: nobody will take it
+                self._drop()
+                return False
+            return True
         return False
 
     def finish(self) -> None:
@@ -174,6 +202,9 @@ class HandOff(Generic[T]):
         """The consumer stops: producers' :meth:`put` returns False from now on; what is
         queued is dropped (and its memory freed)."""
         self._stopped.set()
+        self._drop()
+
+    def _drop(self) -> None:
         try:
             while True:
                 self._queue.get_nowait()
@@ -194,7 +225,7 @@ class HandOff(Generic[T]):
                     if self._stopped.is_set() and self._error is None:
                         return  # cancelled
                     if time.monotonic() >= deadline:
-                        raise StageTimeout(self.stage, bound, "a producer") from None
+                        raise _timeout(self.stage, bound, "a producer") from None
             if item is _DONE:
                 self._left -= 1
             else:
@@ -232,7 +263,7 @@ def merge(sources: Sequence[Iterable[T]], *, stage: str, depth: int = 2) -> Iter
     except GeneratorExit:  # the consumer stopped reading
         hand.cancel()
         if not join(threads, stage=stage, bound=bound):
-            raise StageTimeout(stage, bound, "a reader thread") from None
+            raise _timeout(stage, bound, "a reader thread") from None
         raise
     except BaseException:  # the first error wins: no second one about the threads
         hand.cancel()
@@ -240,7 +271,7 @@ def merge(sources: Sequence[Iterable[T]], *, stage: str, depth: int = 2) -> Iter
         raise
     hand.cancel()
     if not join(threads, stage=stage, bound=bound):
-        raise StageTimeout(stage, bound, "a reader thread")
+        raise _timeout(stage, bound, "a reader thread")
 
 
 class Call(Generic[T]):
@@ -271,7 +302,7 @@ class Call(Generic[T]):
             if self._future.done():  # the call's own TimeoutError
                 raise
             self._workers.cancel()
-            raise StageTimeout(self._workers.stage, bound) from None
+            raise _timeout(self._workers.stage, bound) from None
 
 
 class Workers:
@@ -367,7 +398,7 @@ class Workers:
         if failed:
             return
         if not ended or not all(f.done() for f in futures):
-            raise StageTimeout(self.stage, bound)
+            raise _timeout(self.stage, bound)
         for call in self._calls:
             if not call.collected and not call._future.cancelled():
                 call.result()

@@ -265,8 +265,11 @@ class ViewStore:
             self.con.execute(sql)
         except duckdb.Error as exc:
             cause = exc.__cause__ or exc.__context__
-            if isinstance(cause, (InputError, StageTimeout)):  # from a reader's thread
+            if isinstance(cause, InputError):
                 raise cause from None
+            stuck = threads.quoted_timeout(str(exc))  # a reader's thread gave up waiting
+            if stuck is not None:
+                raise stuck from None
             raise InputError(
                 f"could not be normalized ({str(exc).splitlines()[0]})", path=str(self.source.path)
             ) from None
