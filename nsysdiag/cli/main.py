@@ -96,6 +96,10 @@ def cli(
 
     PATH is an `nsys export --type sqlite` file, an `nsys export --type parquetdir`
     directory, or a raw .nsys-rep/.qdrep report (exported with nsys into the cache).
+
+    NSYSDIAG_STAGE_TIMEOUT (seconds, default 600): the longest one thread waits for
+    another (a reader, a worker); past it the command stops with exit 70 and one line
+    naming the stage (docs/concurrency.md).
     """
     ctx.obj = Settings(debug, quiet, no_cache, cache_dir, nsys, explain)
 
