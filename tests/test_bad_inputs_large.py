@@ -5,8 +5,10 @@ SQLite adapter's parallel readers (``PARALLEL_MIN_ROWS``) or its page decoder
 (``FAST_MIN_ROWS``); a reader error there once left ``diagnose`` waiting forever (issue 24).
 Here one big export is made per session from the shared H200 baseline with
 ``bench/make_large.py`` (nine copies back to back: over a million kernels and two million
-runtime calls; never committed, skipped without the corpus), and each case damages a copy
-of it cheaply (an UPDATE or a RENAME on the copy, or a byte truncation). Each ``diagnose``
+runtime calls, read by the page decoder; never committed, skipped without the corpus), and
+each case damages a copy of it cheaply (an UPDATE or a RENAME on the copy, or a byte
+truncation); each case is also made from the baseline itself, whose runtime table the
+parallel readers read. Each ``diagnose``
 runs in a subprocess under a hard timeout, so a hang fails its test instead of stalling
 the suite; the checks are those of the small suite (exit 0, 3 or 4, no traceback, at most
 three lines on stderr, the input unchanged). The same for ``batch``, with a bad file among
@@ -117,14 +119,21 @@ def _diagnose(path: Path, cache: Path) -> subprocess.CompletedProcess:
         pytest.fail(f"diagnose {path.name} still running after {HARD_TIMEOUT_S} s (a hang)")
 
 
+@pytest.mark.parametrize("scale", ["large", "baseline"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_large_bad_input_gives_clean_exit(case, large_export, tmp_path):
+def test_large_bad_input_gives_clean_exit(case, scale, request, tmp_path):
+    """``large``: the kernel and runtime tables go through the page decoder, and through
+    the parallel readers from where it stops (text in integer columns); ``baseline``: the
+    baseline itself (252k runtime calls), whose runtime table the parallel readers read
+    (the size at which issue 24's hang was found)."""
+    src = (request.getfixturevalue("large_export") if scale == "large"
+           else need(H200 / "baseline.sqlite"))
     damage, allowed = CASES[case]
     (tmp_path / "in").mkdir()
-    path = damage(large_export, tmp_path / "in" / f"{case}.sqlite")
+    path = damage(src, tmp_path / "in" / f"{case}.sqlite")
     before = fingerprint(path)
     proc = _diagnose(path, tmp_path / "cache")
-    assert_clean_exit(proc.returncode, proc.stderr, allowed, f"diagnose large {case}")
+    assert_clean_exit(proc.returncode, proc.stderr, allowed, f"diagnose {scale} {case}")
     if proc.returncode == 0:
         assert json.loads(proc.stdout)["verdict"]
     assert fingerprint(path) == before, f"diagnose changed the input {case}"

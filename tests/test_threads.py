@@ -300,7 +300,7 @@ def test_sqlite_parallel_reader_abandoned_by_its_consumer(tmp_path, monkeypatch)
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, \"end\" INTEGER)")
     db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?)",
-                   [(i, i + 1) for i in range(80)])
+                   [(i, i + 1) for i in range(40)])
     db.commit()
     db.close()
     monkeypatch.setattr(sqlite_adapter, "PARALLEL_MIN_ROWS", 10)
@@ -386,3 +386,13 @@ def test_cli_stuck_reader_thread_exits_70_naming_the_table(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "stage 'reading CUPTI_ACTIVITY_KIND_RUNTIME' stopped" in lines[0]
+
+
+def test_cli_bad_stage_timeout_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    from nsysdiag.cli.main import main
+
+    path = standard("current").write(tmp_path / "t.sqlite")
+    monkeypatch.setenv(threads.STAGE_TIMEOUT_ENV, "soon")
+    assert main(["info", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NSYSDIAG_STAGE_TIMEOUT must be a positive number" in err[0]

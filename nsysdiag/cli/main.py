@@ -101,6 +101,7 @@ def cli(
     another (a reader, a worker); past it the command stops with exit 70 and one line
     naming the stage (docs/concurrency.md).
     """
+    threads.stage_timeout()  # a bad value is a usage error now, not on another thread later
     ctx.obj = Settings(debug, quiet, no_cache, cache_dir, nsys, explain)
 
 
