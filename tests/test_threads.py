@@ -280,12 +280,12 @@ def test_join_is_bounded():
     t = threading.Thread(target=never.wait, daemon=True)
     t.start()
     try:
-        assert threads.join([t], stage="t", bound=0.1) is False
+        assert threads.join([t], bound=0.1) is False
         assert t in threads.abandoned()
     finally:
         never.set()
     t.join(5)
-    assert threads.join([t], stage="t", bound=0.1) is True
+    assert threads.join([t], bound=0.1) is True
 
 
 # ---------------------------------------------------- the SQLite reader's interleave

@@ -49,7 +49,7 @@ POLL_S = 0.05
 
 _abandoned: list[threading.Thread] = []
 _timeouts: list[StageTimeout] = []
-_abandoned_lock = threading.Lock()
+_lock = threading.Lock()
 
 
 def stage_timeout() -> float:
@@ -77,7 +77,7 @@ def stage_timeout() -> float:
 def _timeout(stage: str, bound: float, what: str = "a worker") -> StageTimeout:
     """A :class:`~nsysdiag.errors.StageTimeout`, kept for :func:`quoted_timeout`."""
     exc = StageTimeout(stage, bound, what)
-    with _abandoned_lock:
+    with _lock:
         _timeouts.append(exc)
         del _timeouts[:-16]
     return exc
@@ -89,7 +89,7 @@ def quoted_timeout(message: str) -> StageTimeout | None:
     DuckDB reads Arrow streams on threads of its own and passes a Python error raised
     there on as its message only: this finds the error itself again (it is dropped from
     the record), so that it reaches the user as the internal error it is."""
-    with _abandoned_lock:
+    with _lock:
         for exc in reversed(_timeouts):
             if exc.message in message:
                 _timeouts.remove(exc)
@@ -103,17 +103,17 @@ def abandoned() -> list[threading.Thread]:
     A process that has some should end without joining them (``os._exit`` after flushing
     its output): they may never return.
     """
-    with _abandoned_lock:
+    with _lock:
         _abandoned[:] = [t for t in _abandoned if t.is_alive()]
         return list(_abandoned)
 
 
 def _abandon(threads: Iterable[threading.Thread]) -> None:
-    with _abandoned_lock:
+    with _lock:
         _abandoned.extend(t for t in threads if t.is_alive())
 
 
-def join(threads: Sequence[threading.Thread], *, stage: str, bound: float | None = None) -> bool:
+def join(threads: Sequence[threading.Thread], *, bound: float | None = None) -> bool:
     """Wait for ``threads`` to end, all together at most ``bound`` seconds (default
     :func:`stage_timeout`). Returns whether they all ended; those that did not are recorded
     in :func:`abandoned`."""
@@ -262,15 +262,15 @@ def merge(sources: Sequence[Iterable[T]], *, stage: str, depth: int = 2) -> Iter
         yield from hand
     except GeneratorExit:  # the consumer stopped reading
         hand.cancel()
-        if not join(threads, stage=stage, bound=bound):
+        if not join(threads, bound=bound):
             raise _timeout(stage, bound, "a reader thread") from None
         raise
     except BaseException:  # the first error wins: no second one about the threads
         hand.cancel()
-        join(threads, stage=stage, bound=bound)
+        join(threads, bound=bound)
         raise
     hand.cancel()
-    if not join(threads, stage=stage, bound=bound):
+    if not join(threads, bound=bound):
         raise _timeout(stage, bound, "a reader thread")
 
 
@@ -393,7 +393,7 @@ class Workers:
             cf.wait(futures, timeout=min(POLL_S, max(0.0, deadline - time.monotonic())))
             if self.cancelled.is_set():
                 self._interrupt()
-        ended = join(self._threads, stage=self.stage,
+        ended = join(self._threads,
                      bound=max(0.0, deadline - time.monotonic()) + POLL_S)
         if failed:
             return

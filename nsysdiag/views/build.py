@@ -180,7 +180,7 @@ class ViewStore:
             with threads.Workers(1, stage=f"building view {spec.name}: string ids") as pool:
                 # the ids of the strings the view uses are read from the export while the
                 # launch calls are read from api_calls and sorted (10M kernels: about 0.1 s)
-                ids = (pool.submit(self._string_ids, spec, pool.cancelled)
+                ids = (pool.submit(self._string_ids, spec)
                        if strings is not None and not guess else None)
                 calls = LaunchCalls(self.con) if spec.launch_calls else None
                 places = (self._view_strings(strings, ids.result() if ids is not None else None)
@@ -218,13 +218,10 @@ class ViewStore:
         table = next((t for t in raw.tables if t in tables), raw.tables[0])
         return self.source.read(table, columns or raw.columns, where=raw.where)
 
-    def _string_ids(self, spec: ViewSpec, stop: threading.Event | None = None) -> set[int]:
-        """The ids in the columns ``spec.strings`` of the view's first raw input (read
-        until ``stop`` is set: the caller failed and will not use them)."""
+    def _string_ids(self, spec: ViewSpec) -> set[int]:
+        """The ids in the columns ``spec.strings`` of the view's first raw input."""
         ids: set[int] = set()
         for batch in self._read(spec.inputs[0], dict.fromkeys(spec.strings.columns, "int")):
-            if stop is not None and stop.is_set():
-                break
             for column in batch.columns:
                 ids.update(pc.unique(column.drop_null()).to_pylist())
         return ids
