@@ -396,3 +396,28 @@ def test_cli_bad_stage_timeout_is_a_usage_error(tmp_path, monkeypatch, capsys):
     assert main(["info", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "NSYSDIAG_STAGE_TIMEOUT must be a positive number" in err[0]
+
+
+def test_cli_batch_with_every_worker_stuck_exits_70(tmp_path):
+    """Local batch whose worker processes never finish a report: after the bound the batch
+    stops (exit 70, one line naming the stage) and its worker processes are ended."""
+    good = standard("current").write(tmp_path / "a.sqlite")
+    code = textwrap.dedent("""
+        import sys, time
+        import nsysdiag.batch.run as batch
+        from nsysdiag.cli.main import run
+        def stuck(path, options):
+            time.sleep(3600)
+        batch.diagnose_one = stuck
+        sys.argv = ["nsysdiag", "batch", sys.argv[1], sys.argv[1], "-o", sys.argv[2], "-j", "2"]
+        run()
+    """)
+    env = {**os.environ, threads.STAGE_TIMEOUT_ENV: "2", "NSYSDIAG_CACHE_DIR": str(tmp_path)}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code, str(good), str(tmp_path / "r.parquet")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert proc.returncode == EXIT_INTERNAL, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("nsysdiag: error: stage 'batch' stopped: every one of")
+    assert time.monotonic() - t0 < 60

@@ -202,12 +202,13 @@ def _results(
         yield from _as_finished(futures, first_local)
         finished = True
     finally:
+        # a worker may be stuck in a report: when the batch stops early its processes are
+        # ended, or the interpreter's exit would wait for them (the executor keeps them in
+        # ``_processes``, which its shutdown clears)
+        procs = [] if finished else list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=finished, cancel_futures=True)
-        if not finished:
-            # a worker may be stuck in a report: end the processes, or the interpreter's
-            # exit would wait for them (the executor keeps them in ``_processes``)
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                proc.kill()
+        for proc in procs:
+            proc.kill()
 
 
 def _as_finished(futures: dict, first: Callable[[set, float], tuple[set, set]]
