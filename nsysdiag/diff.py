@@ -49,8 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
-from .render.tables import dumps, format_rows
-from .render.text import fmt_ns
+from .formatting import dumps, fmt_ns, format_rows
 
 if TYPE_CHECKING:
     from .analyses.base import AnalysisResult

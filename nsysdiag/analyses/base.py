@@ -5,9 +5,9 @@ An analysis is a module in this package with
 * a documented SQL file ``sql/<name>.sql`` whose header comment names its inputs, outputs
   and units; the file holds one or more queries, each introduced by a line
   ``-- @query <table name>``; user values are bound as ``$parameters``, never formatted in;
-* ``run(report, **options) -> AnalysisResult``;
-* ``CLI_OPTIONS``: click options for its command (``nsysdiag <name> PATH``), whose
-  parameter names match ``run``'s keyword arguments.
+* ``run(report, **options) -> AnalysisResult``, its keyword arguments documented (the
+  command line maps them to the options of ``nsysdiag <name> PATH`` in
+  ``nsysdiag/cli/options.py``).
 
 Results are frozen: ``summary`` holds the key figures (JSON scalars, units in the names),
 ``tables`` named Arrow tables (per device, per stream, the full distribution, ...).
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import InputError
-from ..render.tables import dumps, format_rows
+from ..formatting import dumps, format_rows, html_table
 from ..views.build import STEP_OPTIONS, sql_string
 
 if TYPE_CHECKING:
@@ -279,8 +279,6 @@ class AnalysisResult:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from ..render.notebook import html_table
-
         parts = [
             html_table(
                 ["figure", "value"],

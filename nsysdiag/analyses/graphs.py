@@ -9,20 +9,16 @@ no graph launch, for the diagnosis to branch on.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 
-from ..report import Report
 from .base import EMPTY, OK, AnalysisResult, not_captured, run_query
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "graphs"
 
-CLI_OPTIONS = [
-    click.option(
-        "--top", type=int, default=10, show_default=True, help="Graphs to list, by total GPU time."
-    ),
-]
 
 #: findings threshold: work outside graphs above this share is reported, %
 OUTSIDE_PCT = 10.0

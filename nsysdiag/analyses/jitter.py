@@ -9,28 +9,14 @@ process competing for SMs), as measured by the overlap analysis.
 
 from __future__ import annotations
 
-import click
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 
-from ..report import Report
 from .base import OK, AnalysisResult, not_captured, run_query
 
-CLI_OPTIONS = [
-    click.option(
-        "--top",
-        type=int,
-        default=10,
-        show_default=True,
-        help="Kernel names to examine, by total GPU time.",
-    ),
-    click.option(
-        "--slow",
-        type=float,
-        default=1.5,
-        show_default=True,
-        help="A launch is slow above this multiple of its kernel's median.",
-    ),
-]
+if TYPE_CHECKING:
+    from ..report import Report
 
 
 def run(report: Report, *, top: int = 10, slow: float = 1.5) -> AnalysisResult:

@@ -6,22 +6,16 @@ demangled kernel name, largest total GPU time first. CUDA graph nodes are includ
 
 from __future__ import annotations
 
-import click
+from typing import TYPE_CHECKING
+
 
 from ..errors import UsageError
-from ..report import Report
 from .base import OK, AnalysisResult, not_captured, run_query
 
-NAME = "kernel_summary"
+if TYPE_CHECKING:
+    from ..report import Report
 
-CLI_OPTIONS = [
-    click.option(
-        "--top",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Show only the N kernel names with the most GPU time [default: all].",
-    ),
-]
+NAME = "kernel_summary"
 
 
 def run(report: Report, *, top: int | None = None) -> AnalysisResult:

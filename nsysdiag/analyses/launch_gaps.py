@@ -12,16 +12,17 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import numpy as np
 import pyarrow as pa
 
 from ..errors import UsageError
-from ..report import Report
 from . import _compiled, figures, intervals
 from .base import OK, AnalysisResult, load_sql, not_captured, run_query
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "launch_gaps"
 
@@ -44,23 +45,6 @@ _STARVED_Q = (0.5, 0.99)
 
 #: share of idle time in prelaunched gaps (%) from which a finding says so
 _PRELAUNCHED_PCT = 10.0
-
-CLI_OPTIONS = [
-    click.option(
-        "--normal-threshold-us",
-        type=click.FloatRange(min=0),
-        default=5.0,
-        show_default=True,
-        help="Gaps above this are not normal (us).",
-    ),
-    click.option(
-        "--p99-threshold-us",
-        type=click.FloatRange(min=0),
-        default=20.0,
-        show_default=True,
-        help="A P99 gap above this signals a CPU-side bottleneck (us).",
-    ),
-]
 
 
 def _thresholds(normal_threshold_us: float, p99_threshold_us: float) -> dict[str, int]:

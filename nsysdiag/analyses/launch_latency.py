@@ -11,14 +11,12 @@ launch gaps means the CPU cannot feed the GPU. Graph launches are timed per laun
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import numpy as np
 import pyarrow as pa
 
 from ..errors import UsageError
-from ..report import Report
 from ..views.launch import arrow_values
 from . import figures, intervals
 from .base import (
@@ -30,6 +28,9 @@ from .base import (
     run_query,
     temp_views,
 )
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "launch_latency"
 
@@ -56,15 +57,6 @@ _METRICS = (
 #: depth at launch: P90 at or below _SHALLOW_DEPTH is a near-empty queue; P50 (or only P99)
 #: at or above _DEEP_DEPTH a queue that stays deep (or backs up at times)
 _SHALLOW_DEPTH, _DEEP_DEPTH = 1, 4
-
-CLI_OPTIONS = [
-    click.option(
-        "--top",
-        type=click.IntRange(min=1),
-        default=None,
-        help="per_name: only the N kernel names launched most often [default: all].",
-    ),
-]
 
 
 def run(report: Report, *, top: int | None = None, detail: bool = True) -> AnalysisResult:

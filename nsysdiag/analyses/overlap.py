@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..render.text import fmt_ns
-from ..report import Report
+from ..formatting import fmt_ns
 from . import intervals
 from .base import OK, AnalysisResult, not_captured, registered, run_query, temp_views
 
+if TYPE_CHECKING:
+    from ..report import Report
+
 NAME = "overlap"
 
-CLI_OPTIONS: list = []
 
 #: findings thresholds, %: synchronous copies above this share of copy time; overlap below
 SYNC_COPY_PCT = 10.0

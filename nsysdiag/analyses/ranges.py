@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-import click
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -65,40 +64,6 @@ MEANING = {
     "gpu_idle": "the GPU waited for the host",
 }
 _NVTX_HINT = "annotate requests/iterations with NVTX ranges and run nsys profile --trace=cuda,nvtx"
-
-CLI_OPTIONS = (
-    click.option(
-        "--range",
-        "range_name",
-        default=None,
-        metavar="NAME",
-        help="NVTX range that delimits one request/iteration (NAME or DOMAIN:NAME); "
-        "default: chosen automatically.",
-    ),
-    click.option(
-        "--tail-pct",
-        "tail_pct",
-        type=float,
-        default=1.0,
-        show_default=True,
-        help="Percent of slowest instances compared with the median band.",
-    ),
-    click.option(
-        "--min-instances",
-        "min_instances",
-        type=int,
-        default=MIN_INSTANCES,
-        show_default=True,
-        help="Instances a range name needs to be chosen automatically.",
-    ),
-    click.option(
-        "--scope",
-        type=click.Choice(SCOPES),
-        default="auto",
-        show_default=True,
-        help="Whose CUDA calls count into a range: its thread or its whole process.",
-    ),
-)
 
 
 @dataclass(frozen=True)

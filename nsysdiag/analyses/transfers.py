@@ -9,13 +9,14 @@ other copies of the same direction (a shared host link).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 
-from ..report import Report
 from .base import OK, AnalysisResult, load_sql, not_captured, run_query
 from .link import Link, parse_nvbandwidth, resolve_links
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "transfers"
 
@@ -26,16 +27,6 @@ LARGE_BYTES = 1 << 20
 LOW_LINK_PCT = 50.0
 CONTENTION_PCT = 10.0
 MIN_FINDING_COPIES = 3
-
-CLI_OPTIONS = [
-    click.option(
-        "--baseline",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="nvbandwidth -j JSON output measured on the traced machine "
-        "(host_to_device_memcpy_ce / device_to_host_memcpy_ce).",
-    ),
-]
 
 
 def run(

@@ -14,7 +14,8 @@ import traceback
 import click
 import duckdb
 
-from .. import __version__, analyses
+from .. import analyses
+from .._version import __version__
 from ..analyses.base import NOT_CAPTURED, AnalysisResult
 from ..errors import (
     EXIT_INTERNAL,
@@ -24,8 +25,9 @@ from ..errors import (
     NsysdiagError,
     UsageError,
 )
-from ..render.tables import FORMATS, dumps, format_rows
+from ..formatting import FORMATS, dumps, format_rows
 from ..report import Report
+from .options import ANALYSIS_OPTIONS
 
 
 class Settings:
@@ -430,16 +432,13 @@ def _analysis_command(name: str) -> click.Command:
         help=doc,
         short_help=doc.splitlines()[0],
     )
-    for opt in getattr(mod, "CLI_OPTIONS", ()):
+    for opt in ANALYSIS_OPTIONS.get(name, ()):
         opt(cmd)
     return cmd
 
 
 for _name in analyses.ANALYSES:
-    try:
-        cli.add_command(_analysis_command(_name))
-    except ModuleNotFoundError:  # an analysis still being written
-        pass
+    cli.add_command(_analysis_command(_name))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..render.text import fmt_ns
+from ..formatting import fmt_ns
 from .model import Finding
 
 if TYPE_CHECKING:

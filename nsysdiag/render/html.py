@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..formatting import fmt_bytes, fmt_ns
 from .svg import (
     BAR,
     CURVE,
@@ -57,7 +58,6 @@ from .svg import (
     stacked_hbars,
     timeline,
 )
-from .text import fmt_bytes, fmt_ns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -158,7 +158,7 @@ def render_html(
     ]
     nav = "".join(f'<a href="#{sid}">{esc(label)}</a>' for sid, label, _ in sections)
     body = "".join(f'<section id="{sid}">{html_}</section>' for sid, _, html_ in sections)
-    from .. import __version__
+    from .._version import __version__
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
