@@ -213,7 +213,8 @@ def diagnose(
             ),
         )
         if html_out:
-            from ..render.html import collect_timelines, write_html
+            from ..diagnosis.timelines import collect_timelines
+            from ..render.html import write_html
 
             write_html(result, html_out, timelines=collect_timelines(rep, result))
     if as_json:
