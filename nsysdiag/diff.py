@@ -355,13 +355,10 @@ def _is_diagnosis(x: Any) -> bool:
     return isinstance(x, Diagnosis)
 
 
-def _kernel_summary(report: Report) -> AnalysisResult | None:
+def _kernel_summary(report: Report) -> AnalysisResult:
     from .analyses import module
 
-    try:
-        return module("kernel_summary").run(report)
-    except (ImportError, AttributeError):
-        return None
+    return module("kernel_summary").run(report)
 
 
 def _load(

@@ -60,10 +60,29 @@ class Settings:
 
 pass_settings = click.make_pass_decorator(Settings)
 
+
+class _Group(click.Group):
+    """The top-level group. Each analysis command (one per module of
+    ``nsysdiag.analyses``) is made when first asked for, which :func:`main` does inside its
+    error handling: an analysis that fails to import is a bug, reported like any other (one
+    line, exit 70), never a command that silently disappears or a traceback at start-up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *(n.replace("_", "-") for n in analyses.ANALYSES)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        name = cmd_name.replace("-", "_")
+        if cmd_name not in self.commands and name in analyses.ANALYSES:
+            self.add_command(_analysis_command(name))
+        return self.commands.get(cmd_name)
+
 PATH_ARG = click.argument("path", type=click.Path(dir_okay=True, path_type=str))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="nsysdiag")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
@@ -438,18 +457,16 @@ def _analysis_command(name: str) -> click.Command:
     return cmd
 
 
-for _name in analyses.ANALYSES:
-    cli.add_command(_analysis_command(_name))
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turning errors into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
-    # the modules' objects live as long as the process: the collector need not look at
-    # them again (each full collection of a cold diagnose walked them all: 0.1 s)
-    gc.freeze()
     debug = "--debug" in args
     try:
+        for name in cli.list_commands(click.Context(cli)):
+            cli.get_command(click.Context(cli), name)  # imports every analysis module now
+        # the modules' objects live as long as the process: the collector need not look at
+        # them again (docs/performance.md)
+        gc.freeze()
         rv = cli.main(args=args, prog_name="nsysdiag", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except click.exceptions.Exit as exc:

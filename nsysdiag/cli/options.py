@@ -61,7 +61,11 @@ ANALYSIS_OPTIONS: dict[str, list[Callable]] = {
     ],
     "graphs": [
         click.option(
-            "--top", type=int, default=10, show_default=True, help="Graphs to list, by total GPU time."
+            "--top",
+            type=int,
+            default=10,
+            show_default=True,
+            help="Graphs to list, by total GPU time.",
         ),
     ],
     "jitter": [

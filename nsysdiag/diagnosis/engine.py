@@ -50,12 +50,10 @@ class Settings:
     seed: int = 0
 
 
-def _run(report: Report, name: str, **kw: Any) -> AnalysisResult | None:
-    """Run one analysis; a failure in one analysis must not sink the diagnosis."""
-    try:
-        return report.analysis(name, **kw)
-    except (ImportError, AttributeError):
-        return None
+def _run(report: Report, name: str, **kw: Any) -> AnalysisResult:
+    """Run one analysis. Missing data is the analysis' own status (``not_captured``,
+    ``empty``); an exception is an input error or a bug and reaches the caller."""
+    return report.analysis(name, **kw)
 
 
 def diagnose(
@@ -107,7 +105,7 @@ def _diagnose(
         ("graphs", {}),
     )
     ranges_options = {"range_name": range_name, "tail_pct": settings.tail_pct}
-    done: dict[str, AnalysisResult | None] = {}
+    done: dict[str, AnalysisResult] = {}
     # Launch gaps' pass is mostly numpy on one core: it runs in a thread of its own,
     # beside the next four analyses (mostly DuckDB on both cores; 10M kernels: about
     # 0.4 s sooner). Not beside ranges: the two peaks together would pass 2 GB. Every view
@@ -124,8 +122,7 @@ def _diagnose(
                 done[name] = _run(report, name, **kw)
             done["launch_gaps"] = gaps.result()
             done["ranges"] = _run(report, "ranges", **ranges_options)
-    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")
-               if done[name] is not None}
+    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")}
 
     ranges = results.get("ranges")
     durations = _durations(ranges)
@@ -136,8 +133,8 @@ def _diagnose(
         if durations is not None and durations.size:
             classifier = classify_tail(durations, rng=settings.seed,
                                        tight_ratio=settings.tail_ratio)
-        if jitter is not None and (done_jitter := jitter.result()) is not None:
-            results["jitter"] = done_jitter
+        if jitter is not None:
+            results["jitter"] = jitter.result()
     tail = _tail_summary(ranges, durations, classifier, settings)
 
     graphs = results.get("graphs")
