@@ -153,11 +153,10 @@ def step_file(report: Report, module: str, name: str) -> Iterator[Path]:
 @contextlib.contextmanager
 def step_writer(target: Path, schema: pa.Schema) -> Iterator[Callable[[pa.Table], None]]:
     """A function that writes tables to a step that Python writes, in a thread of its own:
-    Arrow encodes without the GIL, so the next table is computed meanwhile (ranges' own
-    work at 10M kernels: 0.93-1.0 -> 0.79-0.87 s). No dictionary pages: step columns are
-    mostly distinct integers, and trying a dictionary first cost more than half the write (10M
-    gap rows: 2.3 -> 1.0 s). Uncompressed, as ``STEP_OPTIONS``: lz4 took 30% longer to
-    write (10M kernels: launch_gaps 4.3 -> 4.0 s). Integers delta-encoded, as DuckDB's
+    Arrow encodes without the GIL, so the next table is computed meanwhile. No dictionary
+    pages: step columns are mostly distinct integers, and trying a dictionary first costs
+    more than the write itself. Uncompressed, as ``STEP_OPTIONS``: lz4 costs more to write
+    than the bytes it saves. Integers delta-encoded, as DuckDB's
     format version 2 writes them: timestamps and ids in rough order take a few bits each,
     so the file is a fraction of the size and each read of it faster."""
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type)}

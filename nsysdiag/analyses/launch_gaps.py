@@ -93,8 +93,8 @@ def gap_summary(
 
 @dataclass
 class _Gaps:
-    """The gaps of the sequence pass, in memory (ten million kernels: about 8.5 million
-    main gaps of 9 bytes, 17 with their starts, and as many stream gaps of 12): the main
+    """The gaps of the sequence pass, in memory (about one main gap per kernel, of 9 bytes,
+    17 with its start, and as many stream gaps of 12): the main
     gaps in the order of the pass (by sequence, then start), the graph gaps and the stream
     gaps."""
 
@@ -142,8 +142,8 @@ def _sequence_pass(report: Report, streams: bool, starts: bool = False) -> _Gaps
     one sorted read serves both). The main gaps' starts only with ``starts``.
 
     The kernels are read as the view stores them, in the export's order, which is start
-    order in every export seen (``ViewSpec.in_export_order``; 10M kernels: 0.2 s instead of
-    1.6 s sorted), unless graph-level executions join them or a row comes out of order
+    order in every export seen (``ViewSpec.in_export_order``), so no sort is paid, unless
+    graph-level executions join them or a row comes out of order
     (``intervals.OutOfOrder``): then sorted."""
     rows, graph_rows = report.execute(load_sql(NAME)["sequence_rows"])[0]
     if not graph_rows:
@@ -215,8 +215,8 @@ def _pass(report: Report, rows: int, streams: bool, starts: bool, in_order: bool
 
 class _Columns:
     """Columns filled run by run into arrays allocated once for at most ``capacity`` rows
-    (their pages are touched only as they fill: joining the pieces at the end held two
-    copies, 180 MB more at ten million kernels)."""
+    (their pages are touched only as they fill), instead of joining pieces at the end,
+    which holds two copies."""
 
     def __init__(self, capacity: int, dtypes: dict[str, type]) -> None:
         self.n = 0

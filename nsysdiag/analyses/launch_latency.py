@@ -71,7 +71,7 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
     detail : bool
         With False (what the diagnosis uses), skip the per-stream queue depth and the
         per-kernel, per-name and depth-series tables (per name: one quantile sort per
-        name, a second at 10M kernels); the summary is the same.
+        name); the summary is the same.
 
     Returns
     -------
@@ -211,8 +211,8 @@ def _device_events(report: Report, sql: str, device: int, launches: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One GPU's queue events: the returns of the queued launches (+1), of the others (0)
     and the starts of the queued kernels (-1). Filled batch by batch into two arrays of
-    one slot per launch (queued returns from the front, the others from the back): ten
-    million launches hold 160 MB, not a table of them."""
+    one slot per launch (queued returns from the front, the others from the back): two
+    integers per launch, not a table of them."""
     up, down = np.empty(launches, dtype=np.int64), np.empty(launches, dtype=np.int64)
     front, back = 0, launches
     for batch in report.sql(sql, {"device": device}).to_arrow_reader(intervals.BATCH_ROWS):

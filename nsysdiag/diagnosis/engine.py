@@ -107,16 +107,16 @@ def _diagnose(
     ranges_options = {"range_name": range_name, "tail_pct": settings.tail_pct}
     done: dict[str, AnalysisResult] = {}
     # Launch gaps' pass is mostly numpy on one core: it runs in a thread of its own,
-    # beside the next four analyses (mostly DuckDB on both cores; 10M kernels: about
-    # 0.4 s sooner). Not beside ranges: the two peaks together would pass 2 GB. Every view
+    # beside the next four analyses (mostly DuckDB on both cores), so the two kinds of work
+    # overlap. Not beside ranges: the two memory peaks would add up. Every view
     # the five read is built first, since a build sets options of the whole database
     # (launch gaps' in-order read sets one too, preserve_insertion_order, which only keeps
     # the others' rows in order meanwhile).
     with report.forked("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
                        "api_calls") as other, ThreadPoolExecutor(max_workers=1) as pool:
         gaps = pool.submit(_run, other, "launch_gaps", **gaps_options)
-        # overlap's pass makes each GPU's busy union, which ranges reads (instead of a
-        # sorted pass of its own: 0.6-1 s at ten million kernels)
+        # overlap's pass makes each GPU's busy union, which ranges reads instead of a
+        # sorted pass of its own
         with report.handover(GPU_BUSY):
             for name, kw in beside:
                 done[name] = _run(report, name, **kw)

@@ -21,8 +21,7 @@
 --
 -- devices: one row per device (device_id NULL: all devices together).
 -- streams: per device and stream: kernels, graph launches, copies, their busy time sums.
--- (Both add up op_streams, one pass over the operations: two cost 0.2 s more at ten
--- million kernels.)
+-- (Both add up op_streams, one pass over the operations instead of one each.)
 -- copy_apis: the API call behind each memcpy (joined on global_pid + correlation_id):
 --   copies, bytes and copy time per API name; synchronous = a memcpy API without 'Async'.
 
@@ -35,7 +34,7 @@
 -- (device_id, kernel_ns, copy_ns, any_ns, concurrent_ns, max_in_flight) for `devices`.
 -- The pass reads the kernels as the view stores them (start order) and merges the other
 -- operations (other_ops, sorted: a few) in; should a kernel come out of order, it reads
--- ops sorted instead (10M kernels: 0.5 s).
+-- ops sorted instead.
 SELECT device_id, 'kernel' AS cls, global_pid, stream_id, start_ns, end_ns
 FROM kernels WHERE end_ns >= start_ns
 UNION ALL
@@ -134,8 +133,7 @@ WITH api AS (
            arg_min(category, CASE api WHEN 'runtime' THEN 0 ELSE 1 END) AS category
     FROM api_calls a
     -- on the correlation id alone: the calls of other processes with a copy's id make
-    -- groups that the join below leaves out (10M kernels: 0.4 -> 0.28 s, no process id
-    -- computed for every call)
+    -- groups that the join below leaves out, and no process id is computed for every call
     SEMI JOIN memcpys m ON m.correlation_id = a.correlation_id
     GROUP BY global_pid, correlation_id),
 m AS (
