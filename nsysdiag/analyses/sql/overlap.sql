@@ -56,8 +56,8 @@ FROM memsets WHERE end_ns >= start_ns
 -- memsets, also those without a valid interval): what `streams` shows, and the counts of
 -- the operations with a valid interval (end_ns >= start_ns: those of `ops`) that `devices`
 -- adds up; one pass over the operations for both (registered as _overlap_streams).
--- src: 0 kernel, 1 graph-level launch, 2 copy or memset (integers: eleven filters of ten
--- million rows); pid follows from global_pid (the views' pid), not grouped on.
+-- src: 0 kernel, 1 graph-level launch, 2 copy or memset (integers: the eleven filters
+-- over every operation compare integers, not strings); pid follows from global_pid (the views' pid), not grouped on.
 WITH all_ops AS (
     SELECT device_id, global_pid, stream_id, 0 AS src, duration_ns, start_ns, end_ns
     FROM kernels

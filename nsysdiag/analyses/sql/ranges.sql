@@ -147,8 +147,8 @@ FROM rg_units
 
 -- @query rg_ops
 -- (a view) Every GPU operation with its launch key; kernel: a kernel or a graph-level
--- execution (else a copy or memset; a boolean, since a string per row cost time at ten
--- million kernels); kernel_row: a row of kernels, which carries its launch call.
+-- execution (else a copy or memset; a boolean, cheaper per row than a string);
+-- kernel_row: a row of kernels, which carries its launch call.
 SELECT true AS kernel, device_id, global_pid, correlation_id, start_ns, end_ns,
        true AS kernel_row
 FROM kernels WHERE start_ns > 0
