@@ -1,4 +1,9 @@
-"""`Report`: one opened export, its normalized views, and SQL over them."""
+"""`Report`: one opened export, its normalized views, and SQL over them.
+
+Its readable forms (``str(report.info())``, the notebook table of ``Report._repr_html_``)
+are built here from the neutral helpers of :mod:`nsysdiag.formatting`: the domain never
+imports the renderers (``[tool.importlinter]`` in pyproject.toml).
+"""
 
 from __future__ import annotations
 

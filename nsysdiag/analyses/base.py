@@ -10,7 +10,9 @@ An analysis is a module in this package with
   ``nsysdiag/cli/options.py``).
 
 Results are frozen: ``summary`` holds the key figures (JSON scalars, units in the names),
-``tables`` named Arrow tables (per device, per stream, the full distribution, ...).
+``tables`` named Arrow tables (per device, per stream, the full distribution, ...). Their
+``__str__`` and ``_repr_html_`` are built from :mod:`nsysdiag.formatting`, not from the
+renderers, which sit above the analyses.
 """
 
 from __future__ import annotations

@@ -76,6 +76,7 @@ class _Group(click.Group):
             self.add_command(_analysis_command(name))
         return self.commands.get(cmd_name)
 
+
 PATH_ARG = click.argument("path", type=click.Path(dir_okay=True, path_type=str))
 
 
@@ -462,8 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
-        for name in cli.list_commands(click.Context(cli)):
-            cli.get_command(click.Context(cli), name)  # imports every analysis module now
+        ctx = click.Context(cli)
+        for name in cli.list_commands(ctx):
+            cli.get_command(ctx, name)  # imports every analysis module now
         # the modules' objects live as long as the process: the collector need not look at
         # them again (docs/performance.md)
         gc.freeze()
