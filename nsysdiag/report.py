@@ -202,7 +202,10 @@ class Report:
         ``params`` (``$name`` or ``?`` placeholders), never by formatting them into SQL.
         """
         try:
-            names = duckdb.get_table_names(query)
+            # on the report's own connection: DuckDB's default connection is shared by all
+            # threads, and two threads naming tables on it at once deadlocked (one held the
+            # GIL waiting for the connection, the other the connection waiting for the GIL)
+            names = self.con.get_table_names(query)
         except duckdb.Error:
             # the parser refuses some parameterized statements (LIMIT $n): match names instead
             names = {v for v in VIEWS if re.search(rf"\b{v}\b", query)}
