@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-import click
-
-from ..report import Report, cuda_version
+from ..formatting import cuda_version
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 from .link import parse_nvbandwidth, resolve_links
 from .ranges import BLOCKING_WAITS
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "capture"
 
@@ -105,11 +107,6 @@ class CaptureResult(AnalysisResult):
 
 
 RESULT = CaptureResult
-
-CLI_OPTIONS = [
-    click.option("--baseline", type=click.Path(exists=True, dir_okay=False), default=None,
-                 help="nvbandwidth -j JSON measured on the same machine (the link figures)."),
-]
 
 
 def run(report: Report, *, baseline: str | None = None,

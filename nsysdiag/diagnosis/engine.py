@@ -18,7 +18,6 @@ independent check of the same layer agree; otherwise it is healthy.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,8 @@ from ..analyses.graphs import GraphsResult
 from ..analyses.intervals import GPU_BUSY
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import RangesResult
+from ..engine import threads
+from ..formatting import fmt_ns
 from ..report import Report
 from ..settings import Settings
 from ..stats.classifier import classify_tail
@@ -41,12 +42,10 @@ SHAPE_LAYER = {"right_skewed": "cpu", "multimodal": "gpu", "flat_tail": "pcie"}
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
-def _run(report: Report, name: str, **kw: Any) -> AnalysisResult | None:
-    """Run one analysis; a failure in one analysis must not sink the diagnosis."""
-    try:
-        return report.analysis(name, **kw)
-    except (ImportError, AttributeError):
-        return None
+def _run(report: Report, name: str, **kw: Any) -> AnalysisResult:
+    """Run one analysis. Missing data is the analysis' own status (``not_captured``,
+    ``empty``); an exception is an input error or a bug and reaches the caller."""
+    return report.analysis(name, **kw)
 
 
 def diagnose(
@@ -95,38 +94,39 @@ def _diagnose(
         ("capture", {"baseline": str(baseline) if baseline else None, "settings": settings}),
     )
     ranges_options = {"range_name": range_name, "settings": settings}
-    done: dict[str, AnalysisResult | None] = {}
+    done: dict[str, AnalysisResult] = {}
     # Launch gaps' pass is mostly numpy on one core: it runs in a thread of its own,
-    # beside the next four analyses (mostly DuckDB on both cores; 10M kernels: about
-    # 0.4 s sooner). Not beside ranges: the two peaks together would pass 2 GB. Every view
-    # the five read is built first, since a build sets options of the whole database
+    # beside the analyses of `beside` (mostly DuckDB on both cores), so the two kinds of
+    # work overlap. Not beside ranges: the two memory peaks would add up. Every view
+    # they read is built first, since a build sets options of the whole database
     # (launch gaps' in-order read sets one too, preserve_insertion_order, which only keeps
     # the others' rows in order meanwhile).
     with report.forked("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
-                       "api_calls") as other, ThreadPoolExecutor(max_workers=1) as pool:
+                       "api_calls", "nvtx_ranges") as other, \
+            threads.Workers(1, stage="launch_gaps", on_cancel=other.con.interrupt) as pool:
         gaps = pool.submit(_run, other, "launch_gaps", **gaps_options)
-        # overlap's pass makes each GPU's busy union, which ranges reads (instead of a
-        # sorted pass of its own: 0.6-1 s at ten million kernels)
+        # overlap's pass makes each GPU's busy union, which ranges reads instead of a
+        # sorted pass of its own
         with report.handover(GPU_BUSY):
             for name, kw in beside:
                 done[name] = _run(report, name, **kw)
             done["launch_gaps"] = gaps.result()
             done["ranges"] = _run(report, "ranges", **ranges_options)
-    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")
-               if done[name] is not None}
+    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")}
 
     ranges = results.get("ranges")
     durations = _durations(ranges)
     classifier = None
     # jitter (DuckDB, both cores) runs beside the mixture fits of the tail (one core)
-    with report.forked("kernels") as other, ThreadPoolExecutor(max_workers=1) as pool:
+    with report.forked("kernels") as other, \
+            threads.Workers(1, stage="jitter", on_cancel=other.con.interrupt) as pool:
         jitter = (pool.submit(_run, other, "jitter", settings=settings)
                   if probe.present("kernels") else None)
         if durations is not None and durations.size:
             classifier = classify_tail(durations, rng=settings.seed, min_n=settings.min_units,
                                        tight_ratio=settings.tail_ratio)
-        if jitter is not None and (done_jitter := jitter.result()) is not None:
-            results["jitter"] = done_jitter
+        if jitter is not None:
+            results["jitter"] = jitter.result()
     tail = _tail_summary(ranges, durations, classifier, settings)
 
     graphs = results.get("graphs")
@@ -294,8 +294,6 @@ def _lone_outlier_note(verdict: Verdict, tail: TailSummary) -> Verdict:
     counted (``Evidence(lone_outlier=True)`` leaves the attribution out)."""
     if tail.lone_outlier_ns is None:
         return verdict
-    from ..render.text import fmt_ns
-
     note = (f" One unit ({fmt_ns(tail.lone_outlier_ns)}, {tail.lone_outlier_ratio:.0f}x the "
             "next slowest) is a lone outlier: the slow-unit comparison is left out of the "
             "verdict.")
