@@ -1,4 +1,9 @@
-"""`Report`: one opened export, its normalized views, and SQL over them."""
+"""`Report`: one opened export, its normalized views, and SQL over them.
+
+Its readable forms (``str(report.info())``, the notebook table of ``Report._repr_html_``)
+are built here from the neutral helpers of :mod:`nsysdiag.formatting`: the domain never
+imports the renderers (``[tool.importlinter]`` in pyproject.toml).
+"""
 
 from __future__ import annotations
 
@@ -14,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from . import __version__
+from ._version import __version__
 from .adapters.base import Source
 from .adapters.detect import open_source
 from .config import MEMORY_ENV, memory_limit, spill_dir
 from .config import cache_dir as default_cache_dir
-from .errors import InputError, UsageError
+from .errors import InputError, StageTimeout, UsageError
+from .formatting import cuda_version, fmt_bytes, fmt_ns, format_rows, html_table
 from .views.build import VIEW_FORMAT, ViewStore, sql_string
 from .views.definitions import VIEWS
 from .views.probe import Probe, cached_probe
@@ -71,14 +77,73 @@ class ReportInfo:
     row_counts: dict[str, int]
     captured: dict[str, dict]
     extra: dict[str, Any] = field(default_factory=dict)
+    driver_version: str | None = None  #: NVIDIA driver version (TARGET_INFO_SYSTEM_ENV)
+    cuda_version: str | None = None  #: CUDA version of the driver, e.g. 12.2
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def __str__(self) -> str:
-        from .render.text import info_text
-
-        return info_text(self)
+        """The text ``nsysdiag info`` prints."""
+        info = self
+        lines = [
+            f"report      {info.path}",
+            f"format      {info.format}",
+            f"nsys        {info.nsys_version or 'unknown (exporter older than 2022.1)'}",
+            f"schema      {info.schema_version or 'unknown'}",
+            f"driver      {info.driver_version or 'not recorded'}"
+            + (f"  (CUDA {info.cuda_version})" if info.cuda_version else ""),
+            f"time span   {fmt_ns(info.duration_ns)}"
+            + (f"  [{info.start_ns} .. {info.end_ns}] ns" if info.start_ns is not None else ""),
+            "",
+            "GPUs",
+        ]
+        if info.gpus:
+            lines.append(
+                format_rows(
+                    ["id", "name", "bus", "memory", "SMs", "cc"],
+                    [
+                        [
+                            g["device_id"],
+                            g["name"],
+                            g["bus_location"],
+                            fmt_bytes(g["total_memory_bytes"]),
+                            g["sm_count"],
+                            g["compute_capability"],
+                        ]
+                        for g in info.gpus
+                    ],
+                )
+            )
+        else:
+            lines.append("  none recorded")
+        lines += ["", "processes with CUDA activity"]
+        if info.processes:
+            lines.append(
+                format_rows(
+                    ["pid", "name", "kernels", "api_calls"],
+                    [[p["pid"], p["name"], p["kernels"], p["api_calls"]] for p in info.processes],
+                )
+            )
+        else:
+            lines.append("  none")
+        lines += ["", "captured"]
+        lines.append(
+            format_rows(
+                ["view", "status", "source rows", "note"],
+                [
+                    [
+                        k,
+                        v["status"],
+                        info.row_counts[k],
+                        (v["reason"] + (f" [{v['hint']}]" if v["hint"] else "")),
+                    ]
+                    for k, v in info.captured.items()
+                ],
+                max_width=100,
+            )
+        )
+        return "\n".join(lines)
 
 
 class Report:
@@ -141,7 +206,10 @@ class Report:
         ``params`` (``$name`` or ``?`` placeholders), never by formatting them into SQL.
         """
         try:
-            names = duckdb.get_table_names(query)
+            # on the report's own connection: DuckDB's default connection is shared by all
+            # threads, and two threads naming tables on it at once deadlocked (one held the
+            # GIL waiting for the connection, the other the connection waiting for the GIL)
+            names = self.con.get_table_names(query)
         except duckdb.Error:
             # the parser refuses some parameterized statements (LIMIT $n): match names instead
             names = {v for v in VIEWS if re.search(rf"\b{v}\b", query)}
@@ -221,8 +289,15 @@ class Report:
         other._handed = {}
         try:
             yield other
-        finally:
-            other.con.close()
+        except StageTimeout:
+            # a worker may still run a query on it: closing would fail ("busy"); it goes
+            # with the process
+            raise
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):  # the first error is the one to report
+                other.con.close()
+            raise
+        other.con.close()
 
     def scratch_dir(self) -> Path:
         """A private directory for intermediate results, removed by :meth:`close`.
@@ -267,6 +342,24 @@ class Report:
                 return {r["name"]: r["value"] for r in rows.to_pylist() if r["name"]}
         return {}
 
+    def system_env(self) -> dict[str, str]:
+        """The capture host's facts nsys records (``TARGET_INFO_SYSTEM_ENV``: name -> value,
+        e.g. ``NvDriverVersion``, ``CudaDriverVersion``); empty when the export has none."""
+        if "TARGET_INFO_SYSTEM_ENV" not in self.source.tables():
+            return {}
+        rows = self.source.read("TARGET_INFO_SYSTEM_ENV",
+                                {"name": "text", "value": "text"}).read_all()
+        return {r["name"]: r["value"] for r in rows.to_pylist()
+                if r["name"] and r["value"] is not None}
+
+    def diagnostics(self) -> list[tuple[int, str]]:
+        """The capture's own warnings (``DIAGNOSTIC_EVENT``: severity, text; severity 1
+        information, 2 warning, 3 error); empty when the export has none."""
+        if "DIAGNOSTIC_EVENT" not in self.source.tables():
+            return []
+        rows = self.source.read("DIAGNOSTIC_EVENT", {"severity": "int", "text": "text"}).read_all()
+        return [(int(r["severity"] or 0), r["text"]) for r in rows.to_pylist() if r["text"]]
+
     def info(self) -> ReportInfo:
         """Versions, GPUs, processes, time span, row counts and what was captured."""
         meta = self._meta()
@@ -301,7 +394,10 @@ class Report:
                 for r in rows
             ]
         start, end = self._time_span(active)
+        env = self.system_env()
         return ReportInfo(
+            driver_version=env.get("NvDriverVersion"),
+            cuda_version=cuda_version(env.get("CudaDriverVersion")),
             path=str(self.path),
             format=self.source.kind,
             nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
@@ -363,9 +459,12 @@ class Report:
         return f"<nsysdiag.Report {str(self.path)!r} ({self.source.kind})>"
 
     def _repr_html_(self) -> str:
-        from .render.notebook import report_html
-
-        return report_html(self)
+        rows = [[k, v.status, v.source_rows, v.reason] for k, v in self.probe.views.items()]
+        return html_table(
+            ["view", "status", "source rows", "note"],
+            rows,
+            caption=f"nsysdiag report {self.path} ({self.source.kind})",
+        )
 
 
 def open(path: str | Path, **kwargs: Any) -> Report:  # noqa: A001 - mirrors builtins.open on purpose

@@ -1,7 +1,8 @@
 """Requests / iterations: what each one spent its time on, and what grew in the slowest.
 
 The unit is an NVTX range (``--range NAME``, or chosen automatically), or, without NVTX,
-the interval between two host synchronizations. Each instance is split on the CPU side
+the interval between two blocking host waits (synchronizations, synchronous copies and
+memsets). Each instance is split on the CPU side
 (launch, copy, sync and other CUDA calls, time outside CUDA) and on the GPU side (own
 kernels, own copies, other work, idle with own work pending, idle); the slowest
 ``--tail-pct`` percent are compared with the median band (45th to 55th percentile).
@@ -12,17 +13,16 @@ from __future__ import annotations
 
 import enum
 import math
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import click
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine import threads
 from ..errors import UsageError
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
@@ -202,41 +202,18 @@ class RangesResult(AnalysisResult):
 RESULT = RangesResult
 
 
-_NVTX_HINT = "annotate requests/iterations with NVTX ranges and run nsys profile --trace=cuda,nvtx"
+#: API names (api_calls.name) of the calls that block the calling host thread until the
+#: GPU has done something: every *Synchronize (device, context, stream, event; the event
+#: and stream waits), synchronous copies (cudaMemcpy, cudaMemcpy2D/3D, cudaMemcpyPeer,
+#: cudaMemcpyFromSymbol/ToSymbol, cuMemcpyHtoD/DtoH/...: a cu(da)Memcpy name without Async)
+#: and synchronous memsets (cudaMemset*, cuMemsetD*, without Async). Each is a
+#: synchronization point: the intervals between them are the units when no NVTX range
+#: repeats. cudaStreamWaitEvent (a GPU-side wait) and the *Query polls do not block. A
+#: name matching this expression blocks unless it contains "Async" (DuckDB's regular
+#: expressions have no lookahead to say both in one).
+BLOCKING_WAITS = r"Synchronize|^cu(da)?Mem(cpy|set)"
 
-CLI_OPTIONS = (
-    click.option(
-        "--range",
-        "range_name",
-        default=None,
-        metavar="NAME",
-        help="NVTX range that delimits one request/iteration (NAME or DOMAIN:NAME); "
-        "default: chosen automatically.",
-    ),
-    click.option(
-        "--tail-pct",
-        "tail_pct",
-        type=float,
-        default=DEFAULTS.tail_pct,
-        show_default=True,
-        help="Percent of slowest instances compared with the median band.",
-    ),
-    click.option(
-        "--min-instances",
-        "min_instances",
-        type=int,
-        default=MIN_INSTANCES,
-        show_default=True,
-        help="Instances a range name needs to be chosen automatically.",
-    ),
-    click.option(
-        "--scope",
-        type=click.Choice(SCOPES),
-        default="auto",
-        show_default=True,
-        help="Whose CUDA calls count into a range: its thread or its whole process.",
-    ),
-)
+_NVTX_HINT = "annotate requests/iterations with NVTX ranges and run nsys profile --trace=cuda,nvtx"
 
 
 @dataclass(frozen=True)
@@ -296,7 +273,7 @@ def select_unit(
     range_name : str, optional
         An NVTX range name (or ``DOMAIN:NAME``). Without it the most frequent outermost
         range repeated at least ``min_instances`` times is used, else the intervals between
-        host synchronizations.
+        blocking host waits (:data:`BLOCKING_WAITS`).
     min_instances : int
         Instances a range name needs to be chosen automatically.
 
@@ -328,19 +305,19 @@ def select_unit(
         if cands.num_rows:
             name = cands.column("name")[0].as_py()
             return Unit(name, "nvtx_auto", run_query(report, NAME, "units_nvtx", {"name": name}))
-    units = run_query(report, NAME, "units_sync")
+    units = run_query(report, NAME, "units_sync", {"blocking": BLOCKING_WAITS})
     if units.num_rows:
         return Unit("sync-interval", "sync_fallback", units)
     if not names and not _has_syncs(report):
         return _no_unit(
             NOT_CAPTURED,
-            f"no closed NVTX ranges and no host synchronizations (capture with: {_NVTX_HINT})",
+            f"no closed NVTX ranges and no blocking host waits (capture with: {_NVTX_HINT})",
         )
     return _no_unit(
         EMPTY,
         f"no NVTX range repeats {min_instances} times"
         + (f" (most frequent: {top}; pass --range NAME)" if top else "")
-        + " and no thread synchronizes twice",
+        + " and no thread waits on the GPU twice",
     )
 
 
@@ -349,7 +326,8 @@ def _has_syncs(report: Report) -> bool:
         return False
     return (
         report.sql(
-            "SELECT count(*) FROM api_calls WHERE category = 'sync' AND name LIKE '%Synchronize%'"
+            "SELECT count(*) FROM api_calls "
+            "WHERE regexp_matches(name, $1) AND NOT contains(name, 'Async')", [BLOCKING_WAITS]
         ).fetchall()[0][0]
         > 0
     )
@@ -436,13 +414,14 @@ def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
         groups = int(ids.max()) + 1 if len(ids) else 1
         # The CPU side (the sweep: DuckDB's read and a compiled loop, both cores) runs in a
         # thread beside the GPU side, whose passes are mostly numpy and compiled loops on
-        # one core (10M kernels: ranges 3.8 -> 3.6 s on average, five alternating pairs);
-        # the views either reads are built first
+        # one core, so the two use both cores; the views either reads are built first
         other = stack.enter_context(report.forked("api_calls", "kernels", "memcpys", "memsets",
                                                   "cuda_graphs"))
         shared(report, other, "rg_units", "rg_calls")
         other.con.execute("SET VARIABLE rg_scope = ?", [scope])
-        pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
+        # an error on this side interrupts the sweep's queries (``engine.threads``)
+        pool = stack.enter_context(threads.Workers(1, stage="ranges: CPU sweep",
+                                                   on_cancel=other.con.interrupt))
         stack.enter_context(temp_views(report, NAME, ("rg_ops",)))
         stack.enter_context(steps(report, NAME, ("rg_launched_other",)))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
@@ -507,7 +486,7 @@ def _own(report: Report, target: Path, scope: str, groups: int) -> np.ndarray:
                 counts += np.bincount(instance[placed], minlength=groups)
                 # mostly placed: the batch is written whole, rows of no instance with a NULL
                 # one (which every query of rg_own leaves out), instead of copying each
-                # column without them (10M kernels: 0.15 s)
+                # column without them
                 whole = 2 * n >= batch.num_rows
                 rows = None if whole else np.flatnonzero(placed)
                 write(pa.table({
@@ -532,10 +511,9 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
     The own work on each instance's device is read from rg_own once and put in instance
     order by a counting sort (``_compiled.own_pieces``: each instance's rows get the slots
     after its offset), clipped to the window as ranges.sql (Own work) says; a compiled
-    loop (``_compiled.own_work``) makes the unions and stretches of each instance. (DuckDB
-    joined rg_own to each instance's device and window and sorted it by instance in 0.75 s
-    at ten million kernels; window functions partitioned by instance did the unions in SQL,
-    2.7 s.)"""
+    loop (``_compiled.own_work``) makes the unions and stretches of each instance, instead
+    of DuckDB joining rg_own to each instance's device and window and sorting it by
+    instance, or window functions partitioned by instance."""
     sql = load_sql(NAME)
     busy = (report.take(intervals.GPU_BUSY)
             or intervals.Coverage.of_query(report, sql["rg_busy_intervals"]))

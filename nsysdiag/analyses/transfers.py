@@ -10,14 +10,14 @@ other copies of the same direction (a shared host link).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
-
-from ..report import Report
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .link import Link, parse_nvbandwidth, resolve_links
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "transfers"
 
@@ -122,6 +122,10 @@ class TransfersResult(AnalysisResult):
     host_copies: int = figure("copies between host and device", 0)
     uvm_copies: int = figure("unified-memory migrations (kept apart)", 0)
     uvm_bytes: int = figure("bytes of the unified-memory migrations", 0)
+    uvm_time_ns: int = figure("GPU time of the unified-memory migrations, ns", 0)
+    uvm_htod_bytes: int = figure("bytes migrated host to device on demand (UVM_HtoD)", 0)
+    uvm_dtoh_bytes: int = figure("bytes migrated device to host on demand (UVM_DtoH)", 0)
+    managed_copies: int = figure("explicit copies from or to managed memory", 0)
     pageable_copies: int = figure("copies from or to pageable host memory", 0)
     pageable_bytes: int = figure("bytes of the pageable copies", 0)
     pageable_time_pct: float | None = figure("pageable copies' share of host copy time, %")
@@ -202,16 +206,6 @@ _PER_DIRECTION = tuple(f for f in DirectionFigures.__dataclass_fields__
 
 RESULT = TransfersResult
 
-CLI_OPTIONS = [
-    click.option(
-        "--baseline",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="nvbandwidth -j JSON output measured on the traced machine "
-        "(host_to_device_memcpy_ce / device_to_host_memcpy_ce).",
-    ),
-]
-
 
 def run(
     report: Report, *, baseline: str | None = None, large_bytes: int | None = None,
@@ -239,6 +233,7 @@ def run(
     TransfersResult
         figures: ``copies``, ``memsets``, ``total_bytes``, ``total_time_ns``,
         ``zero_duration_copies``, ``host_copies``, ``uvm_copies``, ``uvm_bytes``,
+        ``uvm_time_ns``, ``uvm_htod_bytes``, ``uvm_dtoh_bytes``, ``managed_copies``,
         ``pageable_copies``, ``pageable_bytes``, ``pageable_time_pct``, ``link_source``,
         ``link_htod_gbps``, ``link_dtoh_gbps``, ``contention_share_pct`` and per direction
         (``htod_``/``dtoh_`` prefix): ``copies``, ``bytes``, ``median_gbps``, ``p90_gbps``,

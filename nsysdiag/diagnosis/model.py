@@ -3,27 +3,37 @@
 The JSON form (``Diagnosis.to_dict``) is a versioned contract described by
 ``nsysdiag/schema/diagnosis-v1.schema.json``: fields are only ever added within a major
 version.
+
+The readable forms live here too, built from the neutral helpers of
+:mod:`nsysdiag.formatting`: ``Diagnosis.lines`` lays out the plain-text report
+(``__str__``) and ``_repr_html_`` a compact table for notebooks. The domain never imports
+the renderers; the terminal renderer (:mod:`nsysdiag.render.terminal`) colours the same
+lines through ``lines(style=...)`` and the HTML report (:mod:`nsysdiag.render.html`) reads
+the fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..render.tables import dumps
+from ..formatting import dumps, fmt_ns, html_table
 from ..settings import Settings
 
 if TYPE_CHECKING:
     import numpy as np
 
     from ..analyses.base import AnalysisResult
+    from ..analyses.capture import GpuLink
     from ..analyses.graphs import GraphsResult
     from ..stats.classifier import TailShapeResult
 
 SCHEMA = "nsysdiag.diagnosis/1"
 LAYERS = ("cpu", "gpu", "pcie", "graph", "info")
-VERDICT_LAYERS = ("healthy", "cpu", "gpu", "pcie", "undetermined")
+VERDICT_LAYERS = ("healthy", "cpu", "gpu", "pcie", "undetermined", "insufficient")
 SEVERITIES = ("critical", "warning", "info")
 
 
@@ -87,6 +97,10 @@ class TailSummary:
     shape: str
     shape_confidence: float
     level: str = "unknown"
+    tail_n: int = 0  #: units in the slow set the tail attribution compares with the median band
+    min_units: int = 0  #: units a verdict needs (settings.min_units)
+    lone_outlier_ns: float | None = None  #: the slowest unit when it is a lone outlier, ns
+    lone_outlier_ratio: float | None = None  #: the lone outlier over the second slowest unit
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +114,53 @@ class TailSummary:
             "shape": self.shape,
             "shape_confidence": round(self.shape_confidence, 3),
             "level": self.level,
+            "tail_n": self.tail_n,
+            "min_units": self.min_units,
+            "lone_outlier_ns": self.lone_outlier_ns,
+            "lone_outlier_ratio": self.lone_outlier_ratio,
+        }
+
+
+#: where a GPU's host-link figure comes from, in words (link.Link.source)
+LINK_SOURCES = {
+    "trace": "recorded in the export",
+    "baseline": "nvbandwidth baseline",
+    "default": "platform table",
+    "integrated": "integrated GPU, memory shared with the CPU: no PCIe link",
+    "not_cuda": "not a CUDA device",
+    "unknown": "GPU not in the platform table: no link figure assumed",
+}
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The machine as the export records it: each GPU with the host link assumed for it and
+    where that figure comes from, and the driver and CUDA versions."""
+
+    gpus: tuple[GpuLink, ...] = ()  #: per GPU: name, link_gbps, link_source, link_note
+    driver_version: str | None = None  #: NVIDIA driver version
+    cuda_version: str | None = None  #: CUDA version of the driver
+
+    def lines(self) -> list[str]:
+        """One line per GPU (its host link and where the figure comes from), then the
+        versions."""
+        out = []
+        for g in self.gpus:
+            where = LINK_SOURCES.get(g.link_source, g.link_source)
+            link = (f"host link {g.link_gbps:.1f} GB/s per direction ({where}: {g.link_note})"
+                    if g.link_gbps is not None else f"no host-link figure ({where})")
+            out.append(f"GPU {g.device_id} {g.name or '?'}: {link}")
+        versions = [f"driver {self.driver_version}" if self.driver_version else "",
+                    f"CUDA {self.cuda_version}" if self.cuda_version else ""]
+        if any(versions):
+            out.append(", ".join(v for v in versions if v))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpus": [dataclasses.asdict(g) for g in self.gpus],
+            "driver_version": self.driver_version,
+            "cuda_version": self.cuda_version,
         }
 
 
@@ -154,6 +215,7 @@ class Diagnosis:
     classifier: TailShapeResult | None = None
     durations_ns: np.ndarray | None = None
     analyses: dict[str, AnalysisResult] = field(default_factory=dict)
+    platform: Platform = field(default_factory=Platform)
 
     @property
     def evidence(self) -> dict[str, dict[str, Any]]:
@@ -181,6 +243,7 @@ class Diagnosis:
             "findings": [f.to_dict() for f in self.findings],
             "launch_gaps": self.launch_gaps.to_dict(),
             "cuda_graphs": self.cuda_graphs.to_dict(),
+            "platform": self.platform.to_dict(),
             "classifier": self.classifier.to_dict() if self.classifier is not None else None,
             "evidence": self.evidence,
             "captured": self.captured,
@@ -190,12 +253,79 @@ class Diagnosis:
     def to_json(self, indent: int | None = 2) -> str:
         return dumps(self.to_dict(), indent=indent)
 
-    def __str__(self) -> str:
-        from ..render.terminal import diagnosis_text
+    def lines(
+        self, *, max_findings: int = 8, style: Callable[[str, str | None], str] | None = None
+    ) -> list[str]:
+        """The plain-text report, line by line: verdict first, then the tail, the findings
+        with their evidence and fixes, and what was not captured.
 
-        return diagnosis_text(self)
+        Parameters
+        ----------
+        max_findings : int
+            Findings listed; the rest are counted.
+        style : callable, optional
+            ``style(text, key)`` is applied to every piece of text that comes from the
+            trace or the verdict: ``key`` is the layer or severity it names (to emphasise)
+            or None (plain). Default: the text unchanged.
+        """
+
+        def c(text: str, key: str) -> str:
+            return style(text, key) if style else text
+
+        def e(text: str) -> str:
+            return style(text, None) if style else text
+
+        v, t = self.verdict, self.tail
+        lines = [
+            f"{c('VERDICT: ' + v.layer.upper(), v.layer)}  (confidence {v.confidence:.2f})",
+            e(v.summary),
+            "",
+            e(f"trace      {self.path}"),
+        ]
+        if t.unit:
+            lines += [
+                e(f"unit       {t.unit} ({t.unit_source}), n = {t.n}"),
+                f"latency    P50 {fmt_ns(t.p50_ns)}  P90 {fmt_ns(t.p90_ns)}  "
+                f"P99 {fmt_ns(t.p99_ns)}  P99/P50 {t.p99_over_p50:.2f} ({t.level})"
+                if t.p99_over_p50
+                else "latency    -",
+                f"shape      {t.shape} (confidence {t.shape_confidence:.2f})",
+            ]
+        g = self.launch_gaps
+        if g.count:
+            lines.append(
+                f"launch gaps {g.count} gaps, P50 {fmt_ns(g.p50_ns)}, P99 {fmt_ns(g.p99_ns)}"
+            )
+        lines.append(f"CUDA Graphs {'in use' if self.cuda_graphs.in_use else 'not used'}")
+        lines += [e(f"platform   {x}") for x in self.platform.lines()]
+        lines.append("")
+        shown = self.findings[:max_findings]
+        lines.append(f"FINDINGS ({len(self.findings)}, most important first)")
+        for i, f in enumerate(shown, 1):
+            lines.append(f"{i}. {c(f.severity.upper(), f.severity)} [{f.layer}] {e(f.title)}")
+            lines += [f"     - {e(x)}" for x in f.evidence]
+            if f.fix:
+                lines.append(f"     fix: {e(f.fix)}")
+        if len(self.findings) > max_findings:
+            lines.append(f"... {len(self.findings) - max_findings} more (use --json for all)")
+        missing = [k for k, s in self.captured.items() if s == "not_captured"]
+        if missing:
+            lines += ["", f"not captured: {', '.join(missing)}"]
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
 
     def _repr_html_(self) -> str:
-        from ..render.notebook import diagnosis_html
-
-        return diagnosis_html(self)
+        """A compact HTML view for notebooks: the verdict, the tail and the findings."""
+        v, t = self.verdict, self.tail
+        head = (
+            f"<p><b>Verdict: {html.escape(v.layer)}</b> (confidence {v.confidence:.2f}) - "
+            f"{html.escape(v.summary)}</p>"
+        )
+        tail = html_table(
+            ["unit", "n", "p50_ns", "p99_ns", "p99/p50", "shape"],
+            [[t.unit, t.n, t.p50_ns, t.p99_ns, t.p99_over_p50, t.shape]],
+        )
+        rows = [[f.severity, f.layer, f.title, "; ".join(f.evidence)] for f in self.findings]
+        return head + tail + html_table(["severity", "layer", "finding", "evidence"], rows)

@@ -11,7 +11,8 @@
 --                      union inside those stretches)
 --   _ranges_instances  the decomposed instances (output of instances)
 -- Parameters: $name (range name, or DOMAIN:NAME), $min_instances, $scope ('thread' or
--- 'process'), $tail_pct (percent), $limit.
+-- 'process'), $tail_pct (percent), $limit, $blocking (regular expression of the API names
+-- that block the host: ranges.BLOCKING_WAITS).
 -- Units: every *_ns column is nanoseconds on the trace timeline; *_frac / share_* are 0..1.
 --
 -- Outputs:
@@ -22,7 +23,7 @@
 --                in; ties: the shorter one)
 --   units_nvtx   closed ranges named $name: instance, name, domain, style, start_ns,
 --                end_ns, duration_ns, pid, tid, global_pid, global_tid, end_tid
---   units_sync   the same columns for intervals between host synchronizations
+--   units_sync   the same columns for intervals between blocking host waits
 --   instances    one row per unit instance with its CPU and GPU decomposition
 --   summary      latency percentiles, tail and median-band sizes
 --   attribution  per component: mean in the tail and the median band, difference, share
@@ -86,14 +87,17 @@ ORDER BY instance;
 
 
 -- @query units_sync
--- Host-blocking synchronizations (api_calls category 'sync' whose name contains
--- 'Synchronize'; a call nested in another sync call is the same wait) on the thread that
--- made the most of them. Instance k runs from the end of sync k-1 to the end of sync k.
+-- Blocking host waits: the API calls whose name matches $blocking and holds no 'Async'
+-- (ranges.BLOCKING_WAITS:
+-- *Synchronize calls of devices, contexts, streams and events, synchronous copies
+-- cudaMemcpy*/cuMemcpy* without Async, FromSymbol/ToSymbol included, and synchronous
+-- memsets; a call nested in another such call is the same wait) on the thread that made
+-- the most of them. Instance k runs from the end of wait k-1 to the end of wait k.
 WITH calls AS (
     SELECT *, max(end_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns DESC
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS covered
     FROM api_calls
-    WHERE category = 'sync' AND name LIKE '%Synchronize%'),
+    WHERE regexp_matches(name, $blocking) AND NOT contains(name, 'Async')),
 outer_calls AS (SELECT * FROM calls WHERE covered IS NULL OR start_ns >= covered),
 busiest AS (
     SELECT global_tid FROM outer_calls GROUP BY global_tid
@@ -123,7 +127,7 @@ FROM _ranges_units
 -- Every CUDA call with the key it counts for (the scope: the variable rg_scope, set by
 -- analyses/ranges.py, since a view takes no parameters) and the CPU component it counts
 -- into, cls: 0 launch, 1 memcpy, 2 sync, 3 other (the order of CPU_COMPONENTS). A view,
--- not a step: read twice, it costs less than writing twenty million calls out. No join:
+-- not a step: reading it twice costs less than writing every call out. No join:
 -- the sweep reads the calls as api_calls stores them, in the export's order, which a
 -- join would not keep; calls of keys without instances count nowhere (the sweep skips
 -- them, _own places no work of theirs).
@@ -147,8 +151,8 @@ FROM rg_units
 
 -- @query rg_ops
 -- (a view) Every GPU operation with its launch key; kernel: a kernel or a graph-level
--- execution (else a copy or memset; a boolean, since a string per row cost time at ten
--- million kernels); kernel_row: a row of kernels, which carries its launch call.
+-- execution (else a copy or memset; a boolean, cheaper per row than a string);
+-- kernel_row: a row of kernels, which carries its launch call.
 SELECT true AS kernel, device_id, global_pid, correlation_id, start_ns, end_ns,
        true AS kernel_row
 FROM kernels WHERE start_ns > 0
@@ -191,8 +195,8 @@ JOIN calls c ON c.global_pid = o.global_pid AND c.correlation_id = o.correlation
 -- instance of its key with the latest start_ns <= the call's start_ns (ties: the higher
 -- instance number), when that instance also contains the call's end; an operation of no
 -- instance has a NULL one (or is left out), which the joins and groups on instance below
--- leave aside. (An ASOF join did this in SQL: it sorted ten million launched operations
--- to place them among a hundred thousand instances.)
+-- leave aside. (An ASOF join would say the same in SQL, but it sorts every launched
+-- operation to place it among the instances.)
 SELECT *
 FROM (SELECT CASE WHEN $scope = 'thread' THEN launch_global_tid ELSE global_pid END AS key,
              launch_start_ns AS api_start_ns, launch_end_ns AS api_end_ns, true AS kernel,
@@ -209,8 +213,7 @@ SELECT device_id AS key, start_ns, end_ns FROM rg_ops
 
 -- @query rg_own_sums
 -- Step: the own work's counts, time sums and span per instance, device and kind, for
--- rg_udev and instances (one pass over rg_own for both: two cost 0.1 s more at ten
--- million kernels).
+-- rg_udev and instances (one pass over rg_own for both, instead of one each).
 SELECT instance, device_id, kernel, count(*) AS n, sum(end_ns - start_ns) AS t,
        min(start_ns) AS first_ns, max(end_ns) AS last_ns
 FROM rg_own
@@ -244,8 +247,8 @@ SELECT * FROM udev
 -- first pieces, of the kernels and of all (rg_own_union: instance, kernel_union_ns,
 -- any_union_ns), and the second merged into stretches, measured into rg_busy (pending_ns,
 -- pending_busy_ns). A counting sort puts rg_own in instance order and a compiled loop
--- (analyses/_compiled.py: own_pieces, own_work) does the rest (a join to rg_udev sorted
--- by instance in SQL cost 0.75 s at ten million kernels, window functions 2.7 s).
+-- (analyses/_compiled.py: own_pieces, own_work) does the rest, instead of a join to
+-- rg_udev sorted by instance or window functions partitioned by instance in SQL.
 
 -- @query instances
 -- key: the thread (scope 'thread') or the process (scope 'process') whose API calls count.
