@@ -17,6 +17,7 @@ ANALYSES = (
     "graphs",
     "jitter",
     "ranges",
+    "gpu_idle",
 )
 
 

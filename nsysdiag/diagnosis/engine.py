@@ -32,7 +32,7 @@ from ..engine import threads
 from ..report import Report
 from ..settings import Settings
 from ..stats.classifier import classify_tail
-from . import checks
+from . import checks, consistency
 from .model import Diagnosis, Finding, GapSummary, GraphUse, TailSummary, Verdict
 
 CAUSE_LAYERS = ("cpu", "gpu", "pcie")
@@ -111,7 +111,11 @@ def _diagnose(
                 done[name] = _run(report, name, **kw)
             done["launch_gaps"] = gaps.result()
             done["ranges"] = _run(report, "ranges", **ranges_options)
-    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")
+            # after ranges: its unit windows tell gaps inside units from those between
+            done["gpu_idle"] = _run(report, "gpu_idle", range_name=range_name,
+                                    settings=settings, detail=False)
+    results = {name: done[name]
+               for name in ("launch_gaps", *(n for n, _ in beside), "ranges", "gpu_idle")
                if done[name] is not None}
 
     ranges = results.get("ranges")
@@ -137,6 +141,7 @@ def _diagnose(
     findings += checks.tail_findings(tail, ranges)
     verdict = _verdict(tail, ev, settings, in_use)
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), -f.weight))
+    findings = consistency.annotated(consistency.ordered(findings, verdict), verdict)
 
     gaps = results.get("launch_gaps")
     measured = gaps if isinstance(gaps, LaunchGapsResult) and gaps.ok else None
@@ -253,6 +258,16 @@ def _verdict(
         else:
             text = f"The latency tail of '{tail.unit}' is tight ({ratio})."
         return Verdict("healthy", conf, text, scores)
+    best, vetoed = _agreeing(best, scores, ev)
+    if vetoed and scores[best] < settings.min_score:
+        return Verdict(
+            "undetermined",
+            round(scores[best], 3),
+            f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape}); the "
+            f"evidence leans to {vetoed[0]}, but {vetoed[1]}, and no other layer's evidence "
+            "is strong enough to name a cause.",
+            scores,
+        )
     if scores[best] < settings.min_score:
         return Verdict(
             "undetermined",
@@ -261,7 +276,8 @@ def _verdict(
             "but no layer's evidence is strong enough to name a cause.",
             scores,
         )
-    others = sorted((v for k, v in scores.items() if k != best), reverse=True)
+    others = sorted((v for k, v in scores.items()
+                     if k != best and not (vetoed and k == vetoed[0])), reverse=True)
     margin = scores[best] - (others[0] if others else 0.0)
     conf = 0.45 + 0.5 * min(1.0, scores[best]) * min(1.0, 0.3 + 2 * margin)
     notes = []
@@ -276,6 +292,9 @@ def _verdict(
         notes.append(f"the tail attribution leans to {top_attr}")
     if tail.level == "elevated":
         conf *= 0.85
+    if vetoed:
+        conf *= 0.85
+        notes.append(f"{vetoed[0]} scored higher, but {vetoed[1]}")
     what = {
         "cpu": "CPU-side queueing/scheduling",
         "gpu": "GPU execution jitter",
@@ -288,6 +307,18 @@ def _verdict(
     if notes:
         summary += " (note: " + "; ".join(notes) + ")"
     return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores)
+
+
+def _agreeing(best: str, scores: dict[str, float], ev: checks.Evidence
+              ) -> tuple[str, tuple[str, str] | None]:
+    """The best-scoring layer whose own measurements do not speak against it, and (layer,
+    reason) of the layer passed over (None when none was)."""
+    reason = consistency.contradicted(best, ev)
+    if reason is None:
+        return best, None
+    others = [k for k in sorted(scores, key=lambda k: -scores[k])
+              if k != best and consistency.contradicted(k, ev) is None]
+    return (others[0] if others else best), (best, reason)
 
 
 __all__ = ["Diagnosis", "Finding", "Settings", "TailSummary", "Verdict", "diagnose"]
