@@ -79,8 +79,9 @@ class Settings:
     # -- E1: transfers ---------------------------------------------------------------------
     large_copy_bytes: int = _rule(1 << 20, "copies at least this large give the P90 "
                                            "bandwidth compared with the link, bytes")
-    low_link_pct: float = _rule(50.0, "copies reaching less than this share of the link "
-                                      "bandwidth are slow, %")
+    low_link_pct: float = _rule(50.0, "copies reaching less than this share of the speed "
+                                      "the copy model expects (latency + bytes over the "
+                                      "link, by memory kind) are slow, %")
     contention_pct: float = _rule(10.0, "share of a direction's copy time overlapping other "
                                         "copies of that direction from which it is reported, %")
     contention_full_score_pct: float = _rule(
