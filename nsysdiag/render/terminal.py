@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..analyses.gpu_idle import GpuIdleResult, breakdown
 from .text import fmt_ns
 
 if TYPE_CHECKING:
@@ -59,6 +60,10 @@ def diagnosis_lines(d: Diagnosis, *, max_findings: int = 8, markup: bool = False
             f"launch gaps {g.count} gaps, P50 {fmt_ns(g.p50_ns)}, "
             f"P99 {fmt_ns(g.p99_ns)}"
         )
+    idle = d.analyses.get("gpu_idle")
+    if isinstance(idle, GpuIdleResult) and idle.ok and idle.gaps:
+        lines.append(e(f"GPU idle   {fmt_ns(idle.idle_ns)} in {idle.gaps} gaps: "
+                       f"{breakdown(idle)}"))
     lines.append(f"CUDA Graphs {'in use' if d.cuda_graphs.in_use else 'not used'}")
     lines.append("")
     shown = d.findings[:max_findings]
