@@ -61,7 +61,6 @@ MEANING = {
     "cuda_other": "the thread was in other CUDA calls (allocation, module loading)",
     "cpu_work": "the thread was outside CUDA (CPU work: preprocessing, Python, data loading)",
 }
-CLI_OPTIONS: list = []
 
 
 @dataclass(frozen=True)
