@@ -408,9 +408,21 @@ class Evidence:
         ) if wrong]
         if score > 0:
             self._score("pcie", score, "; ".join(ev[:2]))
+        suspect = []
+        if t.suspect_copies:
+            suspect.append(Finding(
+                "info", "warning",
+                f"Suspect data: {t.suspect_copies} copies/memsets faster than physically "
+                "possible",
+                (f"{t.faster_than_link} host copies faster than their link, "
+                 f"{t.faster_than_memory} memsets/device copies faster than the GPU's memory "
+                 "bandwidth (devices.memory_bandwidth_bytes_per_s)",
+                 "their timestamps or sizes cannot be true: they are left out of every "
+                 "bandwidth and contention figure and drive no verdict"),
+                check="plausibility", weight=0.2))
         if not ev:
-            return []
-        return [
+            return suspect
+        return suspect + [
             Finding(
                 "pcie",
                 "warning" if score >= 0.5 else "info",
