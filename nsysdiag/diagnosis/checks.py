@@ -228,9 +228,13 @@ class Evidence:
                 )
             )
         else:
-            title = (f"Launch gaps within bounds (P99 launch-bound gap {fmt_ns(p99)})"
-                     if p99 is not None else "No launch-bound gaps: the GPU's idle time has "
-                     "other causes")
+            if over:  # CUDA Graphs in use: the kernels outside them are not the hot path
+                title = (f"P99 launch-bound gap {fmt_ns(p99)} outside CUDA Graphs, not "
+                         "judged as launch overhead (graphs in use)")
+            elif p99 is not None:
+                title = f"Launch gaps within bounds (P99 launch-bound gap {fmt_ns(p99)})"
+            else:
+                title = "No launch-bound gaps: the GPU's idle time has other causes"
             if idle is not None and idle.top_cause and idle.top_cause != "launch_bound":
                 title += f"; most idle time is {idle.top_cause.replace('_', ' ')}"
             out.append(Finding("cpu", "info", title, tuple(ev), check="C1", weight=0.1))
