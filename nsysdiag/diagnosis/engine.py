@@ -297,6 +297,10 @@ def _verdict(
         "gpu": "GPU execution jitter",
         "pcie": "PCIe transfer contention",
     }[best]
+    if best == "pcie" and ev.pcie_faults and "same-direction contention" not in ev.pcie_faults:
+        # the verdict names what E1 measured: no contention is no "contention"
+        what = ("slow host-device transfers (" + ", ".join(ev.pcie_faults)
+                + "; no same-direction contention)")
     summary = (
         f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) comes from "
         f"{what}: {ev.reason(best)}"
