@@ -73,6 +73,9 @@ class Settings:
     prelaunched_idle_pct: float = _rule(
         10.0, "share of the idle time in gaps before already launched kernels from which "
               "launch gaps says they are not launch overhead, %")
+    idle_cause_pct: float = _rule(
+        50.0, "share of a gap before a kernel that copies, other processes' work or the "
+              "time between units must cover to be its cause (gpu_idle), %")
     shallow_queue_depth: int = _rule(1, "a dispatch-queue depth at launch at or below this is "
                                         "a near-empty queue: launch latency judges its P90, "
                                         "check C1 its P50 (kernels)")
@@ -87,8 +90,9 @@ class Settings:
     # -- E1: transfers ---------------------------------------------------------------------
     large_copy_bytes: int = _rule(1 << 20, "copies at least this large give the P90 "
                                            "bandwidth compared with the link, bytes")
-    low_link_pct: float = _rule(50.0, "copies reaching less than this share of the link "
-                                      "bandwidth are slow, %")
+    low_link_pct: float = _rule(50.0, "copies reaching less than this share of the speed "
+                                      "the copy model expects (latency + bytes over the "
+                                      "link, by memory kind) are slow, %")
     contention_pct: float = _rule(10.0, "share of a direction's copy time overlapping other "
                                         "copies of that direction from which it is reported, %")
     contention_full_score_pct: float = _rule(
@@ -96,6 +100,20 @@ class Settings:
     pageable_dominant_pct: float = _rule(
         50.0, "share of copy time moving pageable host memory from which pageable copies "
               "dominate (CUDA calls' growth then counts as transfer time), %")
+    copy_latency_ns: int = _rule(2_000, "fixed cost of a pinned host copy on the GPU: the "
+                                        "expected time of a copy is this plus its bytes "
+                                        "over the link's bandwidth, ns")
+    pageable_copy_latency_ns: int = _rule(10_000, "fixed cost of a pageable host copy "
+                                                  "(staged by the driver), ns")
+    pageable_link_pct: float = _rule(50.0, "share of the link a pageable copy is expected "
+                                           "to reach, %")
+    managed_copy_latency_ns: int = _rule(20_000, "fixed cost of a unified-memory migration "
+                                                 "(page faults), ns")
+    managed_link_pct: float = _rule(50.0, "share of the link a unified-memory migration "
+                                          "is expected to reach, %")
+    plausible_margin_pct: float = _rule(
+        10.0, "a copy or memset faster than the link (host copies) or the GPU's memory "
+              "bandwidth (on the device) by more than this is suspect data, %")
     min_finding_copies: int = _rule(3, "copies a device and direction needs to be judged")
     uvm_pct: float = _rule(10.0, "share of the units' time (without units: of the GPU work's "
                                  "span) spent in unified-memory migrations from which they are "

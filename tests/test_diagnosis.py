@@ -49,11 +49,41 @@ def test_shared_gpu_trace_is_gpu_and_multimodal(capsys):
     assert {"count", "p50_ns", "p99_ns"} <= set(doc["launch_gaps"])
 
 
-def test_findings_are_ordered_by_severity(labelled):
+def test_findings_the_verdict_rests_on_come_first(labelled):
+    # the tail, then the verdict layer's findings, then the rest; by severity within each
     d = nsysdiag.diagnose(labelled["gpu"], cache=False)
+    assert d.verdict.layer == "gpu"
     order = {"critical": 0, "warning": 1, "info": 2}
-    sev = [order[f.severity] for f in d.findings]
-    assert sev == sorted(sev)
+    group = [0 if f.check == "A/B" else 1 if f.layer == "gpu" else 2 for f in d.findings]
+    assert group == sorted(group) and group[0] == 0
+    for g in set(group):
+        sev = [order[f.severity] for f, k in zip(d.findings, group) if k == g]
+        assert sev == sorted(sev)
+
+
+def test_consistency_rules():
+    from nsysdiag.diagnosis import consistency
+    from nsysdiag.diagnosis.model import Finding, Verdict
+
+    class Ev:
+        pcie_faults: list[str] | None = []
+
+    ev = Ev()
+    assert consistency.contradicted("pcie", ev) is not None  # E1 measured, nothing wrong
+    ev.pcie_faults = ["same-direction contention"]
+    assert consistency.contradicted("pcie", ev) is None
+    ev.pcie_faults = None  # E1 did not measure
+    assert consistency.contradicted("pcie", ev) is None
+    assert consistency.contradicted("cpu", Ev()) is None
+    verdict = Verdict("gpu", 0.8, "")
+    fs = [Finding("cpu", "warning", "launch", ("a",), check="C1"),
+          Finding("gpu", "info", "stable", ("b",), check="D1"),
+          Finding("info", "critical", "tail", ("c",), check="A/B")]
+    out = consistency.annotated(consistency.ordered(fs, verdict), verdict)
+    assert [f.title for f in out] == ["tail", "stable", "launch"]
+    assert "measured nothing wrong" in out[1].evidence[-1]
+    assert "not at the verdict (gpu)" in out[2].evidence[-1]
+    assert out[0].evidence == ("c",)
 
 
 def test_no_nvtx_no_sync_is_undetermined(builder, tmp_path):

@@ -460,3 +460,61 @@ def test_every_corpus_file(corpus_results):
             assert pct is None or 0 <= pct <= 100 + 1e-9, path
             bounds = pc.min_max(res.tables["copies"].column("overlap_fraction")).as_py()
             assert bounds["min"] is None or 0 <= bounds["min"] <= bounds["max"] <= 1, path
+
+
+def test_expected_time_model(builder, tmp_path):
+    """Copies judged against what was possible: 2 us + bytes / link (H200: PCIe Gen5 x16
+    from the platform table, 63.0154 GB/s = bytes/ns) for pinned copies.
+
+      4 KiB in 2100 ns:  expected 2000 + 4096 / 63.0154 = 2065.0 ns (98% of it: not slow,
+                         although it reaches 3% of the link)
+      64 MiB in 10 ms:   expected 2000 + 67108864 / 63.0154 = 1066958.6 ns (11%: slow)
+    """
+    b = builder("current")
+    b.memcpy(0, 2100, 4096)
+    b.memcpy(10_000, 10_010_000, 64 << 20)
+    b.memcpy(20_000_000, 20_002_100, 4096)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        r = transfers.run(rep)
+    small, big = 2000 + 4096 / GEN5_X16, 2000 + (64 << 20) / GEN5_X16
+    expected = [row["expected_ns"] for row in r.table("copies").to_pylist()]
+    assert expected == pytest.approx([small, big, small])
+    (host,) = r.host()
+    assert host.expected_pct == pytest.approx(100 * (2 * small + big) / (2 * 2100 + 10_000_000))
+    assert host.slow_copies == 1 and r.htod_slow_copies == 1
+    assert r.htod_expected_pct == pytest.approx(host.expected_pct)
+
+
+def test_small_copies_are_not_slow(builder, tmp_path):
+    # three 4 KiB pinned copies of 2.1 us each: 3% of the link, 98% of what was possible
+    b = builder("current")
+    for t in (0, 10_000, 20_000):
+        b.memcpy(t, t + 2100, 4096)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        r = transfers.run(rep)
+        d = nsysdiag.diagnose(rep)
+    assert r.htod_achieved_pct_of_link < 5 and r.htod_expected_pct > 95
+    assert not any("slow" in f for f in r.findings)
+    e1 = [f for f in d.findings if f.check == "E1"]
+    assert e1 and all(f.title != "Host-device transfers are slowed" for f in e1)
+
+
+def test_faster_than_physically_possible(builder, tmp_path):
+    """A memset of 4 GiB in 1120 ns (3.8e6 GB/s) on a GPU whose memory moves 4814 GB/s,
+    and a 64 MiB host copy in 100 us (671 GB/s, beyond twice the 63 GB/s link): suspect,
+    counted, and left out of the bandwidth figures; an 8 MiB memset in 2 us (4194 GB/s)
+    is within the memory's bandwidth."""
+    b = builder("current")
+    b.memset(0, 1120, 4 << 30)
+    b.memset(10_000, 12_000, 8 << 20)
+    b.memcpy(20_000, 120_000, 64 << 20)
+    b.memcpy(200_000, 200_000 + 2_000_000, 64 << 20)  # 33.6 GB/s: plausible
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        r = transfers.run(rep)
+    rows = r.table("copies").to_pylist()
+    assert [row["suspect"] for row in rows] == ["faster_than_memory", None,
+                                                "faster_than_link", None]
+    assert [row["bandwidth_gbps"] is None for row in rows] == [True, False, True, False]
+    assert (r.suspect_copies, r.faster_than_link, r.faster_than_memory) == (2, 1, 1)
+    assert r.htod_median_gbps == pytest.approx((64 << 20) / 2_000_000)
+    assert any("faster than physically possible" in f for f in r.findings)

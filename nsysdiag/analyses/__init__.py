@@ -18,6 +18,7 @@ ANALYSES = (
     "graphs",
     "jitter",
     "ranges",
+    "gpu_idle",
 )
 
 

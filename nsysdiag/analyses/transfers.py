@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
+from .base import OK, AnalysisResult, _bind, figure, load_sql, not_captured, records, run_query
 from .link import Link, parse_nvbandwidth, resolve_links
 
 if TYPE_CHECKING:
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 NAME = "transfers"
 
 #: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("large_copy_bytes", "low_link_pct", "contention_pct", "min_finding_copies")
+SETTINGS = ("large_copy_bytes", "low_link_pct", "contention_pct", "min_finding_copies",
+            "copy_latency_ns", "pageable_copy_latency_ns", "managed_copy_latency_ns",
+            "pageable_link_pct", "managed_link_pct", "plausible_margin_pct")
 DIRECTIONS = ("htod", "dtoh")
 
 
@@ -43,6 +45,8 @@ class DirectionFigures:
     pageable_vs_pinned_pct: float | None
     achieved_pct_of_link: float | None
     aggregate_pct_of_link: float | None
+    expected_pct: float | None
+    slow_copies: int | None
     contention_share_pct: float | None
     overlapped_median_gbps: float | None
     alone_median_gbps: float | None
@@ -89,6 +93,10 @@ class HostDirection:
     achieved_basis: str  #: p90_large (copies of at least large_copy_bytes) or p90_all
     achieved_pct_of_link: float | None  #: the P90 bandwidth over the link, %
     aggregate_pct_of_link: float | None  #: the aggregate bandwidth over the link, %
+    expected_pct: float | None  #: expected time over actual time (the model), %
+    pinned_expected_pct: float | None  #: the same with every copy modelled as pinned, %
+    slow_copies: int  #: copies below low_link_pct of their expected speed
+    suspect_copies: int  #: copies faster than physically possible (left out)
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,12 @@ class TransfersResult(AnalysisResult):
     total_bytes: int = figure("bytes copied and set", 0)
     total_time_ns: int = figure("GPU time of copies and memsets, ns", 0)
     zero_duration_copies: int = figure("copies of zero duration (left out of bandwidths)", 0)
+    suspect_copies: int = figure("copies and memsets faster than physically possible (the "
+                                 "link, the GPU's memory): suspect data, left out of every "
+                                 "bandwidth and contention figure", 0)
+    faster_than_link: int = figure("host copies faster than their link (suspect)", 0)
+    faster_than_memory: int = figure("memsets and device copies faster than the GPU's "
+                                     "memory bandwidth (suspect)", 0)
     host_copies: int = figure("copies between host and device", 0)
     uvm_copies: int = figure("unified-memory migrations (kept apart)", 0)
     uvm_bytes: int = figure("bytes of the unified-memory migrations", 0)
@@ -147,6 +161,11 @@ class TransfersResult(AnalysisResult):
                                                      "host-to-device copies, GB/s")
     htod_pageable_vs_pinned_pct: float | None = figure("pageable median over pinned median, %")
     htod_achieved_pct_of_link: float | None = figure("P90 bandwidth over the link, %")
+    htod_expected_pct: float | None = figure(
+        "host-to-device copies' expected time (latency + bytes / bandwidth by memory kind) over "
+        "their time: 100 is as fast as was possible, %")
+    htod_slow_copies: int | None = figure("host-to-device copies below low_link_pct of their "
+                                         "expected speed")
     htod_aggregate_pct_of_link: float | None = figure("aggregate bandwidth over the link, %")
     htod_contention_share_pct: float | None = figure(
         "share of host-to-device copy time overlapping another host-to-device copy, %")
@@ -168,6 +187,11 @@ class TransfersResult(AnalysisResult):
                                                      "device-to-host copies, GB/s")
     dtoh_pageable_vs_pinned_pct: float | None = figure("pageable median over pinned median, %")
     dtoh_achieved_pct_of_link: float | None = figure("P90 bandwidth over the link, %")
+    dtoh_expected_pct: float | None = figure(
+        "device-to-host copies' expected time (latency + bytes / bandwidth by memory kind) over "
+        "their time: 100 is as fast as was possible, %")
+    dtoh_slow_copies: int | None = figure("device-to-host copies below low_link_pct of their "
+                                         "expected speed")
     dtoh_aggregate_pct_of_link: float | None = figure("aggregate bandwidth over the link, %")
     dtoh_contention_share_pct: float | None = figure(
         "share of device-to-host copy time overlapping another device-to-host copy, %")
@@ -255,17 +279,25 @@ def run(
     measured = parse_nvbandwidth(baseline) if baseline else None
     if not (report.probe.present("memcpys") or report.probe.present("memsets")):
         return not_captured(NAME, report, "memcpys")  # type: ignore[return-value]
-    report.sql(load_sql(NAME)["_ops"])
+    links = resolve_links(run_query(report, NAME, "devices").to_pylist(), measured)
+    params = {
+        "large_bytes": int(large_bytes),
+        "link_device_ids": [lk.device_id for lk in links],
+        "link_directions": [lk.direction for lk in links],
+        "link_gbps": [lk.gbps for lk in links],
+        "link_sources": [lk.source for lk in links],
+        "link_notes": [lk.note for lk in links],
+        "copy_latency_ns": settings.copy_latency_ns,
+        "pageable_latency_ns": settings.pageable_copy_latency_ns,
+        "managed_latency_ns": settings.managed_copy_latency_ns,
+        "pageable_link_pct": settings.pageable_link_pct,
+        "managed_link_pct": settings.managed_link_pct,
+        "margin_pct": settings.plausible_margin_pct,
+        "low_pct": settings.low_link_pct,
+    }
+    ops = load_sql(NAME)["_ops"]
+    report.sql(ops, _bind_params(ops, params))
     try:
-        links = resolve_links(run_query(report, NAME, "devices").to_pylist(), measured)
-        params = {
-            "large_bytes": int(large_bytes),
-            "link_device_ids": [lk.device_id for lk in links],
-            "link_directions": [lk.direction for lk in links],
-            "link_gbps": [lk.gbps for lk in links],
-            "link_sources": [lk.source for lk in links],
-            "link_notes": [lk.note for lk in links],
-        }
         tables = {
             q: run_query(report, NAME, q, params)
             for q in ("by_kind", "mem_time", "host", "contention", "copies")
@@ -278,6 +310,10 @@ def run(
     result = TransfersResult(status=OK, tables=tables, main="by_kind", **summary)
     return replace(result, message=_message(result), findings=tuple(_findings(
         result, tables["host"].to_pylist(), tables["contention"].to_pylist(), settings)))
+
+
+def _bind_params(sql: str, params: dict) -> dict | None:
+    return _bind(sql, params)
 
 
 def _links_table(links: list[Link]):
@@ -343,6 +379,8 @@ def _summary(
             ("pageable_vs_pinned_pct", "pageable_vs_pinned_pct"),
             ("achieved_pct_of_link", "achieved_pct_of_link"),
             ("aggregate_pct_of_link", "aggregate_pct_of_link"),
+            ("expected_pct", "expected_pct"),
+            ("slow_copies", "slow_copies"),
         ):
             summary[f"{p}_{key}"] = row.get(col, 0 if key in ("copies", "bytes") else None)
         c = by_dir.get(d) or {}
@@ -384,19 +422,14 @@ def _findings(result: TransfersResult, host: list[dict], contention: list[dict],
                 f"{where}: {r['pageable_copies']} of {r['copies']} copies use pageable "
                 f"host memory ({ratio}); pin the buffers (cudaHostAlloc/cudaHostRegister)"
             )
-        pct = r["achieved_pct_of_link"]
-        if pct is not None and pct < settings.low_link_pct:
-            if r["achieved_basis"] == "p90_large":
-                out.append(
-                    f"{where}: p90 bandwidth of large copies is {pct:.0f}% of the "
-                    f"{r['link_gbps']:.1f} GB/s link ({r['link_source']})"
-                )
-            else:
-                out.append(
-                    f"{where}: copies are small (median {r['median_bytes'] / 1024:.0f} KiB) "
-                    f"and reach {pct:.0f}% of the {r['link_gbps']:.1f} GB/s link at p90: "
-                    f"per-copy overhead dominates; batch them"
-                )
+        expected = r["expected_pct"]
+        if expected is not None and expected < settings.low_link_pct:
+            out.append(
+                f"{where}: copies take {100 * 100 / max(expected, 1e-9):.0f}% of the time a "
+                f"latency + size/bandwidth model allows ({r['slow_copies']} slow copies; "
+                f"{r['link_gbps']:.1f} GB/s link, {r['link_source']}; median copy "
+                f"{r['median_bytes'] / 1024:.0f} KiB)"
+            )
     for c in contention:
         share = c["contention_share_pct"]
         if (
@@ -420,6 +453,13 @@ def _findings(result: TransfersResult, host: list[dict], contention: list[dict],
         out.append(
             f"{result.uvm_copies} unified-memory migrations ({result.uvm_bytes / 1e6:.1f} MB) "
             "are kept apart from explicit copies"
+        )
+    if result.suspect_copies:
+        out.append(
+            f"{result.suspect_copies} copies/memsets are faster than physically possible "
+            f"({result.faster_than_link} beyond their link, {result.faster_than_memory} beyond "
+            "the GPU's memory bandwidth): suspect data, left out of the bandwidth and "
+            "contention figures"
         )
     if result.zero_duration_copies:
         out.append(

@@ -146,4 +146,14 @@ ANALYSIS_OPTIONS: dict[str, list[Callable]] = {
             help="Whose CUDA calls count into a range: its thread or its whole process.",
         ),
     ],
+    "gpu_idle": [
+        click.option(
+            "--range",
+            "range_name",
+            default=None,
+            metavar="NAME",
+            help="NVTX range whose instances are the units (NAME or DOMAIN:NAME); default: "
+            "chosen as ranges chooses it.",
+        ),
+    ],
 }

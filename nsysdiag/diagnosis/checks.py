@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..analyses.base import AnalysisResult
 from ..analyses.capture import CaptureResult
+from ..analyses.gpu_idle import MEANING as IDLE_MEANING
+from ..analyses.gpu_idle import GpuIdleResult, breakdown
 from ..analyses.graphs import GraphsResult
 from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
@@ -67,6 +69,8 @@ class Evidence:
         self._scores: dict[str, float] = {"cpu": 0.0, "gpu": 0.0, "pcie": 0.0}
         self._reasons: dict[str, list[str]] = {"cpu": [], "gpu": [], "pcie": []}
         self._jitter: AnalysisResult | None = results.get("jitter")
+        #: what check E1 measured wrong (None: it did not measure)
+        self.pcie_faults: list[str] | None = None
 
     def measured(self, name: str, kind: type[R]) -> R | None:
         """The result of analysis ``name`` when it measured (status ok), else None."""
@@ -145,13 +149,13 @@ class Evidence:
                 continue
             delta = g.delta_ns or 0.0
             if delta > 0 and (best is None or delta > best[1]):
-                best = (g.component, delta, g.share_of_delta or 0.0)
+                best = (g.component, delta, side_shares(self.attribution())[g.component])
         if best is None:
             return ""
         return (
             f"the slowest units spend {fmt_ns(best[1])} more in "
-            f"{best[0].value.replace('_', ' ')} than the median ({best[2]:.0%} of the extra "
-            "latency)"
+            f"{best[0].value.replace('_', ' ')} than the median ({best[2]:.0%} of the "
+            f"{best[0].side.upper()} side's growth)"
         )
 
     # -- checks -------------------------------------------------------------------------
@@ -160,6 +164,7 @@ class Evidence:
         for check in (
             self.capture,
             self.c1_launch,
+            self.gpu_idle,
             self.c2_threads,
             self.d1_jitter,
             self.d2_metrics,
@@ -220,27 +225,35 @@ class Evidence:
         )]
 
     def c1_launch(self) -> list[Finding]:
+        """C1: launch overhead, judged on the launch-bound gaps only (gpu_idle: inside
+        units when there are units); the method's P50/P99 over every gap is context. A
+        gap that copies, synchronizations, CPU work, other processes or the time between
+        units explain is no launch overhead."""
         g = self.measured("launch_gaps", LaunchGapsResult)
+        idle = self.measured("gpu_idle", GpuIdleResult)
         lat = self.measured("launch_latency", LaunchLatencyResult)
         out: list[Finding] = []
         if g is None or g.p99_ns is None:
             return out
-        p99, p50 = g.p99_ns, g.p50_ns
-        # the launch-overhead judgement is the launch gaps analysis' (cpu_bound), made with
-        # its thresholds (the settings')
-        over = g.cpu_bound
         threshold = g.p99_threshold_ns
         depth = lat.depth_at_launch_p50 if lat is not None else None
         shallow = depth is not None and depth <= self.settings.shallow_queue_depth
-        ev = [
-            f"{int(g.count)} gaps between kernels; P50 {fmt_ns(p50)}, "
-            f"P99 {fmt_ns(p99)} (threshold {fmt_ns(threshold)})"
-        ]
-        if g.share_above_normal_pct is not None:
-            ev.append(
-                f"{g.share_above_normal_pct:.1f}% of gaps exceed the normal "
-                f"{fmt_ns(g.normal_threshold_ns)}"
-            )
+        ev = []
+        if idle is not None and idle.gaps:
+            where = f"inside units of '{idle.unit}'" if idle.unit else "over the whole run"
+            if idle.launch_bound_gaps:
+                ev.append(
+                    f"{idle.launch_bound_gaps} launch-bound gaps {where}: P50 "
+                    f"{fmt_ns(idle.launch_bound_p50_ns)}, P99 "
+                    f"{fmt_ns(idle.launch_bound_p99_ns)} (threshold {fmt_ns(threshold)}; "
+                    f"{idle.launch_bound_idle_pct or 0:.1f}% of the idle time)")
+            else:
+                ev.append(f"no launch-bound gap {where}")
+            ev.append(f"GPU idle time by cause: {breakdown(idle)}")
+        ev.append(
+            f"all {int(g.count)} gaps between kernels (the method's figure, every cause): "
+            f"P50 {fmt_ns(g.p50_ns)}, P99 {fmt_ns(g.p99_ns)}"
+        )
         if depth is not None:
             ev.append(
                 f"dispatch queue depth at launch: P50 {depth:g} launched-but-not-started kernels"
@@ -248,18 +261,22 @@ class Evidence:
         api = lat.api_duration_p50_ns if lat is not None else None
         if api is not None:
             ev.append(f"launch call CPU cost P50 {fmt_ns(api)}")
+        if idle is not None:
+            over, p99 = idle.launch_overhead, idle.launch_bound_p99_ns
+        else:  # no cause per gap (gpu_idle did not run): the method's figure
+            over, p99 = g.cpu_bound, g.p99_ns
         if over and not self.graphs_in_use:
             self._score(
                 "cpu",
                 0.7 if shallow else 0.4,
-                f"P99 launch gap {fmt_ns(p99)} with the dispatch queue "
+                f"P99 launch-bound gap {fmt_ns(p99)} with the dispatch queue "
                 + ("nearly empty" if shallow else "not drained"),
             )
             out.append(
                 Finding(
                     "cpu",
                     "warning",
-                    f"Kernel launch overhead: P99 launch gap {fmt_ns(p99)} "
+                    f"Kernel launch overhead: P99 launch-bound gap {fmt_ns(p99)} "
                     f"exceeds {fmt_ns(threshold)}",
                     tuple(ev),
                     "Cut per-kernel CPU cost on the launch path: capture the hot loop as a CUDA "
@@ -269,18 +286,31 @@ class Evidence:
                     weight=p99 / threshold,
                 )
             )
-        elif p50 is not None:
-            out.append(
-                Finding(
-                    "cpu",
-                    "info",
-                    f"Launch gaps within bounds (P99 {fmt_ns(p99)})",
-                    tuple(ev),
-                    check="C1",
-                    weight=0.1,
-                )
-            )
+        else:
+            if over:  # CUDA Graphs in use: the kernels outside them are not the hot path
+                title = (f"P99 launch-bound gap {fmt_ns(p99)} outside CUDA Graphs, not "
+                         "judged as launch overhead (graphs in use)")
+            elif p99 is not None:
+                title = f"Launch gaps within bounds (P99 launch-bound gap {fmt_ns(p99)})"
+            else:
+                title = "No launch-bound gaps: the GPU's idle time has other causes"
+            if idle is not None and idle.top_cause and idle.top_cause != "launch_bound":
+                title += f"; most idle time is {idle.top_cause.replace('_', ' ')}"
+            out.append(Finding("cpu", "info", title, tuple(ev), check="C1", weight=0.1))
         return out
+
+    def gpu_idle(self) -> list[Finding]:
+        """The GPU's idle time by cause, as one info finding."""
+        idle = self.measured("gpu_idle", GpuIdleResult)
+        if idle is None or not idle.gaps or not idle.top_cause:
+            return []
+        ev = [f"{idle.gaps} gaps before kernels, {fmt_ns(idle.idle_ns)} idle in all"]
+        for c in idle.causes()[:5]:
+            if c.idle_ns:
+                ev.append(f"{c.cause.replace('_', ' ')}: {fmt_ns(c.idle_ns)} "
+                          f"({c.share_pct:.1f}%, {c.gaps} gaps): {IDLE_MEANING[c.cause]}")
+        return [Finding("info", "info", "GPU idle time by cause", tuple(ev), check="idle",
+                        weight=0.04)]
 
     def c2_threads(self) -> list[Finding]:
         # CPU time outside CUDA calls is measured per unit by the ranges analysis; OS
@@ -402,6 +432,9 @@ class Evidence:
                 f"{pageable} copies from/to pageable host memory"
                 + (f" ({pageable_pct:.0f}% of copy time)" if pageable_pct is not None else "")
             )
+        # slow only against what was possible: each copy's expected time from a latency +
+        # size/bandwidth model for its direction and memory kind (transfers), so a copy of
+        # a few KB, latency-bound, is not judged against the link rate
         low_link = False
         for d in DIRECTIONS:
             f = t.direction(d)
@@ -409,17 +442,50 @@ class Evidence:
                 ev.append(
                     f"{d.upper()} copies reach {f.achieved_pct_of_link:.0f}% of the link "
                     f"({f.link_gbps:.0f} GB/s, {t.link_source} figure)"
+                    + (f"; {f.expected_pct:.0f}% of the speed the copy model expects for "
+                       "their sizes and memory kinds" if f.expected_pct is not None else "")
                 )
-                low_link = low_link or f.achieved_pct_of_link < self.settings.low_link_pct
-        if self.pageable_dominant():
+                low_link = low_link or (f.expected_pct is not None and f.copies
+                                        >= self.settings.min_finding_copies
+                                        and f.expected_pct < self.settings.low_link_pct)
+        if t.suspect_copies:
+            ev.append(f"{t.suspect_copies} copies/memsets faster than physically possible "
+                      "left out as suspect data")
+        # pageable copies count when pinned ones would have been materially faster: small
+        # copies are latency-bound either way
+        pageable_slow = any(
+            r.pinned_expected_pct is not None and r.pageable_copies
+            and r.copies >= self.settings.min_finding_copies
+            and r.pinned_expected_pct < self.settings.low_link_pct for r in t.host())
+        if self.pageable_dominant() and pageable_slow:
             score = max(score, 0.6 if low_link else 0.5)
-        elif pageable:
+        elif pageable and pageable_slow:
             score = max(score, 0.3)
+        elif low_link:
+            score = max(score, 0.3)
+        # what E1 measured wrong, if anything (the verdict may not name PCIe without it)
+        self.pcie_faults = [what for what, wrong in (
+            ("same-direction contention", contention >= self.settings.contention_pct),
+            ("copies slow against the copy model", low_link),
+            ("pageable copies slower than pinned ones would be", pageable_slow),
+        ) if wrong]
         if score > 0:
             self._score("pcie", score, "; ".join(ev[:2]))
+        suspect = []
+        if t.suspect_copies:
+            suspect.append(Finding(
+                "info", "warning",
+                f"Suspect data: {t.suspect_copies} copies/memsets faster than physically "
+                "possible",
+                (f"{t.faster_than_link} host copies faster than their link, "
+                 f"{t.faster_than_memory} memsets/device copies faster than the GPU's memory "
+                 "bandwidth (devices.memory_bandwidth_bytes_per_s)",
+                 "their timestamps or sizes cannot be true: they are left out of every "
+                 "bandwidth and contention figure and drive no verdict"),
+                check="plausibility", weight=0.2))
         if not ev:
-            return []
-        return [
+            return suspect
+        return suspect + [
             Finding(
                 "pcie",
                 "warning" if score >= 0.5 else "info",
@@ -474,6 +540,19 @@ class Evidence:
         ]
 
 
+def side_shares(attribution: tuple[ComponentGrowth, ...]) -> dict[Component, float]:
+    """Each growing component's share of its side's growth (the CPU side's components add
+    up to the unit's time, and so do the GPU side's): within a side the shares add up to
+    1 and none passes it, where a share of the unit's own growth passes 1 when other
+    components of the side shrank."""
+    grown: dict[str, float] = {}
+    for g in attribution:
+        if (g.delta_ns or 0) > 0:
+            grown[g.component.side] = grown.get(g.component.side, 0.0) + g.delta_ns
+    return {g.component: g.delta_ns / grown[g.component.side]
+            for g in attribution if (g.delta_ns or 0) > 0}
+
+
 def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Finding]:
     """The tail itself and its attribution, as findings."""
     if not isinstance(ranges, RangesResult) or not ranges.ok or tail.p50_ns is None:
@@ -491,15 +570,20 @@ def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Find
                   "alone; the slow-unit comparison it would carry is left out")
     grown = sorted((g for g in ranges.attribution if (g.delta_ns or 0) > 0),
                    key=lambda g: -(g.delta_ns or 0))
+    shares = side_shares(ranges.attribution)
     if tail.lone_outlier_ns is not None:
         grown = []
     for g in grown[:4]:
         ev.append(
             f"slowest {tail.tail_n} units vs median: {g.component.value.replace('_', ' ')} "
             f"{fmt_ns(g.median_mean_ns)} -> {fmt_ns(g.tail_mean_ns)} "
-            f"(+{fmt_ns(g.delta_ns)}, {(g.share_of_delta or 0):.0%} "
-            "of the extra latency)"
+            f"(+{fmt_ns(g.delta_ns)}, {shares[g.component]:.0%} "
+            f"of the {g.component.side.upper()} side's growth)"
         )
+    if {g.component.side for g in grown[:4]} == {"cpu", "gpu"}:
+        ev.append("the CPU side (the host thread's time) and the GPU side (the device's) "
+                  "each add up to the unit's time: each side's shares add up to 100%, and "
+                  "the two sides describe the same time twice")
     layer = grown[0].component.layer if grown else None
     sev = (
         "critical"

@@ -34,7 +34,7 @@ from ..formatting import fmt_ns
 from ..report import Report
 from ..settings import Settings
 from ..stats.classifier import classify_tail
-from . import checks
+from . import checks, consistency
 from .model import Diagnosis, Finding, GapSummary, GraphUse, Platform, TailSummary, Verdict
 
 CAUSE_LAYERS = ("cpu", "gpu", "pcie")
@@ -112,7 +112,11 @@ def _diagnose(
                 done[name] = _run(report, name, **kw)
             done["launch_gaps"] = gaps.result()
             done["ranges"] = _run(report, "ranges", **ranges_options)
-    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")}
+            # after ranges: its unit windows tell gaps inside units from those between
+            done["gpu_idle"] = _run(report, "gpu_idle", range_name=range_name,
+                                    settings=settings, detail=False)
+    results = {name: done[name]
+               for name in ("launch_gaps", *(n for n, _ in beside), "ranges", "gpu_idle")}
 
     ranges = results.get("ranges")
     durations = _durations(ranges)
@@ -143,6 +147,7 @@ def _diagnose(
     # what the capture lost comes first among findings of its severity: it undermines the rest
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.check != "capture",
                                  -f.weight))
+    findings = consistency.annotated(consistency.ordered(findings, verdict), verdict)
 
     gaps = results.get("launch_gaps")
     measured = gaps if isinstance(gaps, LaunchGapsResult) and gaps.ok else None
@@ -354,6 +359,16 @@ def _layer_verdict(
         else:
             text = f"The latency tail of '{tail.unit}' is tight ({ratio})."
         return Verdict("healthy", conf, text, scores)
+    best, vetoed = _agreeing(best, scores, ev)
+    if vetoed and scores[best] < settings.min_score:
+        return Verdict(
+            "undetermined",
+            round(scores[best], 3),
+            f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape}); the "
+            f"evidence leans to {vetoed[0]}, but {vetoed[1]}, and no other layer's evidence "
+            "is strong enough to name a cause.",
+            scores,
+        )
     if scores[best] < settings.min_score:
         return Verdict(
             "undetermined",
@@ -362,7 +377,8 @@ def _layer_verdict(
             "but no layer's evidence is strong enough to name a cause.",
             scores,
         )
-    others = sorted((v for k, v in scores.items() if k != best), reverse=True)
+    others = sorted((v for k, v in scores.items()
+                     if k != best and not (vetoed and k == vetoed[0])), reverse=True)
     margin = scores[best] - (others[0] if others else 0.0)
     conf = 0.45 + 0.5 * min(1.0, scores[best]) * min(1.0, 0.3 + 2 * margin)
     notes = []
@@ -377,11 +393,18 @@ def _layer_verdict(
         notes.append(f"the tail attribution leans to {top_attr}")
     if tail.level == "elevated":
         conf *= 0.85
+    if vetoed:
+        conf *= 0.85
+        notes.append(f"{vetoed[0]} scored higher, but {vetoed[1]}")
     what = {
         "cpu": "CPU-side queueing/scheduling",
         "gpu": "GPU execution jitter",
         "pcie": "PCIe transfer contention",
     }[best]
+    if best == "pcie" and ev.pcie_faults and "same-direction contention" not in ev.pcie_faults:
+        # the verdict names what E1 measured: no contention is no "contention"
+        what = ("slow host-device transfers (" + ", ".join(ev.pcie_faults)
+                + "; no same-direction contention)")
     summary = (
         f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) comes from "
         f"{what}: {ev.reason(best)}"
@@ -389,6 +412,18 @@ def _layer_verdict(
     if notes:
         summary += " (note: " + "; ".join(notes) + ")"
     return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores)
+
+
+def _agreeing(best: str, scores: dict[str, float], ev: checks.Evidence
+              ) -> tuple[str, tuple[str, str] | None]:
+    """The best-scoring layer whose own measurements do not speak against it, and (layer,
+    reason) of the layer passed over (None when none was)."""
+    reason = consistency.contradicted(best, ev)
+    if reason is None:
+        return best, None
+    others = [k for k in sorted(scores, key=lambda k: -scores[k])
+              if k != best and consistency.contradicted(k, ev) is None]
+    return (others[0] if others else best), (best, reason)
 
 
 __all__ = ["Diagnosis", "Finding", "Settings", "TailSummary", "Verdict", "diagnose"]

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..analyses.gpu_idle import GpuIdleResult, breakdown
 from ..formatting import dumps, fmt_ns, html_table
 from ..settings import Settings
 
@@ -296,6 +297,10 @@ class Diagnosis:
             lines.append(
                 f"launch gaps {g.count} gaps, P50 {fmt_ns(g.p50_ns)}, P99 {fmt_ns(g.p99_ns)}"
             )
+        idle = self.analyses.get("gpu_idle")
+        if isinstance(idle, GpuIdleResult) and idle.ok and idle.gaps:
+            lines.append(f"GPU idle   {fmt_ns(idle.idle_ns)} in {idle.gaps} gaps: "
+                         f"{breakdown(idle)}")
         lines.append(f"CUDA Graphs {'in use' if self.cuda_graphs.in_use else 'not used'}")
         lines += [e(f"platform   {x}") for x in self.platform.lines()]
         lines.append("")

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..analyses.base import AnalysisResult
+from ..analyses.gpu_idle import MEANING as IDLE_MEANING
+from ..analyses.gpu_idle import GpuIdleResult
 from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
@@ -155,6 +157,7 @@ def render_html(
     sections = [
         ("latency", "Latency", _section_latency(d)),
         ("gaps", "Launch gaps", _section_gaps(d)),
+        ("idle", "GPU idle by cause", _section_idle(d)),
         ("transfers", "Transfers", _section_transfers(d)),
         ("attribution", "Tail attribution", _section_attribution(d)),
         ("timelines", "Slowest units", _section_timelines(d, timelines)),
@@ -613,6 +616,41 @@ def _section_gaps(d: Diagnosis) -> str:
             + "</details>"
         )
     return head + cards + f'<div class="plotbox">{svg}{leg}</div>' + extra
+
+
+def _section_idle(d: Diagnosis) -> str:
+    head = _h2(
+        "GPU idle by cause",
+        "Why the GPU waited before each kernel: each gap gets one cause from the unit "
+        "windows and the launching thread's CUDA calls. Only launch-bound gaps are launch "
+        "overhead (check C1).",
+    )
+    r = _analysis(d, "gpu_idle")
+    if not isinstance(r, GpuIdleResult):
+        return head + _missing(d, "gpu_idle", "No GPU idle breakdown")
+    cards = _kv_cards([
+        ("gaps", f"{r.gaps:,}", f"unit {r.unit}" if r.unit else "no unit: whole run"),
+        ("idle total", fmt_ns(_num(r.idle_ns)), "sum of gaps"),
+        ("launch-bound P99", fmt_ns(_num(r.launch_bound_p99_ns)),
+         "launch overhead" if r.launch_overhead else "within threshold"),
+        ("launch-bound gaps", f"{r.launch_bound_gaps:,}",
+         _pct(_num(r.launch_bound_idle_pct), 1) + " of idle time"),
+    ])
+    rows = [(c.cause.replace("_", " "), c.gaps, fmt_ns(_num(c.idle_ns)), _pct(c.share_pct, 1),
+             IDLE_MEANING[c.cause]) for c in r.causes() if c.gaps]
+    table = _html_table(["cause", "gaps", "idle", "share", "what it means"], rows,
+                        numeric=[False, True, True, True, False])
+    streams = r.tables.get("per_stream")
+    extra = ""
+    if streams is not None and streams.num_rows:
+        srows = [(x["pid"], x["device_id"], x["stream_id"], x["cause"].replace("_", " "),
+                  x["gaps"], fmt_ns(_num(x["idle_ns"])), _pct(x["share_pct"], 1))
+                 for x in sorted(streams.to_pylist(), key=lambda x: -x["idle_ns"])[:30]]
+        extra = ("<details><summary>per process, GPU and stream</summary>"
+                 + _html_table(["pid", "device", "stream", "cause", "gaps", "idle", "share"],
+                               srows, numeric=[True, True, True, False, True, True, True])
+                 + "</details>")
+    return head + cards + table + extra
 
 
 def _direction(kind: str) -> str:

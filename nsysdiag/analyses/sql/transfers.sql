@@ -6,6 +6,10 @@
 --                        bandwidth against the link is the p90 of large copies when any).
 --          $link_*       per (device, direction) link figures resolved in link.py:
 --                        device ids, directions, GB/s, sources, notes (parallel lists).
+--          $copy_latency_ns, $pageable_latency_ns, $managed_latency_ns, $pageable_link_pct,
+--          $managed_link_pct: the expected-time model (Settings); $margin_pct: how far
+--          beyond a physical limit a copy is suspect; $low_pct: below this share of its
+--          expected speed a copy is slow.
 -- Units:   bytes; ns; bandwidth in GB/s = bytes / ns (1e9 bytes/s); *_pct in percent.
 --
 -- _ops (temporary table _transfers_ops, one row per memcpy or memset):
@@ -13,7 +17,11 @@
 --   context_id, stream_id, correlation_id, bytes, copy_kind (memset for memsets),
 --   copy_kind_label, src_kind, dst_kind, is_pageable, is_uvm (UVM_* migration),
 --   copy_count, operation (nsys label, e.g. "[CUDA memcpy Host-to-Device]"),
---   bandwidth_gbps (NULL for zero duration), direction (HtoD|DtoH for explicit host
+--   suspect (faster_than_link, faster_than_memory, else NULL: faster than physically
+--   possible, so suspect data, left out of every bandwidth and contention figure),
+--   expected_ns (what was possible: latency + bytes / bandwidth of the link for its
+--   direction and memory kind, pinned, pageable or managed; NULL without a link figure),
+--   bandwidth_gbps (NULL for zero duration and suspect rows), direction (HtoD|DtoH for explicit host
 --   copies, else NULL), host_memory (pinned|pageable|other, host copies only),
 --   overlapped_ns (time during which another copy of the same direction ran, on any
 --   stream, process or device: a shared host link), overlap_fraction (overlapped_ns /
@@ -27,7 +35,10 @@
 -- mem_time: nsys stats cuda_gpu_mem_time_sum: per operation label, time_pct,
 --   total_time_ns, copies, avg_ns, med_ns, min_ns, max_ns, stddev_ns (sample).
 -- host: per (device, direction) of explicit host copies: size and bandwidth figures,
---   pinned vs pageable, link_gbps/link_source/link_note, achieved_pct_of_link (p90 of
+--   pinned vs pageable, expected_pct (sum of expected_ns over sum of duration_ns: 100 is
+--   as fast as the model says is possible), pinned_expected_pct (the same with every copy
+--   modelled as pinned: what pinning would give), slow_copies (below $low_pct of it),
+--   suspect_copies, link_gbps/link_source/link_note, achieved_pct_of_link (p90 of
 --   large copies, else of all copies, over the link), aggregate_pct_of_link.
 -- contention: per direction and 'all': copy_time_ns, overlapped_ns, contention_share_pct,
 --   median GB/s of copies overlapped for more than half their duration vs of copies
@@ -49,12 +60,53 @@ WITH ops AS (
            stream_id, correlation_id, bytes, 'memset', 'Memset', NULL, mem_kind, false, false,
            1, '[CUDA memset]'
     FROM memsets),
-x AS (
+links AS (
+    SELECT unnest($link_device_ids::BIGINT[]) AS device_id,
+           unnest($link_directions::VARCHAR[]) AS link_direction,
+           unnest($link_gbps::DOUBLE[]) AS link_gbps,
+           unnest($link_sources::VARCHAR[]) AS link_source),
+d AS (
     SELECT *,
-           CASE WHEN duration_ns > 0 THEN bytes / duration_ns END AS bandwidth_gbps,
            CASE WHEN op = 'memcpy' AND copy_kind IN ('HtoD', 'HtoA') THEN 'HtoD'
-                WHEN op = 'memcpy' AND copy_kind IN ('DtoH', 'AtoH') THEN 'DtoH' END AS direction
+                WHEN op = 'memcpy' AND copy_kind IN ('DtoH', 'AtoH') THEN 'DtoH' END AS direction,
+           CASE WHEN copy_kind IN ('HtoD', 'HtoA', 'UVM_HtoD') THEN 'HtoD'
+                WHEN copy_kind IN ('DtoH', 'AtoH', 'UVM_DtoH') THEN 'DtoH' END AS link_direction
     FROM ops),
+m AS (
+    SELECT d.*, l.link_gbps, l.link_source,
+           dev.memory_bandwidth_bytes_per_s / 1e9 AS memory_gbps,
+           CASE WHEN duration_ns > 0 THEN bytes / duration_ns END AS raw_gbps
+    FROM d
+    LEFT JOIN links l ON l.device_id = d.device_id AND l.link_direction = d.link_direction
+    LEFT JOIN (SELECT device_id, any_value(memory_bandwidth_bytes_per_s)
+                   AS memory_bandwidth_bytes_per_s
+               FROM devices GROUP BY device_id) dev ON dev.device_id = d.device_id),
+x AS (
+    SELECT * EXCLUDE (raw_gbps, suspect),
+           CASE WHEN suspect IS NULL THEN raw_gbps END AS bandwidth_gbps, suspect,
+           CASE WHEN link_gbps > 0 AND link_direction IS NOT NULL THEN
+               CASE WHEN is_uvm THEN $managed_latency_ns
+                                     + bytes / (link_gbps * $managed_link_pct / 100.0)
+                    WHEN is_pageable THEN $pageable_latency_ns
+                                     + bytes / (link_gbps * $pageable_link_pct / 100.0)
+                    ELSE $copy_latency_ns + bytes / link_gbps END END AS expected_ns,
+           CASE WHEN link_gbps > 0 AND link_direction IS NOT NULL
+                THEN $copy_latency_ns + bytes / link_gbps END AS pinned_expected_ns
+    FROM (SELECT *,
+                 -- faster than physically possible: a host copy beyond its link (a link
+                 -- from the platform table may be twice as wide: x8 assumed for laptops),
+                 -- a memset or device copy beyond the GPU's memory; judged on copies of at
+                 -- least $large_bytes, whose time no timestamp granularity explains
+                 CASE WHEN bytes >= $large_bytes AND raw_gbps IS NOT NULL
+                       AND link_direction IS NOT NULL AND link_gbps > 0
+                       AND raw_gbps > link_gbps * (CASE WHEN link_source = 'default' THEN 2
+                                                        ELSE 1 END)
+                                      * (1 + $margin_pct / 100.0) THEN 'faster_than_link'
+                      WHEN bytes >= $large_bytes AND raw_gbps IS NOT NULL
+                       AND copy_kind IN ('memset', 'DtoD') AND memory_gbps > 0
+                       AND raw_gbps > memory_gbps * (1 + $margin_pct / 100.0)
+                      THEN 'faster_than_memory' END AS suspect
+          FROM m)),
 w AS (
     -- in start order, a copy shares the link if it starts before an earlier one ended or
     -- ends after the next one started; only those enter the sweep (often none do)
@@ -62,7 +114,7 @@ w AS (
            max(end_ns) OVER (PARTITION BY direction ORDER BY start_ns, end_ns
                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS end_before,
            lead(start_ns) OVER (PARTITION BY direction ORDER BY start_ns, end_ns) AS next_start
-    FROM x WHERE direction IS NOT NULL AND end_ns >= start_ns),
+    FROM x WHERE direction IS NOT NULL AND end_ns >= start_ns AND suspect IS NULL),
 shared AS (SELECT * FROM w WHERE start_ns < end_before OR end_ns > next_start),
 ev AS (
     SELECT direction, start_ns AS t, 1 AS d FROM shared
@@ -99,7 +151,10 @@ SELECT count(*) FILTER (WHERE op = 'memcpy') AS copies,
        count(*) FILTER (WHERE op = 'memset') AS memsets,
        coalesce(sum(bytes), 0)::BIGINT AS total_bytes,
        coalesce(sum(duration_ns), 0)::BIGINT AS total_time_ns,
-       count(*) FILTER (WHERE bandwidth_gbps IS NULL) AS zero_duration_copies,
+       count(*) FILTER (WHERE duration_ns = 0) AS zero_duration_copies,
+       count(*) FILTER (WHERE suspect IS NOT NULL) AS suspect_copies,
+       count(*) FILTER (WHERE suspect = 'faster_than_link') AS faster_than_link,
+       count(*) FILTER (WHERE suspect = 'faster_than_memory') AS faster_than_memory,
        count(*) FILTER (WHERE direction IS NOT NULL) AS host_copies,
        count(*) FILTER (WHERE is_uvm) AS uvm_copies,
        coalesce(sum(bytes) FILTER (WHERE is_uvm), 0)::BIGINT AS uvm_bytes,
@@ -118,13 +173,13 @@ FROM _transfers_ops
 SELECT op, copy_kind, src_kind, dst_kind, is_pageable, is_uvm,
        count(*) AS copies, sum(bytes)::BIGINT AS total_bytes,
        sum(duration_ns)::BIGINT AS total_time_ns,
-       count(*) FILTER (WHERE bandwidth_gbps IS NULL) AS zero_duration,
+       count(*) FILTER (WHERE duration_ns = 0) AS zero_duration,
        avg(bandwidth_gbps) AS mean_gbps,
        quantile_cont(bandwidth_gbps, 0.5) AS median_gbps,
        quantile_cont(bandwidth_gbps, 0.1) AS p10_gbps,
        quantile_cont(bandwidth_gbps, 0.9) AS p90_gbps,
-       sum(bytes) FILTER (WHERE duration_ns > 0)
-           / nullif(sum(duration_ns) FILTER (WHERE duration_ns > 0), 0) AS aggregate_gbps
+       sum(bytes) FILTER (WHERE bandwidth_gbps IS NOT NULL)
+           / nullif(sum(duration_ns) FILTER (WHERE bandwidth_gbps IS NOT NULL), 0) AS aggregate_gbps
 FROM _transfers_ops
 GROUP BY op, copy_kind, src_kind, dst_kind, is_pageable, is_uvm
 ORDER BY is_uvm, total_time_ns DESC, copy_kind, src_kind, dst_kind
@@ -143,7 +198,8 @@ FROM t ORDER BY total_time_ns DESC, operation
 -- @query devices
 WITH ids AS (
     SELECT device_id FROM devices
-    UNION SELECT device_id FROM _transfers_ops WHERE device_id IS NOT NULL)
+    UNION SELECT device_id FROM memcpys WHERE device_id IS NOT NULL
+    UNION SELECT device_id FROM memsets WHERE device_id IS NOT NULL)
 SELECT i.device_id, d.name, d.chip_name, d.compute_capability, d.is_discrete, d.pcie_generation,
        d.pcie_width
 FROM ids i LEFT JOIN devices d USING (device_id)
@@ -164,8 +220,19 @@ s AS (
            quantile_cont(bandwidth_gbps, 0.9) AS p90_gbps,
            count(*) FILTER (WHERE bytes >= $large_bytes) AS large_copies,
            quantile_cont(bandwidth_gbps, 0.9) FILTER (WHERE bytes >= $large_bytes) AS p90_large_gbps,
-           sum(bytes) FILTER (WHERE duration_ns > 0)
-               / nullif(sum(duration_ns) FILTER (WHERE duration_ns > 0), 0) AS aggregate_gbps,
+           sum(bytes) FILTER (WHERE bandwidth_gbps IS NOT NULL)
+               / nullif(sum(duration_ns) FILTER (WHERE bandwidth_gbps IS NOT NULL), 0) AS aggregate_gbps,
+           100.0 * sum(expected_ns) FILTER (WHERE bandwidth_gbps IS NOT NULL)
+               / nullif(sum(duration_ns) FILTER (WHERE bandwidth_gbps IS NOT NULL
+                                                  AND expected_ns IS NOT NULL), 0)
+               AS expected_pct,
+           100.0 * sum(pinned_expected_ns) FILTER (WHERE bandwidth_gbps IS NOT NULL)
+               / nullif(sum(duration_ns) FILTER (WHERE bandwidth_gbps IS NOT NULL
+                                                  AND pinned_expected_ns IS NOT NULL), 0)
+               AS pinned_expected_pct,
+           count(*) FILTER (WHERE bandwidth_gbps IS NOT NULL
+                            AND 100.0 * expected_ns < $low_pct * duration_ns) AS slow_copies,
+           count(*) FILTER (WHERE suspect IS NOT NULL) AS suspect_copies,
            count(*) FILTER (WHERE host_memory = 'pinned') AS pinned_copies,
            count(*) FILTER (WHERE host_memory = 'pageable') AS pageable_copies,
            quantile_cont(bandwidth_gbps, 0.5) FILTER (WHERE host_memory = 'pinned') AS pinned_median_gbps,
@@ -195,7 +262,8 @@ ORDER BY grouping(direction), direction DESC
 -- @query copies
 SELECT op, operation, start_ns, end_ns, duration_ns, device_id, pid, global_pid, context_id,
        stream_id, correlation_id, bytes, copy_kind, src_kind, dst_kind, is_pageable, is_uvm,
-       copy_count, bandwidth_gbps, direction, host_memory, overlapped_ns, overlap_fraction
+       copy_count, bandwidth_gbps, direction, host_memory, overlapped_ns, overlap_fraction,
+       expected_ns, suspect
 FROM _transfers_ops
 ORDER BY start_ns, device_id, stream_id
 

@@ -1,0 +1,123 @@
+"""gpu_idle: each gap before a kernel gets its cause, on a hand-built trace whose answers
+are computed by hand below; the classification rule on arrays; the corpus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import CORPUS, corpus_sqlite_files, need
+
+import nsysdiag
+from nsysdiag.analyses import gpu_idle
+from nsysdiag.settings import Settings
+
+
+@pytest.fixture
+def trace(builder):
+    """One thread launching eight kernels on one GPU, each gap with another cause.
+
+    ns    thread (CUDA calls)             GPU
+    0     launch k1 [0, 10]               k1 [20, 100]
+    10    launch k2 [10, 150]             k2 [160, 200]   gap A [100, 160] = 60
+    300   launch k3 [300, 310]            k3 [320, 400]   gap B [200, 320] = 120
+    310   sync [310, 450]
+    460   launch k4 [460, 470]            k4 [480, 500]   gap C [400, 480] = 80
+    505   memcpy [505, 515]               copy [520, 600]
+    515   launch k5 [515, 518]            k5 [610, 650]   gap D [500, 610] = 110
+    520   launch k6 [520, 530]            k6 [700, 750]   gap E [650, 700] = 50
+    995   launch k7 [995, 1005]           k7 [1010, 1050] gap F [750, 1010] = 260
+    1100  launch k8 [1100, 1110]          k8 [1210, 1250] gap G [1050, 1210] = 160
+                                          pid 99: kernel [1060, 1200]
+    units 'req': [0, 800] and [1000, 1500]
+    """
+    b = builder("current")
+    b.launch(0, 10, 20, 100)
+    b.launch(10, 150, 160, 200)
+    b.launch(300, 310, 320, 400)
+    b.api(310, 450, "cudaStreamSynchronize_v3020")
+    b.launch(460, 470, 480, 500)
+    corr = b.api(505, 515, "cudaMemcpyAsync_v3020")
+    b.memcpy(520, 600, 1 << 20, corr=corr)
+    b.launch(515, 518, 610, 650)
+    b.launch(520, 530, 700, 750)
+    b.launch(995, 1005, 1010, 1050)
+    b.launch(1100, 1110, 1210, 1250)
+    b.kernel(1060, 1200, pid=99)
+    return b
+
+
+def causes_of(path, **options):
+    with nsysdiag.open(path, cache=False) as rep:
+        return gpu_idle.run(rep, **options)
+
+
+def test_every_gap_gets_its_cause(trace, tmp_path):
+    # A: at idle start (100) the thread is in k2's launch call, which fills the host
+    #    window [100, 150]: launch_bound. B: window [200, 310] holds 10 ns of launch
+    #    call, 100 outside CUDA: cpu_work. C: in the sync at 400: host_sync. D: the own
+    #    copy covers 80 of 110 (>= 55): copy. E: k6's call returned at 530 < 650:
+    #    dependency. F: 10 of 260 ns inside a unit (< 130): between_units. G: the other
+    #    process' kernel covers 140 of 160: other_process.
+    trace.nvtx(0, 800, "req")
+    trace.nvtx(1000, 1500, "req")
+    r = causes_of(trace.write(tmp_path / "t.sqlite"), range_name="req")
+    gaps = r.table("gaps").to_pylist()
+    assert [(g["gap_ns"], g["cause"]) for g in gaps] == [
+        (60, "launch_bound"), (120, "cpu_work"), (80, "host_sync"), (110, "copy"),
+        (50, "dependency"), (260, "between_units"), (160, "other_process")]
+    assert r.gaps == 7 and r.idle_ns == 840 and r.unit == "req"
+    assert r.by_cause["between_units"] == {"gaps": 1, "idle_ns": 260,
+                                           "share_pct": pytest.approx(100 * 260 / 840)}
+    assert r.top_cause == "between_units"
+    assert sum(c.share_pct for c in r.causes()) == pytest.approx(100)
+    # the launch-bound gaps alone: one of 60 ns, under the 20 us P99 threshold
+    assert (r.launch_bound_gaps, r.launch_bound_p50_ns, r.launch_bound_p99_ns) == (1, 60, 60)
+    assert not r.launch_overhead
+    lowered = causes_of(tmp_path / "t.sqlite", range_name="req",
+                        settings=Settings(gap_p99_ns=50))
+    assert lowered.launch_overhead  # 60 ns > 50 ns
+
+
+def test_without_units_the_whole_run(trace, tmp_path):
+    # no NVTX and no sync pairs on the thread: no unit; gap F's host window [750, 1005]
+    # holds 10 ns of launch call and 245 outside CUDA: cpu_work (120 + 260)
+    r = causes_of(trace.write(tmp_path / "t.sqlite"))
+    assert r.unit is None
+    assert r.by_cause["cpu_work"]["idle_ns"] == 380
+    assert r.by_cause["between_units"]["idle_ns"] == 0
+
+
+def test_per_stream_shares(trace, tmp_path):
+    r = causes_of(trace.write(tmp_path / "t.sqlite"))
+    rows = r.table("per_stream").to_pylist()
+    assert {row["stream_id"] for row in rows} == {7}
+    assert sum(row["share_pct"] for row in rows) == pytest.approx(100)
+
+
+def test_classify_order():
+    # one gap of 100 ns each; the first rule that holds wins
+    n = 4
+    window = np.zeros((n, 5), dtype=np.int64)
+    window[:, 4] = 1  # outside CUDA
+    got = gpu_idle.classify(
+        np.full(n, 100), np.array([60, 0, 0, 0]), np.array([60, 60, 0, 0]),
+        np.array([100, 100, 10, 100]), np.ones(n, bool), np.array([False, False, False, True]),
+        np.zeros(n, bool), np.zeros(n, bool), window, 50.0)
+    assert [gpu_idle.CAUSES[c] for c in got] == ["copy", "other_process", "between_units",
+                                                 "dependency"]
+
+
+def test_no_kernels(builder, tmp_path):
+    b = builder("current")
+    b.memcpy(0, 10, 100)
+    r = causes_of(b.write(tmp_path / "t.sqlite"))
+    assert r.status != "ok"
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_corpus_shares_add_up(index):
+    need(CORPUS)
+    r = causes_of(corpus_sqlite_files()[index])
+    if r.ok and r.gaps:
+        assert sum(v["idle_ns"] for v in r.by_cause.values()) == r.idle_ns
+        assert sum(v["share_pct"] for v in r.by_cause.values()) == pytest.approx(100)
