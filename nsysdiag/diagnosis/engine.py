@@ -169,7 +169,10 @@ def _diagnose(
 def _durations(ranges: AnalysisResult | None) -> np.ndarray | None:
     if not isinstance(ranges, RangesResult) or not ranges.ok or "instances" not in ranges.tables:
         return None
-    col = ranges.tables["instances"].column("duration_ns").to_numpy(zero_copy_only=False)
+    table = ranges.tables["instances"]
+    if "counted" in table.column_names:  # warm-up units left out (ranges.warmup)
+        table = table.filter(table.column("counted"))
+    col = table.column("duration_ns").to_numpy(zero_copy_only=False)
     col = np.asarray(col, dtype=float)
     return col[np.isfinite(col) & (col > 0)]
 
