@@ -17,6 +17,7 @@ ANALYSES = (
     "graphs",
     "jitter",
     "ranges",
+    "whole_run",
 )
 
 

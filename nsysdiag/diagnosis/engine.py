@@ -18,6 +18,7 @@ independent check of the same layer agree; otherwise it is healthy.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from ..analyses.graphs import GraphsResult
 from ..analyses.intervals import GPU_BUSY
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import RangesResult
+from ..analyses.whole_run import WholeRunResult
 from ..engine import threads
 from ..report import Report
 from ..settings import Settings
@@ -109,9 +111,12 @@ def _diagnose(
         with report.handover(GPU_BUSY):
             for name, kw in beside:
                 done[name] = _run(report, name, **kw)
+            # the whole run's breakdown (on overlap's unions): the answer without a unit
+            done["whole_run"] = _run(report, "whole_run", settings=settings)
             done["launch_gaps"] = gaps.result()
             done["ranges"] = _run(report, "ranges", **ranges_options)
-    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")
+    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges",
+                                            "whole_run")
                if done[name] is not None}
 
     ranges = results.get("ranges")
@@ -136,6 +141,7 @@ def _diagnose(
     findings = ev.run_all()
     findings += checks.tail_findings(tail, ranges)
     verdict = _verdict(tail, ev, settings, in_use)
+    verdict = _without_unit(verdict, tail, results.get("whole_run"))
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), -f.weight))
 
     gaps = results.get("launch_gaps")
@@ -207,6 +213,23 @@ def _tail_summary(
         shape_confidence=float(classifier.confidence) if classifier is not None else 0.0,
         level=level,
     )
+
+
+def _without_unit(verdict: Verdict, tail: TailSummary,
+                  whole: AnalysisResult | None) -> Verdict:
+    """The answer without units: when no unit repeats (or too few do), what dominated the
+    whole run (the whole_run analysis) instead of a bare "undetermined"."""
+    if verdict.layer != "undetermined" or not isinstance(whole, WholeRunResult) \
+            or not whole.ok or not whole.dominant_summary:
+        return verdict
+    if tail.unit is None:
+        return dataclasses.replace(
+            verdict, summary=f"No repeated unit: {whole.dominant_summary}. "
+                             f"(Why no unit: {verdict.summary.split(': ', 1)[-1]})")
+    if tail.shape == "insufficient_data" or tail.level == "unknown":
+        return dataclasses.replace(
+            verdict, summary=f"{verdict.summary} Over the whole run: {whole.dominant_summary}.")
+    return verdict
 
 
 def _verdict(
