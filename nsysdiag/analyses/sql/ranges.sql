@@ -50,7 +50,8 @@ LIMIT 5;
 -- median_ns (its instances' median duration), domain (its most frequent NVTX domain),
 -- operator_like: the name or domain is a framework operator or library call rather than a
 -- request or iteration (PyTorch's aten:: and emit_nvtx's "seq = .., op_id = .." ranges,
--- the ranges nsys writes for CUDA, cuBLAS, cuDNN, NCCL, MPI, OpenMP, OpenACC, ...).
+-- the ranges nsys writes for CUDA, cuBLAS, cuDNN, NCCL, MPI, OpenMP, OpenACC, and the
+-- domains of RAPIDS libraries: libcudf, cudf_python, rmm, ...).
 -- qualifies: repeated, median at least $min_median_ns, GPU work in at least half its
 -- probes, not operator_like. inside_frac: share of its probes lying inside an instance of
 -- another QUALIFYING name (same process; identical intervals: the alphabetically first
@@ -88,7 +89,7 @@ gpu AS (
 judged AS (
     SELECT k.*, g.gpu_share, g.gpu_calls_mean, g.m,
            regexp_matches(k.name, '^aten::|, seq = [0-9]+|op_id = [0-9]+|^(cu|cuda|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nccl|nvshmem|nvrtc)[A-Z_]|^MPI_|^ncclKernel')
-           OR regexp_matches(lower(coalesce(k.domain, '')), '^(cuda|cublas|cublaslt|cudnn|cufft|cusparse|cusolver|curand|nccl|nvshmem|mpi|openmp|openacc|oshmem|ucx|cupti|nvtx|cutlass|tensorrt|trt)$')
+           OR regexp_matches(lower(coalesce(k.domain, '')), '^(cuda|cublas|cublaslt|cudnn|cufft|cusparse|cusolver|curand|nccl|nvshmem|mpi|openmp|openacc|oshmem|ucx|ucxx|cupti|nvtx|cutlass|tensorrt|trt|libcudf|cudf|cudf_python|dask_cudf|rmm|cuml|cugraph|cupy|thrust|cub|nvcomp)$')
                AS operator_like
     FROM counts k JOIN gpu g USING (name)),
 qual AS (
