@@ -191,6 +191,8 @@ class RangesResult(AnalysisResult):
         return next((g for g in self.attribution if g.component is component), None)
 
     def figure_json(self, name: str) -> Any:
+        if name == "warmup_calls":
+            return list(self.warmup_calls)
         if name == "attribution":
             return {g.component.value: {"tail_mean_ns": g.tail_mean_ns,
                                         "median_mean_ns": g.median_mean_ns,

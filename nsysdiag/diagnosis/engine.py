@@ -184,8 +184,10 @@ def _tail_summary(
     ranges: AnalysisResult | None, d: np.ndarray | None, classifier, settings: Settings
 ) -> TailSummary:
     if not isinstance(ranges, RangesResult) or d is None or d.size == 0:
+        reason = ranges.message if ranges is not None and not ranges.ok else None
         return TailSummary(
-            None, None, 0, None, None, None, None, "insufficient_data", 0.0, "unknown"
+            None, None, 0, None, None, None, None, "insufficient_data", 0.0, "unknown",
+            unit_reason=reason,
         )
     p50, p90, p99 = (float(v) for v in np.percentile(d, [50, 90, 99]))
     ratio = p99 / p50 if p50 > 0 else None
@@ -209,6 +211,10 @@ def _tail_summary(
         shape=shape,
         shape_confidence=float(classifier.confidence) if classifier is not None else 0.0,
         level=level,
+        runner_up=ranges.unit_runner_up,
+        unit_reason=ranges.unit_reason,
+        n_warmup=ranges.n_warmup,
+        warmup_calls=ranges.warmup_calls,
     )
 
 
