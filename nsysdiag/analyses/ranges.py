@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -60,6 +61,8 @@ WARMUP_CALLS = (r"^(cuModuleLoad|cuLibraryLoad|cuCtxCreate|cuDevicePrimaryCtxRet
                 r"cublasCreate|cublasLtCreate|cudnnCreate|cufftPlan|cusparseCreate|"
                 r"cusolverDnCreate|nvrtc|cuLink|cudaMalloc|cuMemAlloc|cudaHostAlloc|"
                 r"cuMemHostAlloc|cudaMallocHost|cuMemCreate)")
+#: the allocation calls among WARMUP_CALLS (warm-up only in the units at the start)
+ALLOCATION = re.compile(r"^(cudaMalloc|cuMemAlloc|cudaHostAlloc|cuMemHostAlloc|cuMemCreate)")
 
 
 class Component(str, enum.Enum):
@@ -810,7 +813,9 @@ def warmup(report: Report, unit: Unit, instances: pa.Table,
 
     A one-off call is a call named by :data:`WARMUP_CALLS` (module loading, context and
     handle creation, JIT compilation, allocation) that fewer than half of the units hold
-    (a call every unit makes is the work itself, not a one-off); ranges.sql
+    (a call every unit makes is the work itself, not a one-off); an allocation counts only
+    in the units at the start that allocate, up to the first that does not (first-time
+    allocation, not a cache that grows later); ranges.sql
     ``units_warmup`` finds the calls inside each unit. The units at the start that last
     more than ``settings.warmup_ratio`` times the median, up to the first that does not,
     stand far off before the steady state.
@@ -842,10 +847,21 @@ def warmup(report: Report, unit: Unit, instances: pa.Table,
     for r in held:
         holders.setdefault(r["name"], set()).add(int(r["instance"]))
     oneoff = {name: ins for name, ins in holders.items() if 2 * len(ins) < len(ids)}
+    order = np.argsort(np.nan_to_num(start, nan=np.inf), kind="stable")
+    # an allocation is first-time allocation only in the units at the start that allocate
+    # (up to the first that does not); module loading, handle creation and JIT anywhere
+    allocating = {i for name, ins in oneoff.items() if ALLOCATION.match(name) for i in ins}
+    first_time: set[int] = set()
+    for i in ids[order]:
+        if int(i) not in allocating:
+            break
+        first_time.add(int(i))
+    oneoff = {name: (ins & first_time if ALLOCATION.match(name) else ins)
+              for name, ins in oneoff.items()}
+    oneoff = {name: ins for name, ins in oneoff.items() if ins}
     if oneoff:
         flags |= np.isin(ids, np.fromiter(set().union(*oneoff.values()), dtype=np.int64))
     median = float(np.nanmedian(dur))
-    order = np.argsort(np.nan_to_num(start, nan=np.inf), kind="stable")
     leading = 0
     for i in order:
         if not dur[i] > settings.warmup_ratio * median:
