@@ -47,6 +47,13 @@ class Settings:
                                  "(45th-55th percentile), % in (0, 50]")
     range_min_instances: int = _rule(20, "instances an NVTX range name needs to be chosen as "
                                          "the unit automatically")
+    unit_min_median_ns: int = _rule(1_000, "an NVTX range whose median duration is below this "
+                                           "is an operation, not a unit of work, ns")
+    warmup_ratio: float = _rule(10.0, "a leading unit longer than this multiple of the "
+                                      "median is warm-up (ratio)")
+    keep_warmup: bool = _rule(False, "keep the warm-up units (module loading, handle "
+                                     "creation, JIT, first allocations, a slow start) in the "
+                                     "tail figures (true/false)")
     seed: int = _rule(0, "seed of the tail-shape classifier's random generator")
     min_units: int = _rule(50, "units the tail figures must rest on for a verdict (and the "
                                "tail-shape classifier for a shape; at least 10); fewer give "
@@ -129,6 +136,10 @@ class Settings:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.type in ("bool", bool):
+                if not isinstance(value, bool):
+                    raise UsageError(f"{f.name} must be true or false, got {value!r}")
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or (
                 isinstance(value, float) and not math.isfinite(value)
             ):

@@ -310,21 +310,150 @@ def test_push_pop_range_whose_work_runs_elsewhere_goes_process_scoped(builder, t
 
 
 def test_auto_choice_prefers_the_outermost_repeated_range(builder, tmp_path):
-    # 20 requests, each holding one forward holding three layers: layer is the most
-    # frequent (60), forward ties with request (20), request contains both
+    # 20 requests of 9 us, each holding one forward (7 us) holding three layers (1 us, each
+    # launching a kernel): all three qualify; forward lies in request, layer in forward
     b = builder("current")
     for k in range(20):
-        s = 1000 + k * 1000
-        b.nvtx(s, s + 900, "request")
-        b.nvtx(s + 100, s + 800, "forward")
+        s = 10_000 + k * 10_000
+        b.nvtx(s, s + 9000, "request")
+        b.nvtx(s + 1000, s + 8000, "forward")
         for j in range(3):
-            b.nvtx(s + 200 + 200 * j, s + 300 + 200 * j, "layer")
-    b.nvtx(0, 30000, "main")  # outermost but not repeated
+            t = s + 2000 + 2000 * j
+            b.nvtx(t, t + 1000, "layer")
+            b.launch(t + 100, t + 200, t + 300, t + 900)
+    b.nvtx(0, 300_000, "main")  # outermost but not repeated
     with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
-        assert ranges.durations(rep) == ("request", pytest.approx(np.full(20, 900)), "nvtx_auto")
-        cands = run_query(rep, "ranges", "candidates", {"min_instances": 20}).to_pylist()
-    assert [(c["name"], c["n"], c["inside_frac"], c["usual_parent"]) for c in cands] == [
-        ("request", 20, 0.0, None), ("layer", 60, 1.0, "forward"), ("forward", 20, 1.0, "request")]
+        assert ranges.durations(rep) == ("request", pytest.approx(np.full(20, 9000)), "nvtx_auto")
+        cands = run_query(rep, "ranges", "candidates",
+                          {"min_instances": 20, "min_median_ns": 1000}).to_pylist()
+        unit = ranges.select_unit(rep)
+    # qualifying and outermost first, then by total time: forward 140 us, layer 60 us
+    assert [(c["name"], c["n"], c["inside_frac"], c["usual_parent"], c["qualifies"])
+            for c in cands] == [("request", 20, 0.0, None, True),
+                                ("forward", 20, 1.0, "request", True),
+                                ("layer", 60, 1.0, "forward", True)]
+    # each request holds three launch calls, each layer one
+    assert [c["gpu_calls_mean"] for c in cands] == [3, 3, 1]
+    assert (unit.name, unit.runner_up) == ("request", "forward")
+    assert "repeats 20 times" in unit.reason and "runner-up forward: lies inside request" \
+        in unit.reason
+
+
+def _steps(b, n, *, t0=100_000, period=20_000, length=10_000, op=None, op_domain=0):
+    """n ranges "step" of ``length`` ns, each launching a kernel; with ``op``, an operator
+    range of that name (2 us, launching a kernel) inside each step."""
+    for k in range(n):
+        s = t0 + k * period
+        b.nvtx(s, s + length, "step")
+        b.launch(s + 100, s + 200, s + 300, s + 900)
+        if op:
+            b.nvtx(s + 2000, s + 4000, op, domain_id=op_domain)
+            b.launch(s + 2100, s + 2200, s + 2300, s + 2900)
+
+
+def test_operator_and_library_ranges_are_not_units(builder, tmp_path):
+    # emit_nvtx's operator ranges are more frequent than the step (twice: 40 against 20)
+    # and launch GPU work, but are operators
+    b = builder("current")
+    _steps(b, 20, op="aten::addmm, seq = 12, op_id = 3")
+    _steps(b, 20, t0=1_000_000, op="aten::relu")
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        unit = ranges.select_unit(rep)
+    assert unit.name == "step"
+    # a library domain (MPI) counts as an operator too; without the step none qualifies
+    b = builder("current")
+    b.nvtx_domain(5, "MPI")
+    for k in range(25):
+        s = 10_000 + 10_000 * k
+        b.nvtx(s, s + 5000, "MPI_Allreduce", domain_id=5)
+        b.launch(s + 100, s + 200, s + 300, s + 900)
+    with nsysdiag.open(b.write(tmp_path / "m.sqlite"), cache=False) as rep:
+        cands = run_query(rep, "ranges", "candidates",
+                          {"min_instances": 20, "min_median_ns": 1000}).to_pylist()
+        res = ranges.run(rep)
+    assert [(c["name"], c["domain"], c["operator_like"], c["qualifies"]) for c in cands] == [
+        ("MPI_Allreduce", "MPI", True, False)]
+    assert res.status != "ok" and "no repeated NVTX range qualifies as a unit" in res.message
+    assert "an operator or library range (domain MPI)" in res.message
+
+
+def test_short_ranges_and_ranges_without_gpu_work_are_not_units(builder, tmp_path):
+    b = builder("current")
+    _steps(b, 20)
+    for k in range(40):
+        s = 100_000 + k * 10_000 + 5000
+        # sub-microsecond bookkeeping holding a launch, and a CPU-only range
+        b.nvtx(s, s + 500, "null_count")
+        b.launch(s + 100, s + 200, s + 300, s + 400)
+        b.nvtx(s + 1000, s + 4000, "log")
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        cands = {c["name"]: c for c in run_query(
+            rep, "ranges", "candidates", {"min_instances": 20, "min_median_ns": 1000}
+        ).to_pylist()}
+        unit = ranges.select_unit(rep)
+    assert unit.name == "step"
+    assert (cands["null_count"]["median_ns"], cands["null_count"]["qualifies"]) == (500, False)
+    assert (cands["log"]["gpu_share"], cands["log"]["qualifies"]) == (0, False)
+    assert cands["step"]["gpu_share"] == 1
+
+
+def test_choose_unit_reports_runner_up_and_reason():
+    def cand(name, **kw):
+        base = dict(n=30, total_ns=3e6, median_ns=1e5, domain="", gpu_share=1.0,
+                    gpu_calls_mean=4.0, operator_like=False, qualifies=True, inside_frac=0.0,
+                    usual_parent=None)
+        return ranges.Candidate(name=name, **{**base, **kw})
+
+    a, b = cand("iteration", total_ns=9e6), cand("eval", total_ns=2e6)
+    choice = ranges.choose_unit([a, b])
+    assert choice[:2] == ("iteration", "eval")
+    assert "of 2 outermost qualifying ranges it covers the most time (9 ms)" in choice.reason
+    assert "runner-up eval: covers less time (2 ms)" in choice.reason
+    op = cand("aten::mm", operator_like=True, qualifies=False, domain="")
+    none = ranges.choose_unit([op])
+    assert none.unit is None and "aten::mm (30 times), is an operator or library range" \
+        in none.reason
+
+
+def test_warmup_units_are_set_apart(builder, tmp_path):
+    # 30 steps of 10 us; the first holds a module load and lasts 500 us (50x the median),
+    # the 10th holds a cuBLAS handle creation (a one-off) at the usual length
+    b = builder("current")
+    for k in range(30):
+        s = 1_000_000 + k * 1_000_000
+        length = 500_000 if k == 0 else 10_000 + k
+        b.nvtx(s, s + length, "step")
+        b.launch(s + 100, s + 200, s + 300, s + 900)
+        if k == 0:
+            b.api(s + 1000, s + 400_000, "cuLibraryLoadData")
+        if k == 9:
+            b.nvtx(s + 1000, s + 2000, "cublasCreate_v2")
+    path = b.write(tmp_path / "t.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        res = ranges.run(rep)
+        kept = ranges.run(rep, keep_warmup=True)
+    assert (res.n, res.n_warmup, res.warmup_kept) == (28, 2, False)
+    assert res.warmup_calls == ("cuLibraryLoadData", "cublasCreate_v2")
+    assert res.max_ns == 10_029  # the warm-up units are left out of the tail figures
+    inst = res.table("instances").to_pylist()
+    assert [r["instance"] for r in inst if r["warmup"]] == [1, 10]
+    assert res.findings[0].startswith("2 warm-up units (holding cuLibraryLoadData, "
+                                      "cublasCreate_v2; the first 1 lasting 500 us")
+    assert (kept.n, kept.n_warmup, kept.warmup_kept, kept.max_ns) == (30, 2, True, 500_000)
+    d = nsysdiag.diagnose(path)
+    # the diagnosis (classifier and ratio) reads the same 28 units
+    assert d.tail.n == 28 and d.tail.p99_over_p50 == pytest.approx(10_028.73 / 10_015.5)
+
+
+def test_a_call_every_unit_makes_is_no_warmup(builder, tmp_path):
+    b = builder("current")
+    for k in range(20):
+        s = 100_000 + k * 100_000
+        b.nvtx(s, s + 10_000, "step")
+        b.launch(s + 100, s + 200, s + 300, s + 900)
+        b.api(s + 1000, s + 2000, "cudaMalloc_v3020")
+    res = run(b, tmp_path)
+    assert (res.n, res.n_warmup, res.warmup_calls) == (20, 0, ())
 
 
 def test_unknown_range_name_is_a_usage_error(core, core_path, capsys):
@@ -409,9 +538,11 @@ def test_baseline_request_unit():
     path = need(H200 / "baseline.sqlite")
     res = corpus_result(path)
     s = res.summary
+    # the first request (26.3 ms, lazy module loading) is warm-up, left out of the figures
     assert (s["unit"], s["unit_source"], s["scope"], s["n"], s["n_attributed"]) == (
-        "request", "nvtx_auto", "thread", 1500, 1500)
-    assert (s["tail_n"], s["max_ns"]) == (15, 26340982)
+        "request", "nvtx_auto", "thread", 1499, 1499)
+    assert (s["n_warmup"], s["warmup_calls"]) == (1, ["cuLibraryLoadData"])
+    assert (s["tail_n"], s["max_ns"]) == (15, 5050442)
     # a CPU-side tail: the host, not the GPU, took longer
     assert s["top_component"] == "cpu_outside_cuda" and s["top_gpu_component"] == "gpu_idle"
     check_components(res)
@@ -419,13 +550,15 @@ def test_baseline_request_unit():
         d = ranges.durations(rep)
     assert (d.unit, d.unit_source, len(d.durations_ns), int(d.durations_ns.sum())) == (
         "request", "nvtx_auto", 1500, 3146549399)
-    assert s["p99_ns"] == pytest.approx(np.percentile(d.durations_ns, 99))
+    assert d.durations_ns[0] == 26340982
+    assert s["p99_ns"] == pytest.approx(np.percentile(d.durations_ns[1:], 99))
 
 
 def test_gpu_trace_tail_waits_on_the_gpu():
     res = corpus_result(need(H200 / "gpu.sqlite"))
     s = res.summary
-    assert (s["unit"], s["n"]) == ("request", 1497)
+    # 1497 requests, the first warm-up (cuLibraryLoadData)
+    assert (s["unit"], s["n"], s["n_warmup"]) == ("request", 1496, 1)
     # the CUDA trace stops early: the instances after it are left out of the attribution
     assert s["n_attributed"] < s["n"] and any("outside the span" in f for f in res.findings)
     # the host waits in syncs while submitted work does not run: contention the trace hides
@@ -493,6 +626,29 @@ def test_corpus_runs(path):
     res = corpus_result(path)
     assert res.status in ("ok", "empty", "not_captured"), res.message
     if res.ok:
-        assert res.summary["n"] == res.table("instances").num_rows > 0
+        inst = res.table("instances")
+        assert res.summary["n"] + res.summary["n_warmup"] == inst.num_rows > 0
+        assert res.summary["n"] == sum(inst.column("counted").to_pylist())
         assert res.summary["unit_source"] in ("nvtx_auto", "sync_fallback")
+        if res.summary["unit_source"] == "nvtx_auto":
+            # an automatic NVTX unit lasts at least a microsecond and launches GPU work
+            assert np.median(inst.column("duration_ns").to_numpy()) >= 1000
+            own = (inst.column("n_kernels").to_numpy() + inst.column("n_copies").to_numpy()) > 0
+            assert own.mean() >= 0.5
         check_components(res)
+
+
+def test_only_first_time_allocation_is_warmup(builder, tmp_path):
+    # units 1 and 2 allocate (first-time allocation), unit 15 allocates again later (a
+    # cache that grows: not warm-up); all of the same length
+    b = builder("current")
+    for k in range(30):
+        s = 100_000 + k * 100_000
+        b.nvtx(s, s + 10_000, "step")
+        b.launch(s + 100, s + 200, s + 300, s + 900)
+        if k in (0, 1, 14):
+            b.api(s + 1000, s + 2000, "cudaMalloc_v3020")
+    res = run(b, tmp_path)
+    inst = res.table("instances").to_pylist()
+    assert [r["instance"] for r in inst if r["warmup"]] == [1, 2]
+    assert (res.n, res.n_warmup, res.warmup_calls) == (28, 2, ("cudaMalloc",))

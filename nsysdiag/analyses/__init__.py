@@ -19,6 +19,7 @@ ANALYSES = (
     "jitter",
     "ranges",
     "gpu_idle",
+    "whole_run",
 )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,7 +54,16 @@ MIN_INSTANCES = DEFAULTS.range_min_instances
 SLOWEST = 20
 SCOPES = ("auto", "thread", "process")
 #: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("tail_pct", "range_min_instances")
+SETTINGS = ("tail_pct", "range_min_instances", "unit_min_median_ns", "warmup_ratio",
+            "keep_warmup")
+#: API calls (and library NVTX ranges) that make a unit holding them warm-up: module
+#: loading, context and handle creation, JIT compilation and linking, allocation
+WARMUP_CALLS = (r"^(cuModuleLoad|cuLibraryLoad|cuCtxCreate|cuDevicePrimaryCtxRetain|"
+                r"cublasCreate|cublasLtCreate|cudnnCreate|cufftPlan|cusparseCreate|"
+                r"cusolverDnCreate|nvrtc|cuLink|cudaMalloc|cuMemAlloc|cudaHostAlloc|"
+                r"cuMemHostAlloc|cudaMallocHost|cuMemCreate)")
+#: the allocation calls among WARMUP_CALLS (warm-up only in the units at the start)
+ALLOCATION = re.compile(r"^(cudaMalloc|cuMemAlloc|cudaHostAlloc|cuMemHostAlloc|cuMemCreate)")
 
 
 class Component(str, enum.Enum):
@@ -148,8 +158,14 @@ class RangesResult(AnalysisResult):
     analysis: str = field(default="ranges", init=False)
     unit: str | None = figure("the unit: an NVTX range name or sync-interval")
     unit_source: str | None = figure("nvtx_named (--range), nvtx_auto or sync_fallback")
+    unit_runner_up: str | None = figure("the range that came second in the unit choice")
+    unit_reason: str | None = figure("why the unit was chosen (and the runner-up was not)")
     scope: str | None = figure("whose CUDA calls counted into a unit: thread or process")
-    n: int = figure("units", 0)
+    n: int = figure("units in the tail figures (warm-up left out unless kept)", 0)
+    n_warmup: int = figure("warm-up units: holding one-off calls or standing far off at the "
+                           "start", 0)
+    warmup_kept: bool = figure("the warm-up units count in the tail figures", False)
+    warmup_calls: tuple[str, ...] = figure("the one-off calls the warm-up units hold", ())
     p50_ns: float | None = figure("P50 of the units' durations, ns")
     p90_ns: float | None = figure("P90 of the units' durations, ns")
     p99_ns: float | None = figure("P99 of the units' durations, ns")
@@ -179,6 +195,8 @@ class RangesResult(AnalysisResult):
         return next((g for g in self.attribution if g.component is component), None)
 
     def figure_json(self, name: str) -> Any:
+        if name == "warmup_calls":
+            return list(self.warmup_calls)
         if name == "attribution":
             return {g.component.value: {"tail_mean_ns": g.tail_mean_ns,
                                         "median_mean_ns": g.median_mean_ns,
@@ -193,6 +211,8 @@ class RangesResult(AnalysisResult):
         for name in ("top_component", "top_cpu_component", "top_gpu_component"):
             if out.get(name) is not None:
                 out[name] = Component(out[name])
+        if out.get("warmup_calls") is not None:
+            out["warmup_calls"] = tuple(out["warmup_calls"])
         if "attribution" in out:
             out["attribution"] = tuple(ComponentGrowth(Component(c), **v)
                                        for c, v in out["attribution"].items())
@@ -233,6 +253,8 @@ class Unit:
     name: str
     source: str
     instances: pa.Table
+    runner_up: str | None = None
+    reason: str | None = None
 
     @property
     def thread_local(self) -> bool:
@@ -262,7 +284,8 @@ def _check(tail_pct: float, min_instances: int, scope: str) -> None:
 
 
 def select_unit(
-    report: Report, range_name: str | None = None, min_instances: int = MIN_INSTANCES
+    report: Report, range_name: str | None = None, min_instances: int = MIN_INSTANCES,
+    *, settings: Settings | None = None,
 ) -> Unit | AnalysisResult:
     """Choose the unit of work; an ``empty``/``not_captured`` result when there is none.
 
@@ -271,21 +294,31 @@ def select_unit(
     report : Report
         The opened trace.
     range_name : str, optional
-        An NVTX range name (or ``DOMAIN:NAME``). Without it the most frequent outermost
-        range repeated at least ``min_instances`` times is used, else the intervals between
-        blocking host waits (:data:`BLOCKING_WAITS`).
+        An NVTX range name (or ``DOMAIN:NAME``). Without it the unit is chosen by structure
+        (ranges.sql ``candidates``, docs/analyses/ranges.md): a range name that repeats
+        ``min_instances`` times, encloses GPU work of its own (calls that launch kernels or
+        copies inside most of its instances), lasts at least
+        ``settings.unit_min_median_ns`` at the median, is no framework operator or library
+        call (``aten::``, emit_nvtx's ``seq =``, CUDA/cuBLAS/MPI/... domains) and does not
+        lie inside another such name; among several, the one covering the most time. When
+        none qualifies, the intervals between blocking host waits
+        (:data:`BLOCKING_WAITS`).
     min_instances : int
         Instances a range name needs to be chosen automatically.
+    settings : Settings, optional
+        Where ``unit_min_median_ns`` comes from.
 
     Returns
     -------
     Unit or AnalysisResult
+        The unit with its runner-up and the reason of the choice.
 
     Raises
     ------
     UsageError
         ``range_name`` names no closed NVTX range of the trace.
     """
+    settings = settings or DEFAULTS
     names = (
         run_query(report, NAME, "names").to_pylist() if report.probe.present("nvtx_ranges") else []
     )
@@ -299,15 +332,23 @@ def select_unit(
         units = run_query(report, NAME, "units_nvtx", {"name": range_name})
         if units.num_rows == 0:
             raise UsageError(f"no closed NVTX range named {range_name!r}; most frequent: {top}")
-        return Unit(range_name, "nvtx_named", units)
+        return Unit(range_name, "nvtx_named", units, None, "named with --range")
+    rejected = ""
     if names:
-        cands = run_query(report, NAME, "candidates", {"min_instances": min_instances})
-        if cands.num_rows:
-            name = cands.column("name")[0].as_py()
-            return Unit(name, "nvtx_auto", run_query(report, NAME, "units_nvtx", {"name": name}))
+        cands = run_query(report, NAME, "candidates", {
+            "min_instances": min_instances, "min_median_ns": settings.unit_min_median_ns,
+        }).to_pylist()
+        choice = choose_unit([Candidate.of(r) for r in cands], settings)
+        if choice.unit is not None:
+            return Unit(choice.unit, "nvtx_auto",
+                        run_query(report, NAME, "units_nvtx", {"name": choice.unit}),
+                        choice.runner_up, choice.reason)
+        rejected = choice.reason
     units = run_query(report, NAME, "units_sync", {"blocking": BLOCKING_WAITS})
     if units.num_rows:
-        return Unit("sync-interval", "sync_fallback", units)
+        reason = "intervals between blocking host waits" + (
+            f" ({rejected})" if rejected else " (no repeated NVTX range)")
+        return Unit("sync-interval", "sync_fallback", units, None, reason)
     if not names and not _has_syncs(report):
         return _no_unit(
             NOT_CAPTURED,
@@ -315,10 +356,85 @@ def select_unit(
         )
     return _no_unit(
         EMPTY,
-        f"no NVTX range repeats {min_instances} times"
-        + (f" (most frequent: {top}; pass --range NAME)" if top else "")
+        (rejected + "; " if rejected else f"no NVTX range repeats {min_instances} times")
+        + (f" (most frequent: {top}; pass --range NAME)" if top and not rejected else "")
         + " and no thread waits on the GPU twice",
     )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A repeated NVTX range name and the evidence the unit choice reads (a row of
+    ranges.sql ``candidates``)."""
+
+    name: str
+    n: int  #: closed instances
+    total_ns: float  #: their summed duration, ns
+    median_ns: float  #: their median duration, ns
+    domain: str | None  #: its most frequent NVTX domain
+    gpu_share: float  #: share of sampled instances that launch GPU work (fraction)
+    gpu_calls_mean: float  #: GPU-launching calls per sampled instance (mean)
+    operator_like: bool  #: a framework operator or library call by its name or domain
+    qualifies: bool  #: repeats, long enough, encloses GPU work, not operator_like
+    inside_frac: float  #: share of its instances inside another qualifying name (fraction)
+    usual_parent: str | None  #: the qualifying name it most often lies in
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> Candidate:
+        return cls(**{f: row[f] for f in cls.__dataclass_fields__})
+
+    @property
+    def nested(self) -> bool:
+        return self.inside_frac >= 0.5
+
+    def why_not(self, settings: Settings) -> str:
+        """Why this name is not a unit (empty when it is one)."""
+        if self.operator_like:
+            where = f"domain {self.domain}" if self.domain else "its name"
+            return f"an operator or library range ({where})"
+        if self.median_ns < settings.unit_min_median_ns:
+            return f"median {_duration(self.median_ns)}, too short for a unit of work"
+        if self.gpu_share < 0.5:
+            return (f"launches GPU work in only {100 * self.gpu_share:.0f}% of its instances"
+                    if self.gpu_share else "launches no GPU work")
+        if self.nested:
+            return f"lies inside {self.usual_parent}"
+        return ""
+
+
+class UnitChoice(NamedTuple):
+    """The unit choice: the chosen name (None: none qualifies), the runner-up, the reason."""
+
+    unit: str | None
+    runner_up: str | None
+    reason: str
+
+
+def choose_unit(cands: list[Candidate], settings: Settings = DEFAULTS) -> UnitChoice:
+    """The unit among the repeated range names: the qualifying, outermost one covering the
+    most time (``cands`` in the order of ranges.sql ``candidates``: qualifying first, then
+    not nested, then by total time)."""
+    if not cands:
+        return UnitChoice(None, None, "")
+    units = [c for c in cands if c.qualifies and not c.nested]
+    if not units:
+        best = cands[0]
+        return UnitChoice(None, None, f"no repeated NVTX range qualifies as a unit: "
+                          f"{len(cands)} repeated; the first, {best.name} "
+                          f"({best.n} times), is {best.why_not(settings)}")
+    chosen = units[0]
+    rest = [c for c in cands if c is not chosen]
+    runner = rest[0] if rest else None
+    reason = (f"repeats {chosen.n} times, launches GPU work in "
+              f"{100 * chosen.gpu_share:.0f}% of its instances "
+              f"({chosen.gpu_calls_mean:.3g} calls each), median {_duration(chosen.median_ns)}")
+    if len(units) > 1:
+        reason += (f"; of {len(units)} outermost qualifying ranges it covers the most time "
+                   f"({_duration(chosen.total_ns)})")
+    if runner is not None:
+        why = runner.why_not(settings) or f"covers less time ({_duration(runner.total_ns)})"
+        reason += f"; runner-up {runner.name}: {why}"
+    return UnitChoice(chosen.name, runner.name if runner else None, reason)
 
 
 def _has_syncs(report: Report) -> bool:
@@ -338,7 +454,8 @@ def _no_unit(status: str, message: str) -> AnalysisResult:
 
 
 def durations(
-    report: Report, range_name: str | None = None, *, min_instances: int = MIN_INSTANCES
+    report: Report, range_name: str | None = None, *, min_instances: int = MIN_INSTANCES,
+    settings: Settings | None = None,
 ) -> Durations:
     """Durations of the unit's instances, without the decomposition (cheap).
 
@@ -350,6 +467,8 @@ def durations(
         NVTX range name; default: chosen as :func:`run` does.
     min_instances : int
         Instances a range name needs to be chosen automatically.
+    settings : Settings, optional
+        The unit choice's thresholds.
 
     Returns
     -------
@@ -364,7 +483,7 @@ def durations(
     >>> unit, source, np.percentile(d, 99)              # doctest: +SKIP
     ('request', 'nvtx_auto', 2893571.0)
     """
-    unit = select_unit(report, range_name, min_instances)
+    unit = select_unit(report, range_name, min_instances, settings=settings)
     if isinstance(unit, AnalysisResult):
         return Durations(None, np.array([], dtype=np.int64), None)
     d = unit.instances.column("duration_ns").to_numpy(zero_copy_only=False).astype(np.int64)
@@ -593,6 +712,7 @@ def run(
     tail_pct: float | None = None,
     min_instances: int | None = None,
     scope: str = "auto",
+    keep_warmup: bool | None = None,
     *,
     settings: Settings | None = None,
 ) -> RangesResult | AnalysisResult:
@@ -613,6 +733,9 @@ def run(
         ``settings.range_min_instances``).
     scope : {'auto', 'thread', 'process'}
         Whose CUDA calls count into an instance (see :func:`decompose`).
+    keep_warmup : bool, optional
+        Count the warm-up units (:func:`warmup`) in the tail figures (default
+        ``settings.keep_warmup``); either way the ``instances`` table marks them.
     settings : Settings, optional
         Where the defaults come from.
 
@@ -632,11 +755,17 @@ def run(
     tail_pct = settings.tail_pct if tail_pct is None else tail_pct
     min_instances = settings.range_min_instances if min_instances is None else min_instances
     _check(tail_pct, min_instances, scope)
-    unit = select_unit(report, range_name, min_instances)
+    keep = settings.keep_warmup if keep_warmup is None else bool(keep_warmup)
+    unit = select_unit(report, range_name, min_instances, settings=settings)
     if isinstance(unit, AnalysisResult):
         return unit
     instances, used_scope = decompose(report, unit, scope)
-    with registered(report, "_ranges_instances", instances):
+    warm = warmup(report, unit, instances, settings)
+    # counted: the unit counts in the tail figures (and the diagnosis' classifier)
+    instances = instances.append_column("warmup", pa.array(warm.flags)).append_column(
+        "counted", pa.array(np.ones(len(warm.flags), dtype=bool) if keep else ~warm.flags))
+    counted = instances.filter(instances.column("counted"))
+    with registered(report, "_ranges_instances", counted):
         params = {"tail_pct": tail_pct, "limit": SLOWEST}
         stats = run_query(report, NAME, "summary", params).to_pylist()[0]
         attribution = run_query(report, NAME, "attribution", params)
@@ -654,15 +783,107 @@ def run(
     if report.probe.present("nvtx_ranges"):
         tables["totals"] = run_query(report, NAME, "totals")
     result = _summarize(unit, used_scope, tail_pct, stats, attribution, tables)
+    result = replace(result, n_warmup=int(warm.flags.sum()), warmup_kept=keep,
+                     warmup_calls=warm.calls)
     findings = _findings(result, attribution)
-    if slowest.num_rows and slowest.column("instance")[0].as_py() == 1 and stats["n"] > 1:
-        findings.append("the slowest instance is the first one (warm-up)")
+    if warm.flags.any():
+        findings.insert(0, warm.describe(keep))
     message = (
         f"{result.n} x {unit.name} ({unit.source}); p99/p50 "
         f"{_fmt(result.p99_over_p50)}"
         + (f"; tail grew most in {result.top_component}" if result.top_component else "")
     )
     return replace(result, message=message, findings=tuple(findings))
+
+
+class Warmup(NamedTuple):
+    """The warm-up units of a unit (see :func:`warmup`)."""
+
+    flags: np.ndarray  #: per row of the instances table: a warm-up unit
+    calls: tuple[str, ...]  #: the one-off calls they hold
+    leading: int  #: units at the start standing far off the median
+    median_ns: float  #: the median duration they are judged against, ns
+    leading_ns: tuple[int, ...]  #: those units' durations, ns
+
+    def describe(self, kept: bool) -> str:
+        n = int(self.flags.sum())
+        parts = []
+        if self.calls:
+            parts.append("holding " + ", ".join(self.calls))
+        if self.leading:
+            parts.append(f"the first {self.leading} lasting "
+                         + ", ".join(_duration(d) for d in self.leading_ns[:3])
+                         + (" ..." if self.leading > 3 else "")
+                         + f" against a median of {_duration(self.median_ns)}")
+        return (f"{n} warm-up unit{'s' if n != 1 else ''} ({'; '.join(parts)}) "
+                + ("kept in the tail figures (--keep-warmup)" if kept
+                   else "left out of the tail figures (--keep-warmup keeps them)"))
+
+
+def warmup(report: Report, unit: Unit, instances: pa.Table,
+           settings: Settings = DEFAULTS) -> Warmup:
+    """The warm-up units: those that hold a one-off call, and those at the start that stand
+    far off the steady state.
+
+    A one-off call is a call named by :data:`WARMUP_CALLS` (module loading, context and
+    handle creation, JIT compilation, allocation) that fewer than half of the units hold
+    (a call every unit makes is the work itself, not a one-off); an allocation counts only
+    in the units at the start that allocate, up to the first that does not (first-time
+    allocation, not a cache that grows later); ranges.sql
+    ``units_warmup`` finds the calls inside each unit. The units at the start that last
+    more than ``settings.warmup_ratio`` times the median, up to the first that does not,
+    stand far off before the steady state.
+
+    Parameters
+    ----------
+    report : Report
+        The opened trace.
+    unit : Unit
+        The unit (its instances: the ``units_*`` columns).
+    instances : pyarrow.Table
+        The decomposed instances (``instance``, ``start_ns``, ``duration_ns``).
+    settings : Settings
+        ``warmup_ratio``.
+
+    Returns
+    -------
+    Warmup
+    """
+    ids = instances.column("instance").to_numpy(zero_copy_only=False).astype(np.int64)
+    dur = instances.column("duration_ns").to_numpy(zero_copy_only=False).astype(float)
+    start = instances.column("start_ns").to_numpy(zero_copy_only=False).astype(float)
+    flags = np.zeros(len(ids), dtype=bool)
+    if len(ids) < 2:
+        return Warmup(flags, (), 0, float(dur[0]) if len(dur) else 0.0, ())
+    with registered(report, "_ranges_units", unit.instances):
+        held = run_query(report, NAME, "units_warmup", {"pattern": WARMUP_CALLS}).to_pylist()
+    holders: dict[str, set[int]] = {}
+    for r in held:
+        holders.setdefault(r["name"], set()).add(int(r["instance"]))
+    oneoff = {name: ins for name, ins in holders.items() if 2 * len(ins) < len(ids)}
+    order = np.argsort(np.nan_to_num(start, nan=np.inf), kind="stable")
+    # an allocation is first-time allocation only in the units at the start that allocate
+    # (up to the first that does not); module loading, handle creation and JIT anywhere
+    allocating = {i for name, ins in oneoff.items() if ALLOCATION.match(name) for i in ins}
+    first_time: set[int] = set()
+    for i in ids[order]:
+        if int(i) not in allocating:
+            break
+        first_time.add(int(i))
+    oneoff = {name: (ins & first_time if ALLOCATION.match(name) else ins)
+              for name, ins in oneoff.items()}
+    oneoff = {name: ins for name, ins in oneoff.items() if ins}
+    if oneoff:
+        flags |= np.isin(ids, np.fromiter(set().union(*oneoff.values()), dtype=np.int64))
+    median = float(np.nanmedian(dur))
+    leading = 0
+    for i in order:
+        if not dur[i] > settings.warmup_ratio * median:
+            break
+        flags[i] = True
+        leading += 1
+    return Warmup(flags, tuple(sorted(oneoff)), leading, median,
+                  tuple(int(dur[i]) for i in order[:leading]))
 
 
 def _untraced(report: Report) -> list[str]:
@@ -687,7 +908,8 @@ def _summarize(
     top_cpu, top_gpu = top("cpu"), top("gpu")
     return RangesResult(
         status=OK, tables=tables, main="attribution",
-        unit=unit.name, unit_source=unit.source, scope=scope,
+        unit=unit.name, unit_source=unit.source, unit_runner_up=unit.runner_up,
+        unit_reason=unit.reason, scope=scope,
         **{k: stats[k] for k in ("n", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns",
                                  "mean_ns", "p99_over_p50", "n_attributed")},
         tail_pct=tail_pct, tail_n=stats["tail_n"], median_band_n=stats["median_band_n"],

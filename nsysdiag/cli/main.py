@@ -207,6 +207,12 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) 
 @click.option(
     "--seed", type=int, default=DEFAULTS.seed, show_default=True, help="Seed of the classifier."
 )
+@click.option(
+    "--keep-warmup",
+    is_flag=True,
+    help="Keep warm-up units (module loading, handle creation, JIT, first allocations, a slow "
+    "start) in the tail figures; by default they are reported and left out.",
+)
 @pass_settings
 def diagnose(
     settings: Settings,
@@ -219,6 +225,7 @@ def diagnose(
     elevated_ratio: float,
     tail_pct: float,
     seed: int,
+    keep_warmup: bool,
 ) -> None:
     """Diagnose the latency tail: its shape, the layer it comes from, and the evidence."""
     from ..diagnosis.engine import diagnose as run_diagnosis
@@ -240,7 +247,8 @@ def diagnose(
             range_name=range_name,
             baseline=baseline,
             settings=DEFAULTS.replace(
-                tail_ratio=tail_ratio, elevated_ratio=elevated_ratio, tail_pct=tail_pct, seed=seed
+                tail_ratio=tail_ratio, elevated_ratio=elevated_ratio, tail_pct=tail_pct, seed=seed,
+                keep_warmup=keep_warmup,
             ),
         )
         if html_out:

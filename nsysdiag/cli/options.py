@@ -139,6 +139,13 @@ ANALYSIS_OPTIONS: dict[str, list[Callable]] = {
             help="Instances a range name needs to be chosen automatically.",
         ),
         click.option(
+            "--keep-warmup",
+            "keep_warmup",
+            is_flag=True,
+            default=None,
+            help="Keep warm-up units in the tail figures (default: reported and left out).",
+        ),
+        click.option(
             "--scope",
             type=click.Choice(SCOPES),
             default="auto",

@@ -18,6 +18,7 @@ independent check of the same layer agree; otherwise it is healthy.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from ..analyses.graphs import GraphsResult
 from ..analyses.intervals import GPU_BUSY
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import RangesResult
+from ..analyses.whole_run import WholeRunResult
 from ..engine import threads
 from ..formatting import fmt_ns
 from ..report import Report
@@ -110,13 +112,16 @@ def _diagnose(
         with report.handover(GPU_BUSY):
             for name, kw in beside:
                 done[name] = _run(report, name, **kw)
+            # the whole run's breakdown (on overlap's unions): the answer without a unit
+            done["whole_run"] = _run(report, "whole_run", settings=settings)
             done["launch_gaps"] = gaps.result()
             done["ranges"] = _run(report, "ranges", **ranges_options)
             # after ranges: its unit windows tell gaps inside units from those between
             done["gpu_idle"] = _run(report, "gpu_idle", range_name=range_name,
                                     settings=settings, detail=False)
     results = {name: done[name]
-               for name in ("launch_gaps", *(n for n, _ in beside), "ranges", "gpu_idle")}
+               for name in ("launch_gaps", *(n for n, _ in beside), "ranges", "gpu_idle",
+                            "whole_run")}
 
     ranges = results.get("ranges")
     durations = _durations(ranges)
@@ -144,6 +149,7 @@ def _diagnose(
     findings = ev.run_all()
     findings += checks.tail_findings(tail, ranges)
     verdict = _verdict(tail, ev, settings, in_use, capture)
+    verdict = _without_unit(verdict, tail, results.get("whole_run"))
     # what the capture lost comes first among findings of its severity: it undermines the rest
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.check != "capture",
                                  -f.weight))
@@ -188,7 +194,10 @@ def _platform(capture: CaptureResult | None) -> Platform:
 def _durations(ranges: AnalysisResult | None) -> np.ndarray | None:
     if not isinstance(ranges, RangesResult) or not ranges.ok or "instances" not in ranges.tables:
         return None
-    col = ranges.tables["instances"].column("duration_ns").to_numpy(zero_copy_only=False)
+    table = ranges.tables["instances"]
+    if "counted" in table.column_names:  # warm-up units left out (ranges.warmup)
+        table = table.filter(table.column("counted"))
+    col = table.column("duration_ns").to_numpy(zero_copy_only=False)
     col = np.asarray(col, dtype=float)
     return col[np.isfinite(col) & (col > 0)]
 
@@ -197,8 +206,10 @@ def _tail_summary(
     ranges: AnalysisResult | None, d: np.ndarray | None, classifier, settings: Settings
 ) -> TailSummary:
     if not isinstance(ranges, RangesResult) or d is None or d.size == 0:
+        reason = ranges.message if ranges is not None and not ranges.ok else None
         return TailSummary(
             None, None, 0, None, None, None, None, "insufficient_data", 0.0, "unknown",
+            unit_reason=reason,
             min_units=settings.min_units,
         )
     p50, p90, p99 = (float(v) for v in np.percentile(d, [50, 90, 99]))
@@ -224,6 +235,10 @@ def _tail_summary(
         shape=shape,
         shape_confidence=float(classifier.confidence) if classifier is not None else 0.0,
         level=level,
+        runner_up=ranges.unit_runner_up,
+        unit_reason=ranges.unit_reason,
+        n_warmup=ranges.n_warmup,
+        warmup_calls=ranges.warmup_calls,
         tail_n=int(ranges.tail_n or 0),
         min_units=settings.min_units,
         lone_outlier_ns=outlier,
@@ -240,6 +255,25 @@ def lone_outlier(d: np.ndarray, settings: Settings) -> tuple[float | None, float
     if second > 0 and top > settings.lone_outlier_ratio * second:
         return top, top / second
     return None, None
+
+
+def _without_unit(verdict: Verdict, tail: TailSummary,
+                  whole: AnalysisResult | None) -> Verdict:
+    """The answer without units: when no unit repeats (or too few do), what dominated the
+    whole run (the whole_run analysis) instead of a bare "undetermined"."""
+    if verdict.layer not in ("undetermined", "insufficient") \
+            or not isinstance(whole, WholeRunResult) or not whole.ok \
+            or not whole.dominant_summary:
+        return verdict
+    if tail.unit is None:
+        return dataclasses.replace(
+            verdict, summary=f"No repeated unit: {whole.dominant_summary}. "
+                             f"(Why no unit: {verdict.summary.split(': ', 1)[-1]})")
+    if verdict.layer == "insufficient" or tail.shape == "insufficient_data" \
+            or tail.level == "unknown":
+        return dataclasses.replace(
+            verdict, summary=f"{verdict.summary} Over the whole run: {whole.dominant_summary}.")
+    return verdict
 
 
 def _verdict(

@@ -102,11 +102,23 @@ class TailSummary:
     min_units: int = 0  #: units a verdict needs (settings.min_units)
     lone_outlier_ns: float | None = None  #: the slowest unit when it is a lone outlier, ns
     lone_outlier_ratio: float | None = None  #: the lone outlier over the second slowest unit
+    #: the range that came second in the unit choice
+    runner_up: str | None = None
+    #: why the unit was chosen (or why no NVTX range was)
+    unit_reason: str | None = None
+    #: warm-up units set apart (left out of the figures unless kept)
+    n_warmup: int = 0
+    #: the one-off calls the warm-up units hold
+    warmup_calls: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "unit": self.unit,
             "unit_source": self.unit_source,
+            "runner_up": self.runner_up,
+            "unit_reason": self.unit_reason,
+            "n_warmup": self.n_warmup,
+            "warmup_calls": list(self.warmup_calls),
             "n": self.n,
             "p50_ns": self.p50_ns,
             "p90_ns": self.p90_ns,
@@ -283,9 +295,19 @@ class Diagnosis:
             "",
             e(f"trace      {self.path}"),
         ]
+        if t.unit_reason:
+            lines.append(e(f"unit choice {t.unit_reason}"))
+        if t.n_warmup:
+            lines.append(e(f"warm-up    {t.n_warmup} unit{'s' if t.n_warmup != 1 else ''} "
+                           f"set apart" + (f" ({', '.join(t.warmup_calls)})"
+                                           if t.warmup_calls else "")))
+        whole = self.analyses.get("whole_run")
+        if whole is not None and whole.ok and getattr(whole, "dominant_summary", None):
+            lines.append(e(f"whole run  {whole.dominant_summary}"))
         if t.unit:
             lines += [
-                e(f"unit       {t.unit} ({t.unit_source}), n = {t.n}"),
+                e(f"unit       {t.unit} ({t.unit_source}), n = {t.n}"
+                  + (f"; runner-up {t.runner_up}" if t.runner_up else "")),
                 f"latency    P50 {fmt_ns(t.p50_ns)}  P90 {fmt_ns(t.p90_ns)}  "
                 f"P99 {fmt_ns(t.p99_ns)}  P99/P50 {t.p99_over_p50:.2f} ({t.level})"
                 if t.p99_over_p50

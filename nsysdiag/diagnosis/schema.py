@@ -38,6 +38,7 @@ _TAIL = {
     "unit": {"description": "NVTX range name, or the fallback unit"},
     "unit_source": {"enum": ["nvtx_auto", "nvtx_named", "sync_fallback", None]},
     "n": {"minimum": 0},
+    "n_warmup": {"minimum": 0},
     "shape": {"enum": list(SHAPES[:-1]) + ["insufficient_data"]},
     "shape_confidence": {"minimum": 0, "maximum": 1},
     "level": {"enum": ["normal", "elevated", "abnormal", "unknown"]},

@@ -350,18 +350,29 @@ def _section_verdict(d: Diagnosis) -> str:
         f'<span class="vname">{esc(LAYER_NAMES.get(v.layer, v.layer))}</span>'
         f'<span class="vconf">confidence {conf:.2f}<span class="meter"><span style="width:'
         f'{conf * 100:.1f}%;background:{color}"></span></span></span></div>'
-        f'<p class="vsummary">{esc(v.summary)}</p>{scores}</div>'
+        f'<p class="vsummary">{esc(v.summary)}</p>'
+        + (f'<p class="unit-reason">Unit choice: {esc(t.unit_reason)}</p>'
+           if t.unit_reason else "")
+        + f"{scores}</div>"
     )
     cards: list[tuple[str, str, str]] = []
     if t.unit:
         cards += [
-            ("unit", str(t.unit), f"{t.unit_source or ''}, n = {t.n}"),
+            ("unit", str(t.unit), f"{t.unit_source or ''}, n = {t.n}"
+             + (f"; runner-up {t.runner_up}" if t.runner_up else "")),
             ("P50", fmt_ns(t.p50_ns), ""),
             ("P90", fmt_ns(t.p90_ns), ""),
             ("P99", fmt_ns(t.p99_ns), ""),
             ("P99 / P50", "-" if t.p99_over_p50 is None else f"{t.p99_over_p50:.2f}", t.level),
             ("shape", t.shape.replace("_", " "), f"confidence {t.shape_confidence:.2f}"),
         ]
+    if t.n_warmup:
+        cards.append(("warm-up", f"{t.n_warmup} set apart", ", ".join(t.warmup_calls)))
+    whole = d.analyses.get("whole_run")
+    if whole is not None and whole.ok and getattr(whole, "dominated_by", None):
+        cards.append(("whole run", str(whole.dominated_by).replace("_", " "),
+                      f"{(getattr(whole, 'kernel_busy_pct', None) or 0):.0f}% kernels, "
+                      f"{(getattr(whole, 'gpu_idle_pct', None) or 0):.0f}% idle"))
     g = d.launch_gaps
     if g.count:
         cards.append(

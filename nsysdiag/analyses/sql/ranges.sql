@@ -10,20 +10,20 @@
 --                      its merged pending pieces of own work) and pending_busy_ns (the
 --                      union inside those stretches)
 --   _ranges_instances  the decomposed instances (output of instances)
--- Parameters: $name (range name, or DOMAIN:NAME), $min_instances, $scope ('thread' or
--- 'process'), $tail_pct (percent), $limit, $blocking (regular expression of the API names
--- that block the host: ranges.BLOCKING_WAITS).
+-- Parameters: $name (range name, or DOMAIN:NAME), $min_instances, $min_median_ns, $pattern,
+-- $scope ('thread' or 'process'), $tail_pct (percent), $limit, $blocking (regular
+-- expression of the API names that block the host: ranges.BLOCKING_WAITS).
 -- Units: every *_ns column is nanoseconds on the trace timeline; *_frac / share_* are 0..1.
 --
 -- Outputs:
 --   names        closed NVTX range names by instance count (for messages)
---   candidates   range names repeated at least $min_instances times, best unit first:
---                name, n, total_ns, inside_frac (share of its instances lying inside an
---                instance of another candidate), usual_parent (the name it most often lies
---                in; ties: the shorter one)
+--   candidates   range names repeated at least $min_instances times with the evidence
+--                of the unit choice (whether each encloses GPU work, its median, whether
+--                it is an operator range, its nesting among qualifying names)
 --   units_nvtx   closed ranges named $name: instance, name, domain, style, start_ns,
 --                end_ns, duration_ns, pid, tid, global_pid, global_tid, end_tid
 --   units_sync   the same columns for intervals between blocking host waits
+--   units_warmup the one-off calls (module loading, handle creation, ...) per instance
 --   instances    one row per unit instance with its CPU and GPU decomposition
 --   summary      latency percentiles, tail and median-band sizes
 --   attribution  per component: mean in the tail and the median band, difference, share
@@ -41,15 +41,31 @@ LIMIT 5;
 
 
 -- @query candidates
--- Nesting is judged on up to ~128 evenly spaced instances of each name: an instance is
--- inside another name when one of that name's instances in the same process covers it
--- (identical intervals: the alphabetically first name counts as the outer one).
+-- Every range name repeated at least $min_instances times, with the evidence the unit choice
+-- (analyses/ranges.py, select_unit) reads. On up to ~64 evenly spaced instances of each
+-- name (the probes):
+--   gpu_share       share of probes inside which the process made a call that puts work on
+--                   the GPU (api_calls category launch, graph_launch, memcpy or memset)
+--   gpu_calls_mean  such calls per probe (mean)
+-- median_ns (its instances' median duration), domain (its most frequent NVTX domain),
+-- operator_like: the name or domain is a framework operator or library call rather than a
+-- request or iteration (PyTorch's aten:: and emit_nvtx's "seq = .., op_id = .." ranges,
+-- the ranges nsys writes for CUDA, cuBLAS, cuDNN, NCCL, MPI, OpenMP, OpenACC, and the
+-- domains of RAPIDS libraries: libcudf, cudf_python, rmm, ...).
+-- qualifies: repeated, median at least $min_median_ns, GPU work in at least half its
+-- probes, not operator_like. inside_frac: share of its probes lying inside an instance of
+-- another QUALIFYING name (same process; identical intervals: the alphabetically first
+-- name counts as the outer one); usual_parent: that name most often (ties: the shorter).
 WITH closed AS (
-    SELECT name, start_ns, end_ns, duration_ns, global_pid
+    SELECT name, domain, start_ns, end_ns, duration_ns, global_pid
     FROM nvtx_ranges WHERE end_ns IS NOT NULL),
 counts AS (
-    SELECT name, count(*) AS n, sum(duration_ns) AS total_ns
-    FROM closed GROUP BY name HAVING count(*) >= $min_instances),
+    SELECT name, count(*) AS n, sum(duration_ns) AS total_ns,
+           quantile_cont(duration_ns, 0.5) AS median_ns,
+           first(domain ORDER BY m DESC, domain) AS domain
+    FROM (SELECT name, domain, duration_ns, count(*) OVER (PARTITION BY name, domain) AS m
+          FROM closed)
+    GROUP BY name HAVING count(*) >= $min_instances),
 cand AS (
     SELECT c.name, c.start_ns, c.end_ns, c.global_pid, k.n,
            row_number() OVER (PARTITION BY c.name ORDER BY c.start_ns, c.end_ns) AS i
@@ -57,24 +73,49 @@ cand AS (
 probe AS (
     SELECT row_number() OVER () AS id, name, start_ns, end_ns, global_pid
     FROM cand WHERE (i - 1) % greatest(1, n // 64) = 0),
+gpu_calls AS (
+    SELECT global_pid, start_ns FROM api_calls
+    WHERE category IN ('launch', 'graph_launch', 'memcpy', 'memset')),
+probe_gpu AS (
+    SELECT p.id, count(*) AS calls
+    FROM probe p JOIN gpu_calls g
+      ON (p.global_pid, p.start_ns) <= (g.global_pid, g.start_ns)
+     AND (g.global_pid, g.start_ns) <= (p.global_pid, p.end_ns)
+    GROUP BY p.id),
+gpu AS (
+    SELECT p.name, avg((g.calls IS NOT NULL)::INT) AS gpu_share,
+           avg(coalesce(g.calls, 0)) AS gpu_calls_mean, count(*) AS m
+    FROM probe p LEFT JOIN probe_gpu g USING (id) GROUP BY p.name),
+judged AS (
+    SELECT k.*, g.gpu_share, g.gpu_calls_mean, g.m,
+           regexp_matches(k.name, '^aten::|, seq = [0-9]+|op_id = [0-9]+|^(cu|cuda|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nccl|nvshmem|nvrtc)[A-Z_]|^MPI_|^ncclKernel')
+           OR regexp_matches(lower(coalesce(k.domain, '')), '^(cuda|cublas|cublaslt|cudnn|cufft|cusparse|cusolver|curand|nccl|nvshmem|mpi|openmp|openacc|oshmem|ucx|ucxx|cupti|nvtx|cutlass|tensorrt|trt|libcudf|cudf|cudf_python|dask_cudf|rmm|cuml|cugraph|cupy|thrust|cub|nvcomp)$')
+               AS operator_like
+    FROM counts k JOIN gpu g USING (name)),
+qual AS (
+    SELECT *, median_ns >= $min_median_ns AND gpu_share >= 0.5 AND NOT operator_like
+                  AS qualifies
+    FROM judged),
+outer_cand AS (SELECT c.* FROM cand c SEMI JOIN qual q ON q.name = c.name AND q.qualifies),
 inside AS (
     SELECT DISTINCT p.id, p.name, o.name AS outer_name
-    FROM probe p JOIN cand o
+    FROM probe p JOIN outer_cand o
       ON (o.global_pid, o.start_ns) <= (p.global_pid, p.start_ns)
      AND (p.global_pid, p.end_ns) <= (o.global_pid, o.end_ns)
     WHERE o.name <> p.name
       AND (o.start_ns < p.start_ns OR o.end_ns > p.end_ns OR o.name < p.name)),
-probes AS (SELECT name, count(*) AS m FROM probe GROUP BY name),
 frac AS (
-    SELECT i.name, i.outer_name, count(*) / any_value(p.m) AS f,
+    SELECT i.name, i.outer_name, count(*) / any_value(q.m) AS f,
            any_value(o.total_ns / o.n) AS outer_mean_ns
-    FROM inside i JOIN probes p USING (name) JOIN counts o ON o.name = i.outer_name
+    FROM inside i JOIN qual q USING (name) JOIN counts o ON o.name = i.outer_name
     GROUP BY i.name, i.outer_name)
-SELECT k.name, k.n, k.total_ns, coalesce(max(f.f), 0.0) AS inside_frac,
+SELECT q.name, q.n, q.total_ns::DOUBLE AS total_ns, q.median_ns::DOUBLE AS median_ns, q.domain,
+       q.gpu_share::DOUBLE AS gpu_share, q.gpu_calls_mean::DOUBLE AS gpu_calls_mean,
+       q.operator_like, q.qualifies, coalesce(max(f.f), 0.0)::DOUBLE AS inside_frac,
        first(f.outer_name ORDER BY f.f DESC, f.outer_mean_ns, f.outer_name) AS usual_parent
-FROM counts k LEFT JOIN frac f USING (name)
-GROUP BY k.name, k.n, k.total_ns
-ORDER BY inside_frac >= 0.5, k.n DESC, k.total_ns DESC, k.name;
+FROM qual q LEFT JOIN frac f USING (name)
+GROUP BY ALL
+ORDER BY qualifies DESC, inside_frac >= 0.5, total_ns DESC, n DESC, name;
 
 
 -- @query units_nvtx
@@ -112,6 +153,24 @@ SELECT row_number() OVER (ORDER BY start_ns) AS instance, 'sync-interval' AS nam
 FROM intervals
 WHERE start_ns IS NOT NULL
 ORDER BY instance;
+
+
+-- @query units_warmup
+-- The one-off calls each unit instance holds: calls of the process that start inside the
+-- instance (CUDA API calls, and NVTX ranges, where nsys writes cuBLAS / cuDNN calls) whose
+-- name matches $pattern (module loading, context or handle creation, JIT compilation,
+-- allocation: Settings.warmup_calls). instance, name (distinct names per instance).
+WITH u AS (SELECT instance, start_ns, end_ns, global_pid FROM _ranges_units
+           WHERE start_ns IS NOT NULL),
+oneoff AS (
+    SELECT global_pid, start_ns, name FROM api_calls WHERE regexp_matches(name, $pattern)
+    UNION ALL
+    SELECT global_pid, start_ns, name FROM nvtx_ranges WHERE regexp_matches(name, $pattern))
+SELECT DISTINCT u.instance, o.name
+FROM u JOIN oneoff o
+  ON (u.global_pid, u.start_ns) <= (o.global_pid, o.start_ns)
+ AND (o.global_pid, o.start_ns) <= (u.global_pid, u.end_ns)
+ORDER BY u.instance, o.name;
 
 
 -- @query rg_units
