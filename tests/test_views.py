@@ -332,10 +332,10 @@ def test_launch_key_search_in_any_order():
 def test_spill_directory_exists_before_any_view_is_built(tmp_path, monkeypatch):
     """DuckDB creates its spill directory but not the parents: without them, a view build
     that spilled failed on a first run with --no-cache."""
-    from nsysdiag.report import duckdb_connect
+    from nsysdiag.engine.database import connect
 
     monkeypatch.setenv("NSYSDIAG_CACHE_DIR", str(tmp_path / "new" / "cache"))
-    con = duckdb_connect()
+    con = connect()
     (spill,) = con.execute("SELECT current_setting('temp_directory')").fetchone()
     assert spill == str(tmp_path / "new" / "cache" / "spill")
     assert (tmp_path / "new" / "cache" / "spill").is_dir()

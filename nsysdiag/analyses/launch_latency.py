@@ -17,19 +17,12 @@ import click
 import numpy as np
 import pyarrow as pa
 
+from ..engine.steps import registered, temp_views
 from ..errors import UsageError
 from ..report import Report
 from ..views.launch import arrow_values
 from . import figures, intervals
-from .base import (
-    OK,
-    AnalysisResult,
-    load_sql,
-    not_captured,
-    registered,
-    run_query,
-    temp_views,
-)
+from .base import OK, AnalysisResult, load_sql, not_captured, run_query
 
 NAME = "launch_latency"
 
@@ -110,7 +103,7 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
     if detail:
         names += ("per_kernel", "per_name", "queue_depth")
     with ExitStack() as stack:
-        stack.enter_context(temp_views(report, NAME, ("launches",)))
+        stack.enter_context(temp_views(report, load_sql(NAME), ("launches",)))
         for name, table in _depth(report, detail).items():
             stack.enter_context(registered(report, name, table))
         tables = {name: _latency(report) if name == "latency" else

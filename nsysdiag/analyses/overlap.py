@@ -15,10 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine.steps import registered, temp_views
 from ..render.text import fmt_ns
 from ..report import Report
 from . import intervals
-from .base import OK, AnalysisResult, not_captured, registered, run_query, temp_views
+from .base import OK, AnalysisResult, load_sql, not_captured, run_query
 
 NAME = "overlap"
 
@@ -51,7 +52,7 @@ def run(report: Report) -> AnalysisResult:
     probe = report.probe
     if not any(probe.present(v) for v in ("kernels", "memcpys", "memsets", "cuda_graphs")):
         return not_captured(NAME, report, "kernels")  # type: ignore[return-value]
-    with (temp_views(report, NAME, ("other_ops", "ops")),
+    with (temp_views(report, load_sql(NAME), ("other_ops", "ops")),
           registered(report, "_overlap_busy", _busy(report)),
           registered(report, "_overlap_streams", run_query(report, NAME, "op_streams"))):
         per = run_query(report, NAME, "devices")
@@ -84,7 +85,7 @@ def run(report: Report) -> AnalysisResult:
 def _busy(report: Report) -> pa.Table:
     """Per device: kernel, copy and any busy time, time with >= 2 kernels, peak kernels.
 
-    When a later analysis expects it (``Report.handover``), the pass also keeps each
+    When a later analysis expects it (``Workspace.handover``), the pass also keeps each
     device's union as ``gpu_busy`` (``intervals.Coverage``) for ranges: the operations it
     counts are these, less those that start at or before 0 (ranges.sql, rg_busy_intervals).
     """
@@ -100,7 +101,7 @@ def _busy_pass(report: Report, runs: Iterator[tuple[tuple[int, ...], dict[str, n
                ) -> pa.Table:
     """:func:`_busy` over each device's operations in start order (``runs``)."""
     devices: dict[int, tuple[intervals.Busy, intervals.Union, intervals.Union]] = {}
-    gpu_busy = intervals.Coverage() if report.expects(intervals.GPU_BUSY) else None
+    gpu_busy = intervals.Coverage() if report.workspace.expects(intervals.GPU_BUSY) else None
     with contextlib.closing(runs):  # closed early (out of order), it ends its query
         for (device,), op in runs:
             kernels, copies, either = devices.setdefault(
@@ -115,7 +116,7 @@ def _busy_pass(report: Report, runs: Iterator[tuple[tuple[int, ...], dict[str, n
                 after = int(np.searchsorted(start, 0, side="right"))
                 gpu_busy.feed(device, start[after:], end[after:])
     if gpu_busy is not None:
-        report.hand(intervals.GPU_BUSY, gpu_busy.done())
+        report.workspace.hand(intervals.GPU_BUSY, gpu_busy.done())
     return pa.table({
         "device_id": list(devices),
         "kernel_ns": [k.ns for k, _, _ in devices.values()],

@@ -22,24 +22,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine.schedule import forked
+from ..engine.steps import expose, registered, shared, step_file, step_writer, steps, temp_views
 from ..errors import UsageError
 from ..views.launch import arrow_values
 from . import _compiled, intervals, sweep
-from .base import (
-    EMPTY,
-    NOT_CAPTURED,
-    OK,
-    AnalysisResult,
-    expose,
-    load_sql,
-    registered,
-    run_query,
-    shared,
-    step_file,
-    step_writer,
-    steps,
-    temp_views,
-)
+from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, load_sql, run_query
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -291,26 +279,25 @@ def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
     """The instances table of the units registered as _ranges_units (``ids``: their
     instance numbers, sorted)."""
     with ExitStack() as stack:
-        stack.enter_context(steps(report, NAME, ("rg_units",), {"scope": scope}))
+        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_units",), {"scope": scope}))
         report.con.execute("SET VARIABLE rg_scope = ?", [scope])
         stack.callback(report.con.execute, "RESET VARIABLE rg_scope")
-        stack.enter_context(temp_views(report, NAME, ("rg_calls",)))
+        stack.enter_context(temp_views(report, load_sql(NAME), ("rg_calls",)))
         groups = int(ids.max()) + 1 if len(ids) else 1
         # The CPU side (the sweep: DuckDB's read and a compiled loop, both cores) runs in a
         # thread beside the GPU side, whose passes are mostly numpy and compiled loops on
-        # one core (10M kernels: ranges 3.8 -> 3.6 s on average, five alternating pairs);
-        # the views either reads are built first
-        other = stack.enter_context(report.forked("api_calls", "kernels", "memcpys", "memsets",
+        # one core; the views either reads are built first
+        other = stack.enter_context(forked(report, "api_calls", "kernels", "memcpys", "memsets",
                                                   "cuda_graphs"))
         shared(report, other, "rg_units", "rg_calls")
         other.con.execute("SET VARIABLE rg_scope = ?", [scope])
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
-        stack.enter_context(temp_views(report, NAME, ("rg_ops",)))
-        stack.enter_context(steps(report, NAME, ("rg_launched_other",)))
+        stack.enter_context(temp_views(report, load_sql(NAME), ("rg_ops",)))
+        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_launched_other",)))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
         placed = _own(report, own, scope, groups)
         expose(report, "rg_own", own)
-        stack.enter_context(steps(report, NAME, ("rg_own_sums", "rg_udev")))
+        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_own_sums", "rg_udev")))
         sums = pool.submit(_sweep, other, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)
         for name, table in zip(("rg_busy", "rg_own_union"), _gpu_side(report, placed)):
             stack.enter_context(registered(report, name, table))
@@ -399,7 +386,7 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
     at ten million kernels; window functions partitioned by instance did the unions in SQL,
     2.7 s.)"""
     sql = load_sql(NAME)
-    busy = (report.take(intervals.GPU_BUSY)
+    busy = (report.workspace.take(intervals.GPU_BUSY)
             or intervals.Coverage.of_query(report, sql["rg_busy_intervals"]))
     udev = report.sql("SELECT instance, device_id, start_ns, end_ns FROM rg_udev "
                       "WHERE device_id IS NOT NULL ORDER BY instance").to_arrow_table()

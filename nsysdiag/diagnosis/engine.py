@@ -18,7 +18,6 @@ independent check of the same layer agree; otherwise it is healthy.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..analyses.base import AnalysisResult
-from ..analyses.intervals import GPU_BUSY
+from ..engine import schedule
 from ..report import Report
 from ..stats.classifier import classify_tail
 from . import checks
@@ -106,33 +105,18 @@ def _diagnose(
         ("overlap", {}),
         ("graphs", {}),
     )
-    ranges_options = {"range_name": range_name, "tail_pct": settings.tail_pct}
-    done: dict[str, AnalysisResult | None] = {}
-    # Launch gaps' pass is mostly numpy on one core: it runs in a thread of its own,
-    # beside the next four analyses (mostly DuckDB on both cores; 10M kernels: about
-    # 0.4 s sooner). Not beside ranges: the two peaks together would pass 2 GB. Every view
-    # the five read is built first, since a build sets options of the whole database
-    # (launch gaps' in-order read sets one too, preserve_insertion_order, which only keeps
-    # the others' rows in order meanwhile).
-    with report.forked("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
-                       "api_calls") as other, ThreadPoolExecutor(max_workers=1) as pool:
-        gaps = pool.submit(_run, other, "launch_gaps", **gaps_options)
-        # overlap's pass makes each GPU's busy union, which ranges reads (instead of a
-        # sorted pass of its own: 0.6-1 s at ten million kernels)
-        with report.handover(GPU_BUSY):
-            for name, kw in beside:
-                done[name] = _run(report, name, **kw)
-            done["launch_gaps"] = gaps.result()
-            done["ranges"] = _run(report, "ranges", **ranges_options)
+    done = schedule.diagnosis_analyses(
+        report, _run, ("launch_gaps", gaps_options), beside,
+        ("ranges", {"range_name": range_name, "tail_pct": settings.tail_pct}))
     results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")
                if done[name] is not None}
 
     ranges = results.get("ranges")
     durations = _durations(ranges)
     classifier = None
-    # jitter (DuckDB, both cores) runs beside the mixture fits of the tail (one core)
-    with report.forked("kernels") as other, ThreadPoolExecutor(max_workers=1) as pool:
-        jitter = pool.submit(_run, other, "jitter") if probe.present("kernels") else None
+    # jitter (DuckDB, every core) runs beside the mixture fits of the tail (one core)
+    with schedule.beside(report, _run if probe.present("kernels") else None, "jitter",
+                         views=("kernels",)) as jitter:
         if durations is not None and durations.size:
             classifier = classify_tail(durations, rng=settings.seed,
                                        tight_ratio=settings.tail_ratio)
