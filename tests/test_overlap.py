@@ -50,10 +50,12 @@ def two_stream_trace(builder, tmp_path):
     return b.write(tmp_path / "two.sqlite")
 
 
-def test_hands_its_busy_union_to_ranges(builder, tmp_path):
+def test_hands_its_busy_union_to_ranges(builder, tmp_path, monkeypatch):
     # Inside the workspace's handover, overlap's pass keeps each GPU's busy union for ranges: the
     # same covered time as ranges' own query (rg_busy_intervals), which leaves out an
     # operation starting at 0, as the kernel K0 [0, T0 + 200] here (overlap counts it).
+    # The accelerated pass hands it on; the SQL method does not (ranges then makes it).
+    monkeypatch.setenv("NSYSDIAG_ACCELERATE", "always")
     b = builder("current")
     b.kernel(0, T0 + 200, stream=7)
     b.kernel(T0 + 0, T0 + 1000, stream=7)

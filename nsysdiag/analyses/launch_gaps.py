@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,8 @@ import click
 import numpy as np
 import pyarrow as pa
 
+from ..engine.accelerate import pick
+from ..engine.steps import steps, temp_views
 from ..errors import UsageError
 from ..report import Report
 from . import _compiled, figures, intervals
@@ -102,9 +105,51 @@ def gap_summary(
         others: the GPU ran out of work before the next launch call returned).
     """
     params = _thresholds(normal_threshold_us, p99_threshold_us)
-    gaps = _sequence_pass(report, streams=False)
-    overall = figures.describe(gaps.gap, _MAIN_Q, params["normal_ns"])
-    return _summary(gaps, overall, _Counts(report), params)
+    summary, _ = _measure(report)(report, params, False)
+    summary.pop("gaps_per_device")
+    return summary
+
+
+def _measure(report: Report) -> Callable[[Report, dict[str, int], bool],
+                                         tuple[dict[str, Any], dict[str, pa.Table]]]:
+    """:func:`method` or :func:`accelerated`, as the engine chooses for the kernels'
+    rows."""
+    return pick(method, accelerated, report.probe["kernels"].source_rows)
+
+
+def method(report: Report, params: dict[str, int], detail: bool
+           ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    """The SQL method (launch_gaps.sql): the summary (the keys of :func:`gap_summary` and
+    ``gaps_per_device``) and the tables of :func:`run`."""
+    sql = load_sql(NAME)
+    with temp_views(report, sql, ("stream_counts",)), \
+            steps(report, NAME, sql, ("gaps", "stream_gaps")):
+        summary = run_query(report, NAME, "summary", params).to_pylist()[0]
+        summary["gaps_per_device"] = {
+            str(r["device_id"]): r["gaps"]
+            for r in run_query(report, NAME, "device_counts").to_pylist()}
+        tables = {name: run_query(report, NAME, name, params)
+                  for name in ("per_device", "per_stream", "graph",
+                               *(("distribution",) if detail else ()), "histogram")}
+    return summary, tables
+
+
+def accelerated(report: Report, params: dict[str, int], detail: bool
+                ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    """:func:`method`'s results from one sorted pass over the device sequences (numpy and
+    compiled loops; the figures by ``figures``, equal to DuckDB's aggregates)."""
+    gaps, counts = _sequence_pass(report, streams=True, starts=detail), _Counts(report)
+    overall, per_sequence = _main_figures(gaps, params["normal_ns"])
+    summary = _summary(gaps, overall, counts, params)
+    summary["gaps_per_device"] = _device_counts(gaps, counts)
+    tables = {
+        "per_device": _per_device(per_sequence, counts),
+        "per_stream": _per_stream(gaps, counts, params["normal_ns"]),
+        "graph": _graph(gaps),
+        **({"distribution": _distribution(gaps)} if detail else {}),
+        "histogram": _histogram(gaps),
+    }
+    return summary, tables
 
 
 @dataclass
@@ -523,24 +568,16 @@ def run(
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    gaps, counts = _sequence_pass(report, streams=True, starts=detail), _Counts(report)
-    overall, per_sequence = _main_figures(gaps, params["normal_ns"])
-    summary = _summary(gaps, overall, counts, params)
-    tables = {
-        "per_device": _per_device(per_sequence, counts),
-        "per_stream": _per_stream(gaps, counts, params["normal_ns"]),
-        "graph": _graph(gaps),
-        **({"distribution": _distribution(gaps)} if detail else {}),
-        "histogram": _histogram(gaps),
-    }
+    summary, tables = _measure(report)(report, params, detail)
     graph = {r["kind"]: r for r in tables["graph"].to_pylist()}
     intra = graph.get("graph_node", {})
+    per_device = summary.pop("gaps_per_device")
     summary.update(
         {
             "graph_gaps": sum(r["count"] for r in graph.values()),
             "intra_graph_gap_p50_ns": intra.get("p50_ns"),
             "intra_graph_gap_p99_ns": intra.get("p99_ns"),
-            "gaps_per_device": _device_counts(gaps, counts),
+            "gaps_per_device": per_device,
         }
     )
     return AnalysisResult(

@@ -8,13 +8,14 @@ streams, and serializing patterns: everything on one stream, synchronous ``cudaM
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine.accelerate import pick
 from ..engine.steps import registered, temp_views
 from ..render.text import fmt_ns
 from ..report import Report
@@ -53,7 +54,7 @@ def run(report: Report) -> AnalysisResult:
     if not any(probe.present(v) for v in ("kernels", "memcpys", "memsets", "cuda_graphs")):
         return not_captured(NAME, report, "kernels")  # type: ignore[return-value]
     with (temp_views(report, load_sql(NAME), ("other_ops", "ops")),
-          registered(report, "_overlap_busy", _busy(report)),
+          registered(report, "_overlap_busy", _measure(report)(report)),
           registered(report, "_overlap_streams", run_query(report, NAME, "op_streams"))):
         per = run_query(report, NAME, "devices")
         streams = run_query(report, NAME, "streams")
@@ -82,8 +83,22 @@ def run(report: Report) -> AnalysisResult:
     )
 
 
-def _busy(report: Report) -> pa.Table:
-    """Per device: kernel, copy and any busy time, time with >= 2 kernels, peak kernels.
+def _measure(report: Report) -> Callable[[Report], pa.Table]:
+    """:func:`method` or :func:`accelerated`, as the engine chooses for the operations'
+    rows."""
+    probe = report.probe
+    return pick(method, accelerated, sum(probe[v].source_rows or 0
+                                         for v in ("kernels", "memcpys", "memsets")))
+
+
+def method(report: Report) -> pa.Table:
+    """Per device: kernel, copy and any busy time, time with >= 2 kernels, peak kernels
+    (the query busy of overlap.sql, over the temporary view ops)."""
+    return run_query(report, NAME, "busy")
+
+
+def accelerated(report: Report) -> pa.Table:
+    """:func:`method`'s table from a sorted pass over each device's operations.
 
     When a later analysis expects it (``Workspace.handover``), the pass also keeps each
     device's union as ``gpu_busy`` (``intervals.Coverage``) for ranges: the operations it

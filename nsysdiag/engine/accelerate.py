@@ -6,8 +6,8 @@ the same tables from the same views; the tests compare the two table for table. 
 method runs the window functions of one partition per GPU on one core, which at millions
 of kernels costs seconds; the accelerated pass streams the rows once.
 
-An analysis module with a pass has two functions of the same signature, ``method`` (the
-SQL) and ``accelerated`` (the pass); :func:`pick` chooses between them.
+An analysis module with a pass has two functions of the same signature and results,
+``method`` (the SQL) and ``accelerated`` (the pass); :func:`pick` chooses between them.
 
 ``$NSYSDIAG_ACCELERATE``:
 
@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import UsageError
 
@@ -34,6 +33,8 @@ MODES = ("auto", "always", "never")
 #: input rows from which ``auto`` takes the accelerated pass: below, the SQL method's
 #: windows take a fraction of a second (docs/performance.md)
 THRESHOLD_ROWS = 250_000
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def mode() -> str:
@@ -54,6 +55,7 @@ def accelerate(rows: int | None) -> bool:
     return rows is None or rows >= THRESHOLD_ROWS
 
 
-def pick(analysis: ModuleType, rows: int | None) -> Callable[..., Any]:
-    """``analysis.accelerated`` or ``analysis.method`` for an input of ``rows`` rows."""
-    return analysis.accelerated if accelerate(rows) else analysis.method
+def pick(method: F, accelerated: F, rows: int | None) -> F:
+    """An analysis' ``method`` or its ``accelerated`` pass (same signature, same results)
+    for an input of ``rows`` rows."""
+    return accelerated if accelerate(rows) else method
