@@ -17,6 +17,7 @@ ANALYSES = (
     "graphs",
     "jitter",
     "ranges",
+    "host_syncs",
 )
 
 
