@@ -22,7 +22,7 @@ from nsysdiag.analyses import module
 from nsysdiag.engine import accelerate
 from nsysdiag.errors import UsageError
 
-ACCELERATED = ("launch_gaps", "overlap")
+ACCELERATED = ("launch_gaps", "overlap", "launch_latency")
 #: relative tolerance of doubles per analysis (0: exact)
 FLOAT_TOLERANCE: dict[str, float] = {}
 
@@ -72,7 +72,7 @@ def assert_same(name: str, method, accelerated) -> None:
 
 def _random_trace(builder, seed: int):
     """Kernels of two processes on two GPUs and three streams, starts tied often, a few
-    without an end or a launch call; graph launches of three nodes; copies and memsets."""
+    without a launch call; graph launches of three nodes; copies and memsets."""
     rng = random.Random(seed)
     b = builder("current")
     t = 0
@@ -89,7 +89,10 @@ def _random_trace(builder, seed: int):
         elif i % 41 == 7:
             b.kernel(start, end, corr=0, **kw)  # no launch call
         elif rng.random() < 0.8:
-            b.launch(start - rng.randrange(5, 500), start - 2, start, end, **kw)
+            # the call returns long before its kernel starts (a deep queue, prelaunched
+            # gaps), just before, or after it (a negative queue)
+            returned = start - rng.choice((-5, 0, 2, 50, 2000, 8000))
+            b.launch(returned - rng.randrange(5, 500), returned, start, end, **kw)
         else:
             kind = rng.choice(("memcpy", "memset"))
             if kind == "memcpy":
