@@ -22,7 +22,7 @@ from nsysdiag.analyses import module
 from nsysdiag.engine import accelerate
 from nsysdiag.errors import UsageError
 
-ACCELERATED = ("launch_gaps", "overlap", "launch_latency")
+ACCELERATED = ("launch_gaps", "overlap", "launch_latency", "ranges")
 #: relative tolerance of doubles per analysis (0: exact)
 FLOAT_TOLERANCE: dict[str, float] = {}
 
@@ -72,12 +72,20 @@ def assert_same(name: str, method, accelerated) -> None:
 
 def _random_trace(builder, seed: int):
     """Kernels of two processes on two GPUs and three streams, starts tied often, a few
-    without a launch call; graph launches of three nodes; copies and memsets."""
+    without a launch call; graph launches of three nodes; copies and memsets; NVTX ranges
+    "step" around each process' iterations, each ending in a stream synchronization."""
     rng = random.Random(seed)
     b = builder("current")
     t = 0
+    step_start = {100: 0, 200: 0}
     for i in range(400):
         t += rng.choice((0, 0, 5, 40, 300, 3000))
+        if i % 25 == 24:  # each process' iterations: NVTX ranges, ending in a sync
+            for pid in (100, 200):
+                b.api(t, t + 700, "cudaStreamSynchronize_v3020", pid=pid)
+                b.nvtx(step_start[pid], t + 700 + 10 * (pid == 200), "step", pid=pid)
+                step_start[pid] = t + 710
+            t += 720
         start, end = t, t + rng.randrange(1, 800)
         kw = {"stream": rng.choice((1, 2, 3)), "device": rng.choice((0, 1)),
               "pid": rng.choice((100, 200))}
@@ -96,8 +104,9 @@ def _random_trace(builder, seed: int):
         else:
             kind = rng.choice(("memcpy", "memset"))
             if kind == "memcpy":
+                corr = b.api(start - 30, start - 20, "cudaMemcpyAsync_v3020", pid=kw["pid"])
                 b.memcpy(start, end, 4096, stream=kw["stream"], device=kw["device"],
-                         pid=kw["pid"])
+                         pid=kw["pid"], corr=corr)
             else:
                 b.memset(start, end, 4096, stream=kw["stream"], pid=kw["pid"])
     return b

@@ -10,7 +10,9 @@ kernels, own copies, other work, idle with own work pending, idle); the slowest
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine.accelerate import pick
 from ..engine.schedule import forked
 from ..engine.steps import expose, registered, shared, step_file, step_writer, steps, temp_views
 from ..errors import UsageError
@@ -277,23 +280,50 @@ def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table
 
 def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
     """The instances table of the units registered as _ranges_units (``ids``: their
-    instance numbers, sorted)."""
+    instance numbers, sorted): :func:`method` or :func:`accelerated`, as the engine
+    chooses for the rows of kernels and API calls."""
+    rows = sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls"))
+    return pick(method, accelerated, rows)(report, scope, ids)
+
+
+@contextlib.contextmanager
+def _units(report: Report, scope: str) -> Iterator[None]:
+    """The steps both ways start from: rg_units, and the views rg_calls and rg_ops."""
     with ExitStack() as stack:
         stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_units",), {"scope": scope}))
         report.con.execute("SET VARIABLE rg_scope = ?", [scope])
         stack.callback(report.con.execute, "RESET VARIABLE rg_scope")
-        stack.enter_context(temp_views(report, load_sql(NAME), ("rg_calls",)))
+        stack.enter_context(temp_views(report, load_sql(NAME), ("rg_calls", "rg_ops")))
+        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_launched_other",)))
+        yield
+
+
+def method(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
+    """The instances table by the SQL of ranges.sql: the steps rg_own (an ASOF join),
+    rg_cpu, rg_busy and rg_own_union as queries."""
+    sql = load_sql(NAME)
+    with _units(report, scope), temp_views(report, sql, ("rg_launched", "rg_busy_intervals")), \
+            steps(report, NAME, sql, ("rg_own", "rg_own_sums", "rg_udev", "rg_cpu_pieces", "rg_cpu",
+                                      "rg_busy_pieces", "rg_own_pieces", "rg_own_union",
+                                      "rg_busy")):
+        return run_query(report, NAME, "instances")
+
+
+def accelerated(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
+    """:func:`method`'s table with the steps made by sorted passes and compiled loops: the
+    placement by a search among the sorted instances (``_own``), the CPU side by a sweep
+    (``sweep.covered_sums``), the GPU side by ``intervals.Coverage`` and the compiled
+    loops of ``_gpu_side``."""
+    with _units(report, scope), ExitStack() as stack:
         groups = int(ids.max()) + 1 if len(ids) else 1
-        # The CPU side (the sweep: DuckDB's read and a compiled loop, both cores) runs in a
+        # The CPU side (the sweep: DuckDB's read and a compiled loop, every core) runs in a
         # thread beside the GPU side, whose passes are mostly numpy and compiled loops on
         # one core; the views either reads are built first
         other = stack.enter_context(forked(report, "api_calls", "kernels", "memcpys", "memsets",
-                                                  "cuda_graphs"))
+                                           "cuda_graphs"))
         shared(report, other, "rg_units", "rg_calls")
         other.con.execute("SET VARIABLE rg_scope = ?", [scope])
         pool = stack.enter_context(ThreadPoolExecutor(max_workers=1))
-        stack.enter_context(temp_views(report, load_sql(NAME), ("rg_ops",)))
-        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_launched_other",)))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
         placed = _own(report, own, scope, groups)
         expose(report, "rg_own", own)
@@ -325,7 +355,7 @@ def _own(report: Report, target: Path, scope: str, groups: int) -> np.ndarray:
     first = {int(k): (lo, hi) for k, lo, hi in zip(*intervals.runs(keys))}
     starts, ends, ids = (np.asarray(units[c], dtype=np.int64)
                          for c in ("start_ns", "end_ns", "instance"))
-    launched = report.sql(load_sql(NAME)["rg_launched"], {"scope": scope}).to_arrow_reader(
+    launched = report.sql(load_sql(NAME)["rg_launched"]).to_arrow_reader(
         sweep.BATCH_ROWS)
     counts = np.zeros(groups, dtype=np.int64)
     with step_writer(target, _OWN_SCHEMA) as write:

@@ -194,7 +194,8 @@ JOIN calls c ON c.global_pid = o.global_pid AND c.correlation_id = o.correlation
 -- leave aside. (An ASOF join did this in SQL: it sorted ten million launched operations
 -- to place them among a hundred thousand instances.)
 SELECT *
-FROM (SELECT CASE WHEN $scope = 'thread' THEN launch_global_tid ELSE global_pid END AS key,
+FROM (SELECT CASE WHEN getvariable('rg_scope') = 'thread' THEN launch_global_tid
+                  ELSE global_pid END AS key,
              launch_start_ns AS api_start_ns, launch_end_ns AS api_end_ns, true AS kernel,
              device_id, start_ns, end_ns
       FROM kernels WHERE start_ns > 0 AND launch_end_ns IS NOT NULL)
@@ -246,6 +247,143 @@ SELECT * FROM udev
 -- pending_busy_ns). A counting sort puts rg_own in instance order and a compiled loop
 -- (analyses/_compiled.py: own_pieces, own_work) does the rest (a join to rg_udev sorted
 -- by instance in SQL cost 0.75 s at ten million kernels, window functions 2.7 s).
+
+-- The method of the instances' CPU and GPU sides: the queries rg_cpu_pieces ...
+-- rg_own_union below. The accelerated pass (ranges.accelerated: analyses/sweep.py for the
+-- CPU side over rg_cpu_intervals and rg_cpu_probes, a search among the sorted instances
+-- for the placement over rg_launched, intervals.Coverage and the compiled loops
+-- own_pieces and own_work of analyses/_compiled.py for the GPU side) makes the same steps
+-- rg_own, rg_cpu, rg_busy and rg_own_union; nsysdiag/engine/accelerate.py chooses between
+-- the two by input size.
+
+-- @query rg_cpu_pieces
+-- (a step) The key's calls cut into disjoint pieces: taken by start (ties: the longer
+-- first, then the lower class), each call keeps the part beyond the furthest end of the
+-- calls before it, [piece_start, piece_end), credited to its class.
+SELECT key, cls, greatest(start_ns, coalesce(reach_ns, start_ns)) AS piece_start,
+       end_ns AS piece_end
+FROM (SELECT key, cls, start_ns, end_ns,
+             max(end_ns) OVER (PARTITION BY key ORDER BY start_ns, end_ns DESC, cls
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach_ns
+      FROM rg_calls
+      WHERE key IS NOT NULL AND start_ns IS NOT NULL AND end_ns >= start_ns)
+WHERE end_ns > greatest(start_ns, coalesce(reach_ns, start_ns))
+
+-- @query rg_cpu
+-- (a step) Per instance, the length of its key's pieces of each class inside its window.
+SELECT u.instance,
+       coalesce(sum(least(p.piece_end, u.end_ns) - greatest(p.piece_start, u.start_ns))
+                FILTER (WHERE p.cls = 0), 0)::BIGINT AS cpu_launch_ns,
+       coalesce(sum(least(p.piece_end, u.end_ns) - greatest(p.piece_start, u.start_ns))
+                FILTER (WHERE p.cls = 1), 0)::BIGINT AS cpu_memcpy_ns,
+       coalesce(sum(least(p.piece_end, u.end_ns) - greatest(p.piece_start, u.start_ns))
+                FILTER (WHERE p.cls = 2), 0)::BIGINT AS cpu_sync_ns,
+       coalesce(sum(least(p.piece_end, u.end_ns) - greatest(p.piece_start, u.start_ns))
+                FILTER (WHERE p.cls = 3), 0)::BIGINT AS cpu_other_api_ns
+FROM rg_units u
+LEFT JOIN rg_cpu_pieces p
+  ON p.key = u.key AND p.piece_start < u.end_ns AND p.piece_end > u.start_ns
+GROUP BY u.instance
+
+-- @query rg_own
+-- (a step) Each launched operation placed in the instance of its key with the latest
+-- start_ns <= its call's start (ties: the higher instance number), when that instance
+-- also contains the call's end: an ASOF join.
+WITH units AS (
+    SELECT key, start_ns, max(instance) AS instance, arg_max(end_ns, instance) AS end_ns
+    FROM rg_units
+    WHERE key IS NOT NULL AND start_ns IS NOT NULL
+    GROUP BY key, start_ns)
+SELECT u.instance, l.kernel, l.device_id, l.start_ns, l.end_ns, l.api_end_ns
+FROM (SELECT * FROM rg_launched WHERE api_start_ns IS NOT NULL) l
+ASOF JOIN units u ON u.key = l.key AND u.start_ns <= l.api_start_ns
+WHERE l.api_end_ns <= u.end_ns
+
+-- @query rg_busy_pieces
+-- (a step) Each device's busy time (the union of rg_busy_intervals) as disjoint pieces,
+-- cut as the CPU side's.
+SELECT key AS device_id, greatest(start_ns, coalesce(reach_ns, start_ns)) AS piece_start,
+       end_ns AS piece_end
+FROM (SELECT key, start_ns, end_ns,
+             max(end_ns) OVER (PARTITION BY key ORDER BY start_ns, end_ns DESC
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach_ns
+      FROM rg_busy_intervals
+      WHERE key IS NOT NULL AND start_ns IS NOT NULL AND end_ns >= start_ns)
+WHERE end_ns > greatest(start_ns, coalesce(reach_ns, start_ns))
+
+-- @query rg_own_pieces
+-- (a step) Per instance, its own work on its device as two pieces clipped to its window
+-- (ranges.sql, Own work): ws (from the work's start), ps (from its launch call's return)
+-- and e; with the parts of the pending pieces [ps, e) beyond the furthest end of those
+-- before them by ps, [pending_start, e): the merged pending stretches, cut into disjoint
+-- pieces.
+WITH own AS (
+    SELECT o.instance, o.kernel, greatest(o.start_ns, u.start_ns) AS ws,
+           greatest(o.api_end_ns, u.start_ns) AS ps, least(o.end_ns, u.end_ns) AS e
+    FROM rg_own o
+    JOIN rg_udev u ON u.instance = o.instance AND u.device_id = o.device_id
+    WHERE o.instance IS NOT NULL)
+SELECT instance, kernel, ws, ps, e,
+       CASE WHEN e > ps THEN
+           greatest(ps, coalesce(max(e) FILTER (WHERE e > ps) OVER (
+               PARTITION BY instance ORDER BY ps, e DESC
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), ps)) END AS pending_start
+FROM own
+
+-- @query rg_own_union
+-- (a step) Per instance with own work on its device: the unions of the pieces [ws, e) of
+-- its kernels and of all of it (running maximum cut; pieces that end where they start
+-- count nowhere).
+SELECT instance,
+       coalesce(sum(greatest(0, e - greatest(ws, coalesce(kernel_reach, ws))))
+                FILTER (WHERE kernel AND e > ws), 0)::BIGINT AS kernel_union_ns,
+       coalesce(sum(greatest(0, e - greatest(ws, coalesce(any_reach, ws))))
+                FILTER (WHERE e > ws), 0)::BIGINT AS any_union_ns
+FROM (SELECT instance, kernel, ws, e,
+             max(e) FILTER (WHERE e > ws) OVER (
+                 PARTITION BY instance ORDER BY ws, e DESC
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS any_reach,
+             max(e) FILTER (WHERE e > ws) OVER (
+                 PARTITION BY instance, kernel ORDER BY ws, e DESC
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS kernel_reach
+      FROM rg_own_pieces)
+GROUP BY instance
+
+-- @query rg_busy
+-- (a step) Per instance with a device: busy_ns, the device's busy pieces inside its
+-- window; pending_ns, the length of its pending stretches; pending_busy_ns, the busy
+-- pieces inside them.
+WITH u AS (SELECT instance, device_id, start_ns, end_ns FROM rg_udev
+           WHERE device_id IS NOT NULL),
+pending AS (
+    SELECT p.instance, u.device_id, p.pending_start, p.e AS pending_end
+    FROM rg_own_pieces p JOIN u USING (instance)
+    WHERE p.e > p.pending_start),
+window_busy AS (
+    SELECT u.instance,
+           sum(least(b.piece_end, u.end_ns) - greatest(b.piece_start, u.start_ns)) AS busy_ns
+    FROM u JOIN rg_busy_pieces b
+      ON b.device_id = u.device_id AND b.piece_start < u.end_ns AND b.piece_end > u.start_ns
+    GROUP BY u.instance),
+pending_time AS (
+    SELECT instance, sum(pending_end - pending_start) AS pending_ns FROM pending
+    GROUP BY instance),
+pending_busy AS (
+    SELECT p.instance,
+           sum(least(b.piece_end, p.pending_end) - greatest(b.piece_start, p.pending_start))
+               AS pending_busy_ns
+    FROM pending p JOIN rg_busy_pieces b
+      ON b.device_id = p.device_id AND b.piece_start < p.pending_end
+     AND b.piece_end > p.pending_start
+    GROUP BY p.instance)
+SELECT u.instance, coalesce(w.busy_ns, 0)::BIGINT AS busy_ns,
+       coalesce(t.pending_ns, 0)::BIGINT AS pending_ns,
+       coalesce(b.pending_busy_ns, 0)::BIGINT AS pending_busy_ns
+FROM u
+LEFT JOIN window_busy w USING (instance)
+LEFT JOIN pending_time t USING (instance)
+LEFT JOIN pending_busy b USING (instance)
+ORDER BY u.instance
 
 -- @query instances
 -- key: the thread (scope 'thread') or the process (scope 'process') whose API calls count.
