@@ -197,6 +197,12 @@ ORDER BY b.bin
 -- The accelerated pass reads these three.
 
 -- @query sequence
+-- The device sequence as the pass reads it, sorted by start_ns then end_ns (NULL last):
+-- every kernel and graph-level execution, unit 0 kernel, 1 graph node, 2 graph-level
+-- execution; a NULL end reads $no_end (below every timestamp: it extends no busy period),
+-- a NULL correlation id -1, a NULL launch_end_ns $no_end; in_stream: a kernel with a
+-- known context and stream (each stream's kernels come in this order too, so the same
+-- pass follows them).
 SELECT global_pid, device_id, coalesce(correlation_id, -1) AS correlation_id, unit,
        start_ns, end_ns AS sort_end, coalesce(end_ns, $no_end) AS end_ns,
        coalesce(launch_end_ns, $no_end) AS launch_end_ns,

@@ -112,8 +112,7 @@ ORDER BY instance;
 
 -- @query rg_units
 -- The rg_* queries are steps of `instances` (materialized one by one, so that each heavy
--- join or window gets the whole memory budget; the CPU sums come from analyses/sweep.py,
--- the busy times from intervals.Coverage).
+-- join or window gets the whole memory budget).
 -- rg_units: the instances with the key their CUDA calls are matched on, and the scope.
 SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key,
        $scope AS scope
@@ -185,14 +184,12 @@ JOIN calls c ON c.global_pid = o.global_pid AND c.correlation_id = o.correlation
 -- Every GPU operation with the key's call that launched it: a kernel's is the launch call
 -- the kernels view carries (several calls with its id, runtime and driver, count as one
 -- from the first entry to the last return); the others come from rg_launched_other.
--- Streamed (no join: the kernels are read as they are), not written out.
+-- A view (no join: the kernels are read as they are), not written out.
 -- Each instance's own work, the step rg_own (instance, kernel, device_id, start_ns, end_ns,
--- api_end_ns), is matched from these in analyses/ranges.py (_own): the call goes to the
--- instance of its key with the latest start_ns <= the call's start_ns (ties: the higher
--- instance number), when that instance also contains the call's end; an operation of no
--- instance has a NULL one (or is left out), which the joins and groups on instance below
--- leave aside. (An ASOF join did this in SQL: it sorted ten million launched operations
--- to place them among a hundred thousand instances.)
+-- api_end_ns), is placed from these (query rg_own): the call goes to the instance of its
+-- key with the latest start_ns <= the call's start_ns (ties: the higher instance number),
+-- when that instance also contains the call's end; an operation of no instance has a NULL
+-- one (or is left out), which the joins and groups on instance below leave aside.
 SELECT *
 FROM (SELECT CASE WHEN getvariable('rg_scope') = 'thread' THEN launch_global_tid
                   ELSE global_pid END AS key,
