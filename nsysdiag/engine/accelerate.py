@@ -32,7 +32,7 @@ ACCELERATE_ENV = "NSYSDIAG_ACCELERATE"
 MODES = ("auto", "always", "never")
 #: input rows from which ``auto`` takes the accelerated pass: below, the SQL method's
 #: windows take a fraction of a second (docs/performance.md)
-THRESHOLD_ROWS = 250_000
+THRESHOLD_ROWS = 100_000
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -256,31 +256,51 @@ SELECT * FROM udev
 -- @query rg_cpu_pieces
 -- (a step) The key's calls cut into disjoint pieces: taken by start (ties: the longer
 -- first, then the lower class), each call keeps the part beyond the furthest end of the
--- calls before it, [piece_start, piece_end), credited to its class.
-SELECT key, cls, greatest(start_ns, coalesce(reach_ns, start_ns)) AS piece_start,
-       end_ns AS piece_end
-FROM (SELECT key, cls, start_ns, end_ns,
-             max(end_ns) OVER (PARTITION BY key ORDER BY start_ns, end_ns DESC, cls
-                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach_ns
-      FROM rg_calls
-      WHERE key IS NOT NULL AND start_ns IS NOT NULL AND end_ns >= start_ns)
-WHERE end_ns > greatest(start_ns, coalesce(reach_ns, start_ns))
+-- calls before it, [piece_start, piece_end), credited to its class; cum0_ns .. cum3_ns:
+-- the running totals of each class's pieces up to this one (included).
+WITH pieces AS (
+    SELECT key, cls, greatest(start_ns, coalesce(reach_ns, start_ns)) AS piece_start,
+           end_ns AS piece_end
+    FROM (SELECT key, cls, start_ns, end_ns,
+                 max(end_ns) OVER (PARTITION BY key ORDER BY start_ns, end_ns DESC, cls
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                     AS reach_ns
+          FROM rg_calls
+          WHERE key IS NOT NULL AND start_ns IS NOT NULL AND end_ns >= start_ns)
+    WHERE end_ns > greatest(start_ns, coalesce(reach_ns, start_ns)))
+SELECT key, cls, piece_start, piece_end,
+       sum(piece_end - piece_start) FILTER (WHERE cls = 0) OVER w AS cum0_ns,
+       sum(piece_end - piece_start) FILTER (WHERE cls = 1) OVER w AS cum1_ns,
+       sum(piece_end - piece_start) FILTER (WHERE cls = 2) OVER w AS cum2_ns,
+       sum(piece_end - piece_start) FILTER (WHERE cls = 3) OVER w AS cum3_ns
+FROM pieces
+WINDOW w AS (PARTITION BY key ORDER BY piece_start ROWS UNBOUNDED PRECEDING)
 
 -- @query rg_cpu
--- (a step) Per instance, the length of its key's pieces of each class inside its window.
-SELECT u.instance,
-       coalesce(sum(least(p.piece_end, u.end_ns) - greatest(p.piece_start, u.start_ns))
-                FILTER (WHERE p.cls = 0), 0)::BIGINT AS cpu_launch_ns,
-       coalesce(sum(least(p.piece_end, u.end_ns) - greatest(p.piece_start, u.start_ns))
-                FILTER (WHERE p.cls = 1), 0)::BIGINT AS cpu_memcpy_ns,
-       coalesce(sum(least(p.piece_end, u.end_ns) - greatest(p.piece_start, u.start_ns))
-                FILTER (WHERE p.cls = 2), 0)::BIGINT AS cpu_sync_ns,
-       coalesce(sum(least(p.piece_end, u.end_ns) - greatest(p.piece_start, u.start_ns))
-                FILTER (WHERE p.cls = 3), 0)::BIGINT AS cpu_other_api_ns
-FROM rg_units u
-LEFT JOIN rg_cpu_pieces p
-  ON p.key = u.key AND p.piece_start < u.end_ns AND p.piece_end > u.start_ns
-GROUP BY u.instance
+-- (a step) Per instance, the time of each class inside its window: covered(end) -
+-- covered(start), where covered(t), the length of a class's pieces before instant t, is
+-- the running total at the last piece that starts at or before t (an ASOF join) less the
+-- part of that piece after t.
+WITH probes AS (
+    SELECT u.instance, u.start_ns AS t, -1 AS sign,
+           coalesce(p.cum0_ns, 0) AS c0, coalesce(p.cum1_ns, 0) AS c1,
+           coalesce(p.cum2_ns, 0) AS c2, coalesce(p.cum3_ns, 0) AS c3, p.cls,
+           p.piece_end - least(u.start_ns, p.piece_end) AS after_ns
+    FROM rg_units u ASOF LEFT JOIN rg_cpu_pieces p
+      ON p.key = u.key AND p.piece_start <= u.start_ns
+    UNION ALL
+    SELECT u.instance, u.end_ns, 1,
+           coalesce(p.cum0_ns, 0), coalesce(p.cum1_ns, 0), coalesce(p.cum2_ns, 0),
+           coalesce(p.cum3_ns, 0), p.cls, p.piece_end - least(u.end_ns, p.piece_end)
+    FROM rg_units u ASOF LEFT JOIN rg_cpu_pieces p
+      ON p.key = u.key AND p.piece_start <= u.end_ns)
+SELECT instance,
+       sum(sign * (c0 - CASE WHEN cls = 0 THEN after_ns ELSE 0 END))::BIGINT AS cpu_launch_ns,
+       sum(sign * (c1 - CASE WHEN cls = 1 THEN after_ns ELSE 0 END))::BIGINT AS cpu_memcpy_ns,
+       sum(sign * (c2 - CASE WHEN cls = 2 THEN after_ns ELSE 0 END))::BIGINT AS cpu_sync_ns,
+       sum(sign * (c3 - CASE WHEN cls = 3 THEN after_ns ELSE 0 END))::BIGINT AS cpu_other_api_ns
+FROM probes
+GROUP BY instance
 
 -- @query rg_own
 -- (a step) Each launched operation placed in the instance of its key with the latest
@@ -298,15 +318,21 @@ WHERE l.api_end_ns <= u.end_ns
 
 -- @query rg_busy_pieces
 -- (a step) Each device's busy time (the union of rg_busy_intervals) as disjoint pieces,
--- cut as the CPU side's.
-SELECT key AS device_id, greatest(start_ns, coalesce(reach_ns, start_ns)) AS piece_start,
-       end_ns AS piece_end
-FROM (SELECT key, start_ns, end_ns,
-             max(end_ns) OVER (PARTITION BY key ORDER BY start_ns, end_ns DESC
-                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach_ns
-      FROM rg_busy_intervals
-      WHERE key IS NOT NULL AND start_ns IS NOT NULL AND end_ns >= start_ns)
-WHERE end_ns > greatest(start_ns, coalesce(reach_ns, start_ns))
+-- cut as the CPU side's, with cum_ns, the running total of their lengths (included).
+WITH pieces AS (
+    SELECT key AS device_id, greatest(start_ns, coalesce(reach_ns, start_ns)) AS piece_start,
+           end_ns AS piece_end
+    FROM (SELECT key, start_ns, end_ns,
+                 max(end_ns) OVER (PARTITION BY key ORDER BY start_ns, end_ns DESC
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                     AS reach_ns
+          FROM rg_busy_intervals
+          WHERE key IS NOT NULL AND start_ns IS NOT NULL AND end_ns >= start_ns)
+    WHERE end_ns > greatest(start_ns, coalesce(reach_ns, start_ns)))
+SELECT device_id, piece_start, piece_end,
+       sum(piece_end - piece_start) OVER (PARTITION BY device_id ORDER BY piece_start
+                                          ROWS UNBOUNDED PRECEDING) AS cum_ns
+FROM pieces
 
 -- @query rg_own_pieces
 -- (a step) Per instance, its own work on its device as two pieces clipped to its window
@@ -347,39 +373,34 @@ FROM (SELECT instance, kernel, ws, e,
 GROUP BY instance
 
 -- @query rg_busy
--- (a step) Per instance with a device: busy_ns, the device's busy pieces inside its
--- window; pending_ns, the length of its pending stretches; pending_busy_ns, the busy
--- pieces inside them.
+-- (a step) Per instance with a device: busy_ns, the device's busy time inside its window;
+-- pending_ns, the length of its pending stretches; pending_busy_ns, the busy time inside
+-- them. The busy time inside [a, b) is covered(b) - covered(a), covered(t) as on the CPU
+-- side: the running total at the device's last busy piece that starts at or before t
+-- (an ASOF join) less the part of that piece after t.
 WITH u AS (SELECT instance, device_id, start_ns, end_ns FROM rg_udev
            WHERE device_id IS NOT NULL),
-pending AS (
-    SELECT p.instance, u.device_id, p.pending_start, p.e AS pending_end
+stretches AS (  -- the instances' windows and their pending pieces, each an interval [a, b)
+    SELECT instance, device_id, start_ns AS a, end_ns AS b, false AS pending FROM u
+    UNION ALL
+    SELECT p.instance, u.device_id, p.pending_start, p.e, true
     FROM rg_own_pieces p JOIN u USING (instance)
     WHERE p.e > p.pending_start),
-window_busy AS (
-    SELECT u.instance,
-           sum(least(b.piece_end, u.end_ns) - greatest(b.piece_start, u.start_ns)) AS busy_ns
-    FROM u JOIN rg_busy_pieces b
-      ON b.device_id = u.device_id AND b.piece_start < u.end_ns AND b.piece_end > u.start_ns
-    GROUP BY u.instance),
-pending_time AS (
-    SELECT instance, sum(pending_end - pending_start) AS pending_ns FROM pending
-    GROUP BY instance),
-pending_busy AS (
-    SELECT p.instance,
-           sum(least(b.piece_end, p.pending_end) - greatest(b.piece_start, p.pending_start))
-               AS pending_busy_ns
-    FROM pending p JOIN rg_busy_pieces b
-      ON b.device_id = p.device_id AND b.piece_start < p.pending_end
-     AND b.piece_end > p.pending_start
-    GROUP BY p.instance)
-SELECT u.instance, coalesce(w.busy_ns, 0)::BIGINT AS busy_ns,
-       coalesce(t.pending_ns, 0)::BIGINT AS pending_ns,
-       coalesce(b.pending_busy_ns, 0)::BIGINT AS pending_busy_ns
-FROM u
-LEFT JOIN window_busy w USING (instance)
-LEFT JOIN pending_time t USING (instance)
-LEFT JOIN pending_busy b USING (instance)
+ends AS (
+    SELECT instance, device_id, pending, -1 AS sign, a AS t, a, b FROM stretches
+    UNION ALL
+    SELECT instance, device_id, pending, 1, b, a, b FROM stretches),
+covered AS (
+    SELECT e.instance, e.pending, e.sign, e.a, e.b,
+           coalesce(c.cum_ns - (c.piece_end - least(e.t, c.piece_end)), 0) AS covered_ns
+    FROM ends e
+    ASOF LEFT JOIN rg_busy_pieces c ON c.device_id = e.device_id AND c.piece_start <= e.t)
+SELECT u.instance,
+       coalesce(sum(sign * covered_ns) FILTER (WHERE NOT pending), 0)::BIGINT AS busy_ns,
+       coalesce(sum(b - a) FILTER (WHERE pending AND sign = 1), 0)::BIGINT AS pending_ns,
+       coalesce(sum(sign * covered_ns) FILTER (WHERE pending), 0)::BIGINT AS pending_busy_ns
+FROM u LEFT JOIN covered USING (instance)
+GROUP BY u.instance
 ORDER BY u.instance
 
 -- @query instances
