@@ -30,8 +30,8 @@ from ..errors import UsageError
 
 ACCELERATE_ENV = "NSYSDIAG_ACCELERATE"
 MODES = ("auto", "always", "never")
-#: input rows from which ``auto`` takes the accelerated pass: below, the SQL method's
-#: windows take a fraction of a second (docs/performance.md)
+#: input rows from which ``auto`` takes the accelerated pass (docs/performance.md has the
+#: measurements behind it)
 THRESHOLD_ROWS = 100_000
 
 F = TypeVar("F", bound=Callable[..., Any])
