@@ -10,6 +10,7 @@ __version__ = "0.1.0"
 from typing import TYPE_CHECKING
 
 from .errors import InputError, MissingDataError, NsysdiagError, UsageError  # noqa: E402
+from .settings import Settings  # noqa: E402
 
 if TYPE_CHECKING:
     from .report import Report, ReportInfo, open
@@ -41,6 +42,7 @@ __all__ = [
     "NsysdiagError",
     "Report",
     "ReportInfo",
+    "Settings",
     "UsageError",
     "__version__",
     "open",

@@ -54,6 +54,8 @@ from .render.text import fmt_ns
 
 if TYPE_CHECKING:
     from .analyses.base import AnalysisResult
+    from .analyses.kernel_summary import KernelName
+    from .analyses.transfers import CopyKind
     from .diagnosis.engine import Settings
     from .diagnosis.model import Diagnosis
     from .report import Report
@@ -555,23 +557,25 @@ def _latency_rows(rows: _Rows, da: Diagnosis, db: Diagnosis) -> list[str]:
 
 
 def _gap_rows(rows: _Rows, da: Diagnosis, db: Diagnosis) -> list[str]:
-    ga, gb = da.launch_gaps or {}, db.launch_gaps or {}
-    if not ga.get("count") and not gb.get("count"):
+    ga, gb = da.launch_gaps, db.launch_gaps
+    if not ga.count and not gb.count:
         return ["launch gaps: no gaps between kernels in either trace"]
-    rows.number("launch_gaps", "gaps", ga.get("count"), gb.get("count"), "count", judge=False)
-    for key in ("p50_ns", "p99_ns"):
-        rows.number("launch_gaps", key[:-3].upper(), ga.get(key), gb.get(key), "ns")
+    rows.number("launch_gaps", "gaps", ga.count, gb.count, "count", judge=False)
+    rows.number("launch_gaps", "P50", ga.p50_ns, gb.p50_ns, "ns")
+    rows.number("launch_gaps", "P99", ga.p99_ns, gb.p99_ns, "ns")
     return []
 
 
-def _per_name(ks: AnalysisResult | None) -> dict[str, dict[str, Any]]:
-    if ks is None or not ks.ok or "per_name" not in ks.tables:
+def _per_name(ks: AnalysisResult | None) -> dict[str, KernelName]:
+    from .analyses.kernel_summary import KernelSummaryResult
+
+    if not isinstance(ks, KernelSummaryResult) or not ks.ok:
         return {}
-    return {str(r["name"]): r for r in ks.tables["per_name"].to_pylist()}
+    return {str(r.name): r for r in ks.per_name()}
 
 
-def _top(names: dict[str, dict[str, Any]], n: int) -> list[str]:
-    ranked = sorted(names.items(), key=lambda kv: -(_num(kv[1].get("total_ns")) or 0))
+def _top(names: dict[str, KernelName], n: int) -> list[str]:
+    ranked = sorted(names.items(), key=lambda kv: -(_num(kv[1].total_ns) or 0))
     return [k for k, _ in ranked][:n]
 
 
@@ -584,8 +588,8 @@ def _kernel_rows(rows: _Rows, sa: _Side, sb: _Side, min_count: int, top: int) ->
     notes = []
     # GPU kernel time per unit of latency, when both traces have the same unit
     ta, tb = sa.diagnosis.tail, sb.diagnosis.tail
-    tot_a = sum(_num(r.get("total_ns")) or 0 for r in ka.values())
-    tot_b = sum(_num(r.get("total_ns")) or 0 for r in kb.values())
+    tot_a = sum(_num(r.total_ns) or 0 for r in ka.values())
+    tot_b = sum(_num(r.total_ns) or 0 for r in kb.values())
     if ta.unit and ta.unit == tb.unit and ta.n and tb.n:
         rows.number(
             "kernels",
@@ -614,14 +618,14 @@ def _kernel_rows(rows: _Rows, sa: _Side, sb: _Side, min_count: int, top: int) ->
             rows.category(
                 "kernels",
                 label,
-                _fmt(_num(ra["median_ns"]), "ns") if ra else None,
-                _fmt(_num(rb["median_ns"]), "ns") if rb else None,
+                _fmt(_num(ra.median_ns), "ns") if ra else None,
+                _fmt(_num(rb.median_ns), "ns") if rb else None,
                 ADDED if ra is None else REMOVED,
-                f"{int(r.get('instances') or 0):,} launches, "
-                f"{fmt_ns(_num(r.get('total_ns')))} GPU time",
+                f"{int(r.instances or 0):,} launches, "
+                f"{fmt_ns(_num(r.total_ns))} GPU time",
             )
             continue
-        na, nb = int(ra.get("instances") or 0), int(rb.get("instances") or 0)
+        na, nb = int(ra.instances or 0), int(rb.instances or 0)
         few = min(na, nb) < min_count
         note = f"median per launch; {na:,} -> {nb:,} launches"
         if few:
@@ -629,8 +633,8 @@ def _kernel_rows(rows: _Rows, sa: _Side, sb: _Side, min_count: int, top: int) ->
         rows.number(
             "kernels",
             label,
-            ra.get("median_ns"),
-            rb.get("median_ns"),
+            ra.median_ns,
+            rb.median_ns,
             "ns",
             note=note,
             judge=not few,
@@ -644,22 +648,24 @@ def _kernel_rows(rows: _Rows, sa: _Side, sb: _Side, min_count: int, top: int) ->
     return notes
 
 
-def _kind_key(r: dict[str, Any]) -> str:
-    op = str(r.get("op") or "memcpy")
+def _kind_key(r: CopyKind) -> str:
+    op = str(r.op or "memcpy")
     if op == "memset":
-        return f"memset {r.get('dst_kind') or r.get('src_kind') or ''}".strip()
-    return f"{r.get('copy_kind')} {r.get('src_kind')}->{r.get('dst_kind')}"
+        return f"memset {r.dst_kind or r.src_kind or ''}".strip()
+    return f"{r.copy_kind} {r.src_kind}->{r.dst_kind}"
 
 
-def _by_kind(d: Diagnosis) -> dict[str, dict[str, Any]] | None:
+def _by_kind(d: Diagnosis) -> dict[str, CopyKind] | None:
+    from .analyses.transfers import TransfersResult
+
     t = (d.analyses or {}).get("transfers")
-    if t is None or not t.ok or "by_kind" not in t.tables:
+    if not isinstance(t, TransfersResult) or not t.ok or "by_kind" not in t.tables:
         return None
-    out: dict[str, dict[str, Any]] = {}
-    for r in t.tables["by_kind"].to_pylist():
+    out: dict[str, CopyKind] = {}
+    for r in t.by_kind():
         key = _kind_key(r)
         if key in out:  # the same kind split further (pageable / uvm flags): keep the larger
-            if (r.get("copies") or 0) <= (out[key].get("copies") or 0):
+            if (r.copies or 0) <= (out[key].copies or 0):
                 continue
         out[key] = r
     return out
@@ -674,18 +680,18 @@ def _transfer_rows(rows: _Rows, da: Diagnosis, db: Diagnosis, min_count: int) ->
         ra, rb = ka.get(key), kb.get(key)
         if ra is None or rb is None:
             r = ra or rb
-            va = _fmt(_num(ra.get("median_gbps")), "GB/s") if ra else None
-            vb = _fmt(_num(rb.get("median_gbps")), "GB/s") if rb else None
+            va = _fmt(_num(ra.median_gbps), "GB/s") if ra else None
+            vb = _fmt(_num(rb.median_gbps), "GB/s") if rb else None
             rows.category(
                 "transfers",
                 f"{key} median",
                 va,
                 vb,
                 ADDED if ra is None else REMOVED,
-                f"{int(r.get('copies') or 0):,} copies",
+                f"{int(r.copies or 0):,} copies",
             )
             continue
-        na, nb = int(ra.get("copies") or 0), int(rb.get("copies") or 0)
+        na, nb = int(ra.copies or 0), int(rb.copies or 0)
         few = min(na, nb) < min_count
         note = f"median per copy; {na:,} -> {nb:,} copies"
         if few:
@@ -693,8 +699,8 @@ def _transfer_rows(rows: _Rows, da: Diagnosis, db: Diagnosis, min_count: int) ->
         rows.number(
             "transfers",
             f"{key} median",
-            ra.get("median_gbps"),
-            rb.get("median_gbps"),
+            ra.median_gbps,
+            rb.median_gbps,
             "GB/s",
             higher_is_worse=False,
             note=note,
@@ -703,10 +709,8 @@ def _transfer_rows(rows: _Rows, da: Diagnosis, db: Diagnosis, min_count: int) ->
     return []
 
 
-def _ordered(a: dict[str, Any], b: dict[str, Any]) -> Iterable[str]:
-    return sorted(
-        set(a) | set(b),
-        key=lambda k: (
-            -max((a.get(k) or {}).get("total_bytes") or 0, (b.get(k) or {}).get("total_bytes") or 0)
-        ),
-    )
+def _ordered(a: dict[str, CopyKind], b: dict[str, CopyKind]) -> Iterable[str]:
+    def size(r: CopyKind | None) -> int:
+        return (r.total_bytes or 0) if r is not None else 0
+
+    return sorted(set(a) | set(b), key=lambda k: -max(size(a.get(k)), size(b.get(k))))

@@ -24,7 +24,7 @@ def test_labelled_captures(labelled, scenario, layer):
     assert d.verdict.layer == layer, d.verdict.summary
     jsonschema.validate(d.to_dict(), SCHEMA)
     if scenario == "graph":
-        assert d.cuda_graphs["in_use"] is True
+        assert d.cuda_graphs.in_use is True
         assert any(f.layer == "graph" for f in d.findings)
     if scenario == "cpu":
         assert d.tail.shape == "right_skewed"
@@ -35,8 +35,8 @@ def test_shared_baseline_is_healthy_with_launch_overhead_finding():
     assert d.verdict.layer == "healthy"
     launch = [f for f in d.findings if f.check == "C1" and f.severity == "warning"]
     assert launch and launch[0].layer == "cpu"
-    assert d.launch_gaps["count"] > 0 and d.launch_gaps["p99_ns"] > 20_000
-    assert d.cuda_graphs["in_use"] is False
+    assert d.launch_gaps.count > 0 and d.launch_gaps.p99_ns > 20_000
+    assert d.cuda_graphs.in_use is False
 
 
 def test_shared_gpu_trace_is_gpu_and_multimodal(capsys):

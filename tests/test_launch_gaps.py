@@ -81,6 +81,12 @@ def test_thresholds_in_microseconds(streams, tmp_path):
     assert any("CPU-side scheduling bottleneck" in f for f in res.findings)
     with pytest.raises(UsageError, match="normal_threshold_us must be a number >= 0, got -1"):
         run(streams, tmp_path, normal_threshold_us=-1)
+    # the same thresholds as settings (ns): the same judgement
+    by_settings = run(streams, tmp_path,
+                      settings=nsysdiag.Settings(gap_normal_ns=50, gap_p99_ns=99))
+    assert by_settings.summary == s and by_settings.findings == res.findings
+    # the settings' default: 20 us, far above every gap here
+    assert run(streams, tmp_path).cpu_bound is False
 
 
 def test_devices_and_processes_are_separate_sequences(builder, tmp_path):
@@ -249,8 +255,8 @@ def test_stream_gaps_match_reference_across_batches(builder, tmp_path, monkeypat
 def test_gap_summary_helper(streams, tmp_path):
     with nsysdiag.open(streams.write(tmp_path / "s.sqlite"), cache=False) as rep:
         s = launch_gaps.gap_summary(rep)
-    assert (s["count"], s["p50_ns"], s["cpu_bound"]) == (2, 55, False)
-    assert s["p99_ns"] == pytest.approx(99.1)
+    assert (s.count, s.p50_ns, s.cpu_bound) == (2, 55, False)
+    assert s.p99_ns == pytest.approx(99.1)
 
 
 def test_no_kernels(builder, tmp_path):

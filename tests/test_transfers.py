@@ -11,6 +11,7 @@ import random
 
 import pyarrow.compute as pc
 import pytest
+from conftest import CORPUS as CORPUS_DIR
 from conftest import H200, ROOT, corpus_sqlite_files, need, run_on_corpus
 
 import nsysdiag
@@ -18,6 +19,7 @@ from nsysdiag.analyses import transfers
 from nsysdiag.analyses.link import (
     Baseline,
     default_link,
+    host_link,
     parse_nvbandwidth,
     pcie_gbps,
     resolve_links,
@@ -306,11 +308,75 @@ def test_link_preference_trace_then_baseline_then_default():
     ("Tesla T4", 16 * 8 * 128 / 130 / 8, "Gen3 x16"),
     ("NVIDIA GeForce RTX 4090", 16 * 16 * 128 / 130 / 8, "Gen4 x16"),
     ("NVIDIA GH200 480GB", 450.0, "NVLink-C2C"),
-    ("Mystery Accelerator", 16 * 16 * 128 / 130 / 8, "assumed PCIe Gen4 x16"),
+    ("NVIDIA RTX 5000 Ada Generation", 16 * 16 * 128 / 130 / 8, "Gen4 x16"),
+    ("NVIDIA GeForce RTX 5090", 16 * 32 * 128 / 130 / 8, "Gen5 x16"),
 ])
 def test_default_links_by_gpu(name, gbps, words):
     got, note = default_link(name)
     assert got == pytest.approx(gbps) and words in note
+
+
+def test_unknown_gpu_gets_no_link():
+    """A GPU the table does not know is not judged against a guessed link."""
+    assert default_link("Mystery Accelerator") == (
+        None, "GPU 'Mystery Accelerator' not in the platform table: link unknown")
+
+
+GEN = {g: 128 / 130 / 8 * rate for g, rate in ((3, 8.0), (4, 16.0), (5, 32.0))}
+
+
+@pytest.mark.parametrize("row, kind, gen, lanes", [
+    # the corpus' GPUs as their exports record them: name, chip, compute capability, discrete
+    (("NVIDIA RTX 5000 Ada Generation Laptop GPU", "AD103", "8.9", True), "pcie", 4, 8),
+    (("NVIDIA GeForce RTX 5070 Ti Laptop GPU", "GB205", "12.0", True), "pcie", 5, 8),
+    (("NVIDIA GeForce RTX 5080", "GB203", "12.0", True), "pcie", 5, 16),
+    (("NVIDIA GeForce RTX 4060 Ti", "AD106", "8.9", True), "pcie", 4, 8),
+    (("NVIDIA GeForce RTX 4070 SUPER", "AD104", "8.9", True), "pcie", 4, 16),
+    (("NVIDIA GeForce RTX 3060 Laptop GPU", "GA106", "8.6", True), "pcie", 4, 8),
+    (("NVIDIA A100-SXM4-40GB", "GA100", "8.0", True), "pcie", 4, 16),
+    (("NVIDIA H100 PCIe", "GH100", "9.0", True), "pcie", 5, 16),
+    (("NVIDIA GeForce GTX 1660 SUPER", "TU116", "7.5", True), "pcie", 3, 16),
+    (("Tesla V100-SXM2-16GB", None, None, True), "pcie", 3, 16),
+    (("NVIDIA GH200 480GB", "GH100", "9.0", True), "nvlink-c2c", None, None),
+    (("Orin", "GA10B", "8.7", False), "integrated", None, None),
+    (("Xavier", None, None, False), "integrated", None, None),
+    (("Intel(R) Iris(R) Xe Graphics", "", "0.0", True), "not_cuda", None, None),
+])
+def test_platform_table(row, kind, gen, lanes):
+    name, chip, cc, discrete = row
+    link = host_link({"name": name, "chip_name": chip, "compute_capability": cc,
+                      "is_discrete": discrete})
+    assert (link.kind, link.generation, link.lanes) == (kind, gen, lanes)
+    if kind == "pcie":
+        assert link.gbps == pytest.approx(GEN[gen] * lanes)
+        assert f"Gen{gen} x{lanes}" in link.note
+    elif kind == "nvlink-c2c":
+        assert link.gbps == 450.0
+    else:
+        assert link.gbps is None
+
+
+def test_integrated_gpu_copies_not_judged_against_a_link():
+    """The Jetson Orin export: copies are measured, but no link figure or % of link."""
+    path = need(CORPUS_DIR / "public2" / "SamuelAmsih__CUDA__report14.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        res = rep.analysis("transfers")
+    links = res.tables["links"].to_pylist()
+    assert {r["link_source"] for r in links} == {"integrated"}
+    assert all(r["link_gbps"] is None for r in links)
+    assert res.summary["link_htod_gbps"] is None
+    assert all(r["achieved_pct_of_link"] is None for r in res.tables["host"].to_pylist())
+    assert "of the link" not in res.message
+
+
+def test_ada_laptop_is_gen4():
+    """RTX 5000 Ada Generation Laptop GPU: Ada, PCIe Gen4 (not the Gen5 of an RTX 50 part)."""
+    path = need(CORPUS_DIR / "public2" / "Athrun0109__CS336_assignment2__result.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        links = rep.analysis("transfers").tables["links"].to_pylist()
+    dev0 = [r for r in links if r["device_id"] == 0]
+    assert dev0 and all("Gen4" in r["link_note"] for r in dev0)
+    assert all(r["link_gbps"] == pytest.approx(GEN[4] * 8) for r in dev0)
 
 
 def test_pcie_rates():

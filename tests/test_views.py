@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import random
+import re
+import sqlite3
 
 import numpy as np
 import pytest
-from conftest import H200, need
+from conftest import CORPUS, H200, need
 
 import nsysdiag
 from nsysdiag.errors import InputError, MissingDataError
+from nsysdiag.views.definitions import API_VERSION_STAMP
 
 
 def rows(rep, query):
@@ -71,7 +75,7 @@ def test_api_names_outside_the_cuda_api(builder, tmp_path, monkeypatch, odd, no_
         got = rows(rep, "SELECT start_ns, name, category FROM api_calls ORDER BY start_ns")
     last = {None: ("cudaMemcpyAsync", "memcpy"), "my_hook": ("my_hook", "other"),
             "cudaFree": ("cudaFree", "memory")}[odd]
-    assert got == [(0, "cudaLaunchKernel", "launch"), (20, "cuMemAlloc", "memory"),
+    assert got == [(0, "cudaLaunchKernel", "launch"), (20, "cuMemAlloc_v2", "memory"),
                    (40, "cudaDeviceSynchronize", "sync"), (60, *last), (80, "unknown", "other")]
     assert reads == (["api_calls"] if read_ids else [])
 
@@ -365,3 +369,54 @@ def test_graph_status_from_the_kernels_view_or_the_export(builder, tmp_path, mon
         from_view = rep.probe["cuda_graphs"]
     assert from_view == from_export
     assert (from_view.present, from_view.source_rows) == ((True, 2) if nodes else (False, 0))
+
+
+# ------------------------------------------------------------------------ API names
+
+def _nsys_api_name(raw: str) -> str:
+    """The name `nsys stats --report cuda_api_sum` prints: it drops a four-digit `_vNNNN`."""
+    return raw[:-6] if raw[-6:-4] == "_v" and raw[-4:].isdigit() else raw
+
+
+def test_api_names_keep_distinct_functions_apart(builder, tmp_path):
+    """Only the CUDA version stamp goes: cuGetProcAddress and cuGetProcAddress_v2 are two
+    driver functions, cudaLaunchKernel_v7000 and cudaStreamIsCapturing_v10000 one each."""
+    b = builder("current")
+    names = ["cudaLaunchKernel_v7000", "cudaStreamIsCapturing_v10000", "cuGetProcAddress",
+             "cuGetProcAddress_v2", "cuGetProcAddress_v2", "cuMemAlloc_v2"]
+    for i, name in enumerate(names):
+        b.api(i * 100, i * 100 + 10, name)
+    path = b.write(tmp_path / "names.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        got = dict(rep.execute("SELECT name, count(*) FROM api_calls GROUP BY 1"))
+    assert got == {"cudaLaunchKernel": 1, "cudaStreamIsCapturing": 1, "cuGetProcAddress": 1,
+                   "cuGetProcAddress_v2": 2, "cuMemAlloc_v2": 1}
+
+
+def test_api_names_match_nsys_cuda_api_sum():
+    """Per-name call counts and total time equal NVIDIA's cuda_api_sum on the H200 baseline;
+    nsys keeps five-digit stamps (cudaLaunchKernelExC_v11060), which are one function with the
+    stamp removed here."""
+    ref_path = need(H200 / "nsys-reference" / "stats_baseline_cuda_api_sum.csv")
+    with ref_path.open() as fh:
+        ref = {re.sub(API_VERSION_STAMP, "", r["Name"]): (int(r["Num Calls"]),
+                                                          int(r["Total Time (ns)"]))
+               for r in csv.DictReader(fh)}
+    assert "cuGetProcAddress_v2" in ref
+    with nsysdiag.open(need(H200 / "baseline.sqlite"), cache=False) as rep:
+        got = {n: (c, t) for n, c, t in rep.execute(
+            "SELECT name, count(*), sum(duration_ns)::BIGINT FROM api_calls GROUP BY 1")}
+    assert got == ref
+
+
+def test_qcu_driver_functions_stay_apart():
+    """qcu's capture calls cuGetProcAddress 373 times and cuGetProcAddress_v2 1576 times."""
+    path = need(CORPUS / "public" / "ZhangXin8069__qcu" / "report10.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        got = dict(rep.execute("SELECT name, count(*) FROM api_calls "
+                               "WHERE name LIKE 'cuGetProcAddress%' GROUP BY 1"))
+    raw = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True).execute(
+        "SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+        "ON s.id = r.nameId WHERE s.value LIKE 'cuGetProcAddress%' GROUP BY 1").fetchall()
+    assert got == {_nsys_api_name(n): c for n, c in raw}
+    assert len(got) == 2

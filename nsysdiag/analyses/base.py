@@ -5,21 +5,29 @@ An analysis is a module in this package with
 * a documented SQL file ``sql/<name>.sql`` whose header comment names its inputs, outputs
   and units; the file holds one or more queries, each introduced by a line
   ``-- @query <table name>``; user values are bound as ``$parameters``, never formatted in;
-* ``run(report, **options) -> AnalysisResult``;
+* ``RESULT``: its result class, a frozen subclass of :class:`AnalysisResult` whose fields
+  are the figures it measures (each documented with its unit, :func:`figure`);
+* ``SETTINGS``: the fields of :class:`nsysdiag.settings.Settings` it judges with;
+* ``run(report, *, settings=None, **options) -> RESULT`` (or a bare
+  :class:`AnalysisResult` when there is nothing to measure);
 * ``CLI_OPTIONS``: click options for its command (``nsysdiag <name> PATH``), whose
   parameter names match ``run``'s keyword arguments.
 
-Results are frozen: ``summary`` holds the key figures (JSON scalars, units in the names),
-``tables`` named Arrow tables (per device, per stream, the full distribution, ...).
+Results are frozen: the figures are attributes (units in the names); ``summary`` is their
+JSON form, made from the fields; ``tables`` named Arrow tables (per device, per stream,
+the full distribution, ...), which a result class may also give as typed records
+(:func:`records`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import functools
 import re
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -33,6 +41,8 @@ if TYPE_CHECKING:
     from ..report import Report
 
 OK, NOT_CAPTURED, EMPTY = "ok", "not_captured", "empty"
+
+T = TypeVar("T")
 
 _QUERY_MARK = re.compile(r"^--\s*@query\s+(\w+)\s*$", re.M)
 
@@ -52,9 +62,20 @@ def run_query(report: Report, module: str, query: str, params: dict | None = Non
         return report.sql(sql, bind(sql, params)).to_arrow_table()
 
 
+def figure(doc: str, default: Any = None) -> Any:
+    """A summary field of a result class: its documentation (with the unit) in the field's
+    metadata, from which the JSON schema and the docs are generated."""
+    return field(default=default, metadata={"doc": doc})
+
+
 @dataclass(frozen=True)
 class AnalysisResult:
-    """The outcome of one analysis.
+    """The outcome of one analysis: what every analysis' result class shares.
+
+    Each analysis returns its own frozen subclass (``LaunchGapsResult``, ...) whose
+    summary figures are documented attributes (units in the names: ``_ns``, ``_bytes``,
+    ``_gbps``, ``_pct``); this base alone is what an analysis returns when there is
+    nothing to measure (``not_captured``/``empty``, no figures).
 
     Attributes
     ----------
@@ -65,16 +86,17 @@ class AnalysisResult:
         nsys option captures it); ``empty`` when it was captured but nothing happened.
     message : str
         One line for a human.
-    summary : dict
-        Key figures as JSON scalars; units are in the names (``_ns``, ``_bytes``, ``_gbps``).
     tables : dict of str to pyarrow.Table
         Detail tables; ``main`` names the one shown first.
+    findings : tuple of str
+        What the analysis judged worth saying, one line each.
+    summary : dict
+        The figures as JSON scalars, by field name (read-only; made from the fields).
     """
 
     analysis: str
     status: str
     message: str = ""
-    summary: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, pa.Table] = field(default_factory=dict)
     main: str | None = None
     findings: tuple[str, ...] = ()
@@ -82,6 +104,46 @@ class AnalysisResult:
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+    @classmethod
+    def summary_fields(cls) -> tuple[dataclasses.Field, ...]:
+        """The figures of this result class (its own fields, not the shared ones)."""
+        return tuple(f for f in dataclasses.fields(cls) if f.name not in _BASE_FIELDS)
+
+    def reported(self) -> tuple[str, ...]:
+        """The figures this result reports (the keys of ``summary``): all of them when the
+        analysis measured (status ``ok``), none otherwise; a class may say otherwise."""
+        return tuple(f.name for f in self.summary_fields()) if self.ok else ()
+
+    def figure_json(self, name: str) -> Any:
+        """A figure as JSON-ready value (an enum as its value, records as dicts)."""
+        return _json_value(getattr(self, name))
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The reported figures as a dict of JSON scalars (the JSON ``summary``)."""
+        return {name: self.figure_json(name) for name in self.reported()}
+
+    @classmethod
+    def from_summary(cls, analysis: str, status: str, message: str, summary: dict[str, Any],
+                     tables: dict[str, pa.Table], main: str | None,
+                     findings: tuple[str, ...]) -> AnalysisResult:
+        """The result whose ``to_dict`` gave ``summary`` (the results cache reads it back).
+
+        Raises KeyError for a summary key that is no field of the class."""
+        if cls is AnalysisResult or not summary:
+            return AnalysisResult(analysis, status, message, tables, main, findings)
+        names = {f.name for f in cls.summary_fields()}
+        unknown = set(summary) - names
+        if unknown:
+            raise KeyError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}")
+        return cls(status=status, message=message, tables=tables, main=main,
+                   findings=findings, **cls._figures_from_json(summary))
+
+    @classmethod
+    def _figures_from_json(cls, summary: dict[str, Any]) -> dict[str, Any]:
+        """Field values from their JSON form (a class with records or enums converts)."""
+        return dict(summary)
 
     def table(self, name: str | None = None) -> pa.Table:
         key = name or self.main or next(iter(self.tables), None)
@@ -150,6 +212,27 @@ class AnalysisResult:
             t = self.table().slice(0, 50)
             parts.append(html_table(t.column_names, [tuple(r.values()) for r in t.to_pylist()]))
         return "".join(parts)
+
+
+#: the fields every result has (the rest of a result class's fields are its figures)
+_BASE_FIELDS = frozenset(f.name for f in dataclasses.fields(AnalysisResult))
+
+
+def _json_value(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def records(table: pa.Table, record: type[T]) -> list[T]:
+    """The rows of ``table`` as ``record`` dataclasses (one field per column it reads).
+
+    Raises KeyError when the table lacks a column the record names: a renamed column
+    fails here, not as a silently missing figure."""
+    names = [f.name for f in dataclasses.fields(record)]  # type: ignore[arg-type]
+    missing = [n for n in names if n not in table.column_names]
+    if missing:
+        raise KeyError(f"{record.__name__}: the table has no column {', '.join(missing)}")
+    columns = table.select(names).to_pydict()
+    return [record(*row) for row in zip(*(columns[n] for n in names))]
 
 
 def not_captured(analysis: str, report: Report, *views: str) -> AnalysisResult | None:

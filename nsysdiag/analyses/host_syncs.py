@@ -7,29 +7,58 @@ cudaMemcpy, for how long in total, and the median and P99 wait.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ..engine.steps import temp_views
 from ..report import Report
-from .base import OK, AnalysisResult, load_sql, not_captured, run_query
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 NAME = "host_syncs"
 
+#: the settings this analysis reads: none
+SETTINGS: tuple[str, ...] = ()
 
-def run(report: Report) -> AnalysisResult:
+
+@dataclass(frozen=True, kw_only=True)
+class HostSyncsResult(AnalysisResult):
+    """Host synchronization waits (the outermost blocking sync and synchronous memcpy
+    calls of each thread; ``sql/host_syncs.sql`` defines them).
+
+    Tables: ``per_call`` (main; one row per call name), ``per_thread`` (one row per thread
+    and call name).
+    """
+
+    analysis: str = field(default="host_syncs", init=False)
+    waits: int = figure("waits (outermost blocking calls)", 0)
+    threads: int = figure("threads that waited", 0)
+    total_ns: int = figure("time blocked, all waits together, ns", 0)
+    p50_ns: float | None = figure("median wait, ns")
+    p99_ns: float | None = figure("99th percentile wait, ns")
+    max_ns: int | None = figure("longest wait, ns")
+    sync_waits: int = figure("waits in synchronize calls", 0)
+    memcpy_waits: int = figure("waits in synchronous copies", 0)
+
+
+RESULT = HostSyncsResult
+
+
+def run(report: Report, *, settings: object = None) -> HostSyncsResult | AnalysisResult:
     """Measure the host's synchronization waits per call name and per thread.
 
     Parameters
     ----------
     report : Report
         An opened export.
+    settings : Settings, optional
+        Accepted as by every analysis; this one reads none.
 
     Returns
     -------
-    AnalysisResult
-        ``summary``: ``waits``, ``threads``, ``total_ns``, ``p50_ns``, ``p99_ns``,
-        ``max_ns``, ``sync_waits``, ``memcpy_waits``. ``tables``: ``per_call`` (main; one
-        row per call name: ``kind``, ``waits``, ``threads``, ``total_ns``, ``mean_ns``,
+    HostSyncsResult
+        The figures of :class:`HostSyncsResult`; ``tables``: ``per_call`` (main; one row
+        per call name: ``kind``, ``waits``, ``threads``, ``total_ns``, ``mean_ns``,
         ``p50_ns``, ``p99_ns``, ``max_ns``, ``share_pct``) and ``per_thread`` (one row
-        per thread and call name). The definitions are in ``sql/host_syncs.sql``.
+        per thread and call name).
     """
     missing = not_captured(NAME, report, "api_calls")
     if missing:
@@ -47,5 +76,5 @@ def run(report: Report) -> AnalysisResult:
                    f"{summary['total_ns'] / 1e6:.3f} ms blocked")
     else:
         message = "no host synchronization wait"
-    return AnalysisResult(NAME, OK, message, summary, tables, main="per_call",
-                          findings=findings)
+    return HostSyncsResult(status=OK, message=message, tables=tables, main="per_call",
+                           findings=findings, **summary)

@@ -9,45 +9,123 @@ process competing for SMs), as measured by the overlap analysis.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import click
 import pyarrow as pa
 
 from ..report import Report
-from .base import OK, AnalysisResult, not_captured, run_query
+from ..settings import DEFAULTS, Settings
+from .base import OK, AnalysisResult, figure, not_captured, records, run_query
+
+#: the settings this analysis reads (its results are cached per their values)
+SETTINGS = ("jitter_top", "slow_ratio")
+#: the figures of the worst kernel and the time-weighted ones: reported when a kernel was
+#: examined
+_PER_KERNEL = ("worst_kernel", "worst_p99_over_p50", "worst_slow_pct", "time_weighted_slow_pct",
+               "time_weighted_p99_over_p50")
+
+
+@dataclass(frozen=True)
+class KernelJitter:
+    """One row of the ``per_kernel`` table: the spread of one kernel name's durations."""
+
+    name: str  #: kernel name
+    instances: int  #: executions
+    total_ns: int  #: GPU time, ns
+    p50_ns: float | None  #: P50 duration, ns
+    p90_ns: float | None  #: P90 duration, ns
+    p99_ns: float | None  #: P99 duration, ns
+    max_ns: int | None  #: longest, ns
+    p99_over_p50: float | None  #: P99/P50 (ratio)
+    slow_pct: float | None  #: launches over slow_ratio times the median, %
+    cv: float | None  #: coefficient of variation (stddev / mean)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JitterResult(AnalysisResult):
+    """Kernel duration jitter of the kernel names with the most GPU time (check D1). The
+    worst kernel's and the time-weighted figures are reported only when a kernel was
+    examined.
+
+    Tables: ``per_kernel`` (main), ``concurrency``.
+    """
+
+    analysis: str = field(default="jitter", init=False)
+    kernels_examined: int = figure("kernel names examined", 0)
+    worst_kernel: str | None = figure("the name with the largest P99/P50 of its durations")
+    worst_p99_over_p50: float | None = figure("its P99/P50 (ratio)")
+    worst_slow_pct: float | None = figure("its share of slow launches (over slow_ratio times "
+                                          "its median), %")
+    time_weighted_slow_pct: float | None = figure("share of slow launches, names weighted by "
+                                                  "their GPU time, %")
+    time_weighted_p99_over_p50: float | None = figure("P99/P50, names weighted by their GPU "
+                                                      "time (ratio)")
+    concurrent_pct: float = figure("largest share, over devices, of kernel time with two or "
+                                   "more kernels running, %", 0.0)
+
+    def per_kernel(self) -> list[KernelJitter]:
+        """The ``per_kernel`` table as records (empty without it)."""
+        table = self.tables.get("per_kernel")
+        return records(table, KernelJitter) if table is not None else []
+
+    def reported(self) -> tuple[str, ...]:
+        names = super().reported()
+        return names if self.kernels_examined else tuple(
+            n for n in names if n not in _PER_KERNEL)
+
+
+RESULT = JitterResult
 
 CLI_OPTIONS = [
     click.option(
         "--top",
         type=int,
-        default=10,
+        default=DEFAULTS.jitter_top,
         show_default=True,
         help="Kernel names to examine, by total GPU time.",
     ),
     click.option(
         "--slow",
         type=float,
-        default=1.5,
+        default=DEFAULTS.slow_ratio,
         show_default=True,
         help="A launch is slow above this multiple of its kernel's median.",
     ),
 ]
 
 
-def run(report: Report, *, top: int = 10, slow: float = 1.5) -> AnalysisResult:
+def run(report: Report, *, top: int | None = None, slow: float | None = None,
+        settings: Settings | None = None) -> JitterResult | AnalysisResult:
     """Per-kernel duration spread for the kernels that use the most GPU time.
+
+    Parameters
+    ----------
+    report : Report
+        An opened export.
+    top : int, optional
+        Kernel names examined, by total GPU time (default ``settings.jitter_top``).
+    slow : float, optional
+        A launch is slow above this multiple of its name's median (default
+        ``settings.slow_ratio``).
+    settings : Settings, optional
+        Where the defaults come from.
 
     Returns
     -------
-    AnalysisResult
+    JitterResult
         summary: ``kernels_examined``, ``worst_kernel``, ``worst_p99_over_p50``,
         ``worst_slow_pct``, ``time_weighted_slow_pct``, ``concurrent_pct`` (max over devices);
         tables ``per_kernel`` (main) and ``concurrency``.
     """
+    settings = settings or DEFAULTS
+    top = settings.jitter_top if top is None else top
+    slow = settings.slow_ratio if slow is None else slow
     missing = not_captured("jitter", report, "kernels")
     if missing:
         return missing
     per = run_query(report, "jitter", "per_kernel", {"top": top, "slow": slow})
-    conc = _concurrency(report)
+    conc = _concurrency(report, settings)
     rows = per.to_pylist()
     summary: dict = {"kernels_examined": len(rows)}
     if rows:
@@ -72,15 +150,14 @@ def run(report: Report, *, top: int = 10, slow: float = 1.5) -> AnalysisResult:
         f"{summary.get('time_weighted_slow_pct', 0):.1f}% "
         f"of launches slower than {slow}x their median"
     )
-    return AnalysisResult(
-        "jitter", OK, msg, summary, {"per_kernel": per, "concurrency": conc}, main="per_kernel"
-    )
+    return JitterResult(status=OK, message=msg, tables={"per_kernel": per, "concurrency": conc},
+                        main="per_kernel", **summary)
 
 
-def _concurrency(report: Report) -> pa.Table:
+def _concurrency(report: Report, settings: Settings) -> pa.Table:
     """Per device: time with >= 1 and with >= 2 kernels in flight, from the overlap
     analysis (its kernel sweep; the diagnosis runs it anyway, and its result is cached)."""
-    overlap = report.analysis("overlap")
+    overlap = report.analysis("overlap", settings=settings)
     rows = []
     if overlap.ok:
         rows = [

@@ -6,13 +6,66 @@ demangled kernel name, largest total GPU time first. CUDA graph nodes are includ
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import click
 
 from ..errors import UsageError
 from ..report import Report
-from .base import OK, AnalysisResult, not_captured, run_query
+from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 
 NAME = "kernel_summary"
+
+#: the settings this analysis reads: none
+SETTINGS: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KernelName:
+    """One row of the ``per_name`` table: one kernel name's GPU time."""
+
+    name: str  #: demangled kernel name
+    short_name: str | None  #: the name without arguments and templates
+    instances: int  #: executions
+    total_ns: int  #: GPU time, ns
+    avg_ns: float | None  #: mean duration, ns
+    median_ns: float | None  #: median duration (linear interpolation), ns
+    min_ns: int | None  #: shortest, ns
+    max_ns: int | None  #: longest, ns
+    stddev_ns: float | None  #: sample standard deviation, ns
+    time_pct: float | None  #: share of all kernels' GPU time, %
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelSummaryResult(AnalysisResult):
+    """GPU time per kernel name (``nsys stats --report cuda_gpu_kern_sum``). ``top_name``
+    and ``top_time_pct`` are reported when the ``per_name`` table has a row.
+
+    Tables: ``per_name`` (main).
+    """
+
+    analysis: str = field(default="kernel_summary", init=False)
+    kernels: int = figure("kernel executions", 0)
+    names: int = figure("distinct kernel names", 0)
+    total_ns: int = figure("GPU time of all kernels, ns", 0)
+    graph_kernels: int = figure("kernels run as CUDA graph nodes", 0)
+    top_name: str | None = figure("the name with the most GPU time")
+    top_time_pct: float | None = figure("its share of all kernels' GPU time, %")
+
+    def per_name(self) -> list[KernelName]:
+        """The ``per_name`` table as records (empty without it)."""
+        table = self.tables.get("per_name")
+        return records(table, KernelName) if table is not None else []
+
+    def reported(self) -> tuple[str, ...]:
+        names = super().reported()
+        per_name = self.tables.get("per_name")
+        if per_name is not None and per_name.num_rows == 0:
+            names = tuple(n for n in names if n not in ("top_name", "top_time_pct"))
+        return names
+
+
+RESULT = KernelSummaryResult
 
 CLI_OPTIONS = [
     click.option(
@@ -24,7 +77,8 @@ CLI_OPTIONS = [
 ]
 
 
-def run(report: Report, *, top: int | None = None) -> AnalysisResult:
+def run(report: Report, *, top: int | None = None,
+        settings: object = None) -> KernelSummaryResult | AnalysisResult:
     """Summarize kernel execution time per kernel name.
 
     Parameters
@@ -35,10 +89,13 @@ def run(report: Report, *, top: int | None = None) -> AnalysisResult:
         Keep the ``top`` names with the most total GPU time (shares stay relative to all
         kernels). Default: every name.
 
+    settings : Settings, optional
+        Accepted as by every analysis; this one reads none.
+
     Returns
     -------
-    AnalysisResult
-        ``summary``: ``kernels`` (executions), ``names``, ``total_ns``, ``graph_kernels``,
+    KernelSummaryResult
+        figures: ``kernels`` (executions), ``names``, ``total_ns``, ``graph_kernels``,
         ``top_name``, ``top_time_pct``. ``tables``: ``per_name`` (main) with ``name``,
         ``short_name``, ``instances``, ``total_ns``, ``avg_ns``, ``median_ns``, ``min_ns``,
         ``max_ns``, ``stddev_ns`` (sample), ``time_pct``.
@@ -68,6 +125,5 @@ def run(report: Report, *, top: int | None = None) -> AnalysisResult:
         f"{summary['kernels']} kernels of {summary['names']} names, "
         f"{summary['total_ns'] / 1e6:.3f} ms of GPU time"
     )
-    return AnalysisResult(
-        NAME, OK, message, summary, {"per_name": per_name}, main="per_name", findings=findings
-    )
+    return KernelSummaryResult(status=OK, message=message, tables={"per_name": per_name},
+                               main="per_name", findings=findings, **summary)

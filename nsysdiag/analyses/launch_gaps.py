@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import click
@@ -21,10 +21,10 @@ import pyarrow as pa
 
 from ..engine.accelerate import pick
 from ..engine.steps import steps, temp_views
-from ..errors import UsageError
 from ..report import Report
+from ..settings import DEFAULTS, Settings, us_to_ns
 from . import _compiled, figures, intervals
-from .base import OK, AnalysisResult, load_sql, not_captured, run_query
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 
 NAME = "launch_gaps"
 
@@ -45,83 +45,153 @@ _MAIN_Q = (0.5, 0.9, 0.99, 0.999)
 _OTHER_Q = (0.5, 0.9, 0.99)
 _STARVED_Q = (0.5, 0.99)
 
-#: share of idle time in prelaunched gaps (%) from which a finding says so
-_PRELAUNCHED_PCT = 10.0
+#: the settings this analysis reads (its results are cached per their values)
+SETTINGS = ("gap_normal_ns", "gap_p99_ns", "prelaunched_idle_pct")
 
 CLI_OPTIONS = [
     click.option(
         "--normal-threshold-us",
         type=click.FloatRange(min=0),
-        default=5.0,
+        default=DEFAULTS.gap_normal_ns / 1e3,
         show_default=True,
         help="Gaps above this are not normal (us).",
     ),
     click.option(
         "--p99-threshold-us",
         type=click.FloatRange(min=0),
-        default=20.0,
+        default=DEFAULTS.gap_p99_ns / 1e3,
         show_default=True,
         help="A P99 gap above this signals a CPU-side bottleneck (us).",
     ),
 ]
 
 
-def _thresholds(normal_threshold_us: float, p99_threshold_us: float) -> dict[str, int]:
-    for name, value in (
-        ("normal_threshold_us", normal_threshold_us),
-        ("p99_threshold_us", p99_threshold_us),
-    ):
-        if not value >= 0:
-            raise UsageError(f"{name} must be a number >= 0, got {value!r}")
-    return {
-        "normal_ns": round(normal_threshold_us * 1000),
-        "p99_ns": round(p99_threshold_us * 1000),
-    }
+@dataclass(frozen=True)
+class StreamGaps:
+    """One row of the ``per_stream`` table: the gaps between a stream's own kernels."""
+
+    device_id: int | None  #: GPU
+    pid: int | None  #: process id
+    context_id: int | None  #: CUDA context
+    stream_id: int | None  #: stream
+    kernels: int  #: kernels launched one by one on the stream
+    gaps: int  #: gaps between them
+    p50_ns: float | None  #: P50 gap, ns
+    p90_ns: float | None  #: P90 gap, ns
+    p99_ns: float | None  #: P99 gap, ns
+    max_ns: int | None  #: largest gap, ns
+    mean_ns: float | None  #: mean gap, ns
+    share_above_normal_pct: float | None  #: gaps above the normal threshold, %
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchGapsResult(AnalysisResult):
+    """Launch gaps: the main distribution (gaps before kernels launched one by one, all
+    GPUs together), its attribution, and the gaps before CUDA graph work.
+
+    Tables: ``per_device`` (main; one row per device and process), ``per_stream``,
+    ``graph`` (one row per graph gap kind), ``distribution`` (every main gap, unless the
+    run left details out) and ``histogram`` (5 log-spaced bins per decade of ns).
+    """
+
+    analysis: str = field(default="launch_gaps", init=False)
+    count: int = figure("main gaps (kernels that start after the GPU was idle)", 0)
+    p50_ns: float | None = figure("P50 of the main gaps, ns (None without a gap)")
+    p90_ns: float | None = figure("P90 of the main gaps, ns")
+    p99_ns: float | None = figure("P99 of the main gaps, ns")
+    p999_ns: float | None = figure("P99.9 of the main gaps, ns")
+    max_ns: int | None = figure("largest main gap, ns")
+    mean_ns: float | None = figure("mean main gap, ns")
+    total_ns: int | None = figure("idle time: the main gaps summed, ns")
+    share_above_normal_pct: float | None = figure(
+        "share of the main gaps above normal_threshold_ns, %")
+    share_above_p99_threshold_pct: float | None = figure(
+        "share of the main gaps above p99_threshold_ns, %")
+    cpu_bound: bool = figure("the P99 gap is above p99_threshold_ns: the method's signal of a "
+                             "CPU-side scheduling bottleneck (check C1 reads it)", False)
+    kernels: int = figure("kernels launched one by one (outside CUDA graphs)", 0)
+    graph_kernels: int = figure("kernels run inside CUDA graphs", 0)
+    prelaunched_gaps: int = figure("gaps before a kernel launched before the GPU went idle: "
+                                   "not launch overhead (0 without a CUDA API trace)", 0)
+    prelaunched_idle_pct: float | None = figure(
+        "share of the attributed idle time in prelaunched gaps, % (None: no API trace)")
+    starved_gaps: int = figure("gaps before a kernel launched after the GPU went idle: the "
+                               "GPU ran out of work before the launch call returned", 0)
+    starved_p50_ns: float | None = figure("P50 of the starved gaps, ns")
+    starved_p99_ns: float | None = figure("P99 of the starved gaps, ns")
+    normal_threshold_ns: int = figure("the normal-gap threshold used (settings.gap_normal_ns)"
+                                      ", ns", DEFAULTS.gap_normal_ns)
+    p99_threshold_ns: int = figure("the P99 threshold used (settings.gap_p99_ns), ns",
+                                   DEFAULTS.gap_p99_ns)
+    graph_gaps: int | None = figure("gaps before graph work, both kinds (None from "
+                                    ":func:`gap_summary`)")
+    intra_graph_gap_p50_ns: float | None = figure("P50 of the gaps between nodes of a graph "
+                                                  "launch, ns")
+    intra_graph_gap_p99_ns: float | None = figure("P99 of the gaps between nodes of a graph "
+                                                  "launch, ns")
+    gaps_per_device: dict[str, int] | None = figure("main gaps per GPU (device id as a string)")
+
+    def per_stream(self) -> list[StreamGaps]:
+        """The ``per_stream`` table as records (empty without it)."""
+        table = self.tables.get("per_stream")
+        return records(table, StreamGaps) if table is not None else []
+
+
+RESULT = LaunchGapsResult
+
+
+def _settings(settings: Settings | None, normal_threshold_us: float | None,
+              p99_threshold_us: float | None) -> Settings:
+    """``settings`` with the command line's thresholds (microseconds) put in."""
+    s = settings or DEFAULTS
+    changes = {}
+    if normal_threshold_us is not None:
+        changes["gap_normal_ns"] = us_to_ns(normal_threshold_us, "normal_threshold_us")
+    if p99_threshold_us is not None:
+        changes["gap_p99_ns"] = us_to_ns(p99_threshold_us, "p99_threshold_us")
+    return s.replace(**changes) if changes else s
 
 
 def gap_summary(
-    report: Report, *, normal_threshold_us: float = 5.0, p99_threshold_us: float = 20.0
-) -> dict[str, Any]:
+    report: Report, *, settings: Settings | None = None,
+    normal_threshold_us: float | None = None, p99_threshold_us: float | None = None,
+) -> LaunchGapsResult:
     """The main launch-gap distribution in figures (gaps before non-graph kernels).
 
     Parameters
     ----------
     report : Report
         An opened export. A report without kernels gives ``count`` 0 and None percentiles.
-    normal_threshold_us, p99_threshold_us : float
-        The method's thresholds, in microseconds.
+    settings : Settings, optional
+        ``gap_normal_ns`` and ``gap_p99_ns`` are the method's thresholds.
+    normal_threshold_us, p99_threshold_us : float, optional
+        The same thresholds in microseconds (the command line's options), over
+        ``settings``.
 
     Returns
     -------
-    dict
-        ``count``, ``p50_ns``, ``p90_ns``, ``p99_ns``, ``p999_ns``, ``max_ns``, ``mean_ns``,
-        ``total_ns`` (idle time summed), ``share_above_normal_pct``,
-        ``share_above_p99_threshold_pct``, ``cpu_bound`` (P99 above the P99 threshold),
-        ``kernels`` (non-graph kernels), ``graph_kernels``, ``normal_threshold_ns``,
-        ``p99_threshold_ns``; and the gaps' attribution (None or 0 without a CUDA API
-        trace): ``prelaunched_gaps`` (the kernel after the gap had been launched before
-        the GPU went idle: not launch overhead), ``prelaunched_idle_pct`` (their share of
-        the idle time), ``starved_gaps``, ``starved_p50_ns``, ``starved_p99_ns`` (the
-        others: the GPU ran out of work before the next launch call returned).
+    LaunchGapsResult
+        The figures through ``p99_threshold_ns`` (no tables, no graph gap figures).
     """
-    params = _thresholds(normal_threshold_us, p99_threshold_us)
-    summary, _ = _measure(report)(report, params, False)
+    s = _settings(settings, normal_threshold_us, p99_threshold_us)
+    summary, _ = _measure(report)(report, s, False)
     summary.pop("gaps_per_device")
-    return summary
+    return LaunchGapsResult(status=OK, **summary)
 
 
-def _measure(report: Report) -> Callable[[Report, dict[str, int], bool],
+def _measure(report: Report) -> Callable[[Report, Settings, bool],
                                          tuple[dict[str, Any], dict[str, pa.Table]]]:
     """:func:`method` or :func:`accelerated`, as the engine chooses for the kernels'
     rows."""
     return pick(method, accelerated, report.probe["kernels"].source_rows)
 
 
-def method(report: Report, params: dict[str, int], detail: bool
+def method(report: Report, s: Settings, detail: bool
            ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
-    """The SQL method (launch_gaps.sql): the summary (the keys of :func:`gap_summary` and
+    """The SQL method (launch_gaps.sql): the figures (those of :func:`gap_summary` and
     ``gaps_per_device``) and the tables of :func:`run`."""
     sql = load_sql(NAME)
+    params = {"normal_ns": s.gap_normal_ns, "p99_ns": s.gap_p99_ns}
     with temp_views(report, sql, ("stream_counts",)), \
             steps(report, NAME, sql, ("gaps", "stream_gaps")):
         summary = run_query(report, NAME, "summary", params).to_pylist()[0]
@@ -134,17 +204,17 @@ def method(report: Report, params: dict[str, int], detail: bool
     return summary, tables
 
 
-def accelerated(report: Report, params: dict[str, int], detail: bool
+def accelerated(report: Report, s: Settings, detail: bool
                 ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
     """:func:`method`'s results from one sorted pass over the device sequences (numpy and
     compiled loops; the figures by ``figures``, equal to DuckDB's aggregates)."""
     gaps, counts = _sequence_pass(report, streams=True, starts=detail), _Counts(report)
-    overall, per_sequence = _main_figures(gaps, params["normal_ns"])
-    summary = _summary(gaps, overall, counts, params)
+    overall, per_sequence = _main_figures(gaps, s.gap_normal_ns)
+    summary = _summary(gaps, overall, counts, s)
     summary["gaps_per_device"] = _device_counts(gaps, counts)
     tables = {
         "per_device": _per_device(per_sequence, counts),
-        "per_stream": _per_stream(gaps, counts, params["normal_ns"]),
+        "per_stream": _per_stream(gaps, counts, s.gap_normal_ns),
         "graph": _graph(gaps),
         **({"distribution": _distribution(gaps)} if detail else {}),
         "histogram": _histogram(gaps),
@@ -353,8 +423,8 @@ def _main_figures(gaps: _Gaps, normal_ns: int) -> tuple[dict, dict[tuple[int, in
                      for code, rows in intervals.by_code(gaps.key, len(gaps.keys))}
 
 
-def _summary(gaps: _Gaps, f: dict, counts: _Counts, params: dict[str, int]) -> dict[str, Any]:
-    """The keys of :func:`gap_summary` (``f``: the main gaps' figures)."""
+def _summary(gaps: _Gaps, f: dict, counts: _Counts, s: Settings) -> dict[str, Any]:
+    """The figures of :func:`gap_summary` (``f``: the main gaps' figures)."""
     attributed = gaps.before >= 0
     prelaunched, starved = gaps.before == 1, gaps.before == 0
     p99 = f["q"][2] if f["q"] else None
@@ -366,8 +436,8 @@ def _summary(gaps: _Gaps, f: dict, counts: _Counts, params: dict[str, int]) -> d
         "total_ns": f["total_ns"],
         "share_above_normal_pct": f["share_above_pct"],
         "share_above_p99_threshold_pct": figures.share_pct(
-            int(np.count_nonzero(gaps.gap > params["p99_ns"])), f["count"]),
-        "cpu_bound": p99 is not None and p99 > params["p99_ns"],
+            int(np.count_nonzero(gaps.gap > s.gap_p99_ns)), f["count"]),
+        "cpu_bound": p99 is not None and p99 > s.gap_p99_ns,
         "kernels": sum(r[1] for r in counts.devices.values()),
         "graph_kernels": sum(r[2] for r in counts.devices.values()),
         "prelaunched_gaps": int(np.count_nonzero(prelaunched)),
@@ -377,8 +447,8 @@ def _summary(gaps: _Gaps, f: dict, counts: _Counts, params: dict[str, int]) -> d
         "starved_gaps": int(np.count_nonzero(starved)),
         **figures.q_columns(figures.quantiles(gaps.gap[starved], _STARVED_Q, scratch=True),
                             ("starved_p50_ns", "starved_p99_ns")),
-        "normal_threshold_ns": params["normal_ns"],
-        "p99_threshold_ns": params["p99_ns"],
+        "normal_threshold_ns": s.gap_normal_ns,
+        "p99_threshold_ns": s.gap_p99_ns,
     }
 
 
@@ -525,36 +595,39 @@ def _table(rows: list[dict[str, Any]], names: tuple[str, ...]) -> pa.Table:
 def run(
     report: Report,
     *,
-    normal_threshold_us: float = 5.0,
-    p99_threshold_us: float = 20.0,
+    settings: Settings | None = None,
+    normal_threshold_us: float | None = None,
+    p99_threshold_us: float | None = None,
     detail: bool = True,
-) -> AnalysisResult:
+) -> LaunchGapsResult | AnalysisResult:
     """Measure the gaps between kernels per GPU, per stream and inside CUDA graphs.
 
     Parameters
     ----------
     report : Report
         An opened export.
-    normal_threshold_us : float
-        Gaps above this are not normal (the method: 5 us).
-    p99_threshold_us : float
-        A P99 gap above this flags a CPU-side scheduling bottleneck (the method: 20 us).
+    settings : Settings, optional
+        ``gap_normal_ns``: gaps above this are not normal (the method: 5 us);
+        ``gap_p99_ns``: a P99 gap above this flags a CPU-side scheduling bottleneck (the
+        method: 20 us); ``prelaunched_idle_pct``: from this share of idle time in
+        prelaunched gaps a finding says so.
+    normal_threshold_us, p99_threshold_us : float, optional
+        ``gap_normal_ns`` and ``gap_p99_ns`` in microseconds (the command line's
+        ``--normal-threshold-us`` and ``--p99-threshold-us``), over ``settings``.
     detail : bool
         With False (what the diagnosis uses), leave out the ``distribution`` table, one
         row per gap (millions on a big trace); the summary and histogram are the same.
 
     Returns
     -------
-    AnalysisResult
-        ``summary``: the keys of :func:`gap_summary`, plus ``graph_gaps`` (gaps before
-        graph work, both kinds), ``intra_graph_gap_p50_ns``, ``intra_graph_gap_p99_ns`` and
-        ``gaps_per_device`` (device id as a string -> main gaps).
-        ``tables``: ``per_device`` (main; one row per device and process), ``per_stream``,
-        ``graph`` (one row per graph gap kind), ``distribution`` (every main gap:
-        ``device_id``, ``pid``, ``gap_ns``, ``start_ns`` of the kernel after the gap,
-        ``launched_before_idle``: prelaunched or not, None when unknown) and
-        ``histogram`` (5 log-spaced bins per decade of ns: ``bin_lo_ns``, ``bin_hi_ns``,
-        ``gaps``, ``share_pct``).
+    LaunchGapsResult
+        The figures of :class:`LaunchGapsResult`; ``tables``: ``per_device`` (main; one
+        row per device and process), ``per_stream``, ``graph`` (one row per graph gap
+        kind), ``distribution`` (every main gap: ``device_id``, ``pid``, ``gap_ns``,
+        ``start_ns`` of the kernel after the gap, ``launched_before_idle``: prelaunched or
+        not, None when unknown) and ``histogram`` (5 log-spaced bins per decade of ns:
+        ``bin_lo_ns``, ``bin_hi_ns``, ``gaps``, ``share_pct``). A bare
+        :class:`AnalysisResult` when the trace has no kernels.
 
     Notes
     -----
@@ -564,57 +637,54 @@ def run(
     graph-level execution or the first node of a launch, else a ``graph_node``
     (intra-graph) gap. See ``docs/analyses/launch_gaps.md``.
     """
-    params = _thresholds(normal_threshold_us, p99_threshold_us)
+    s = _settings(settings, normal_threshold_us, p99_threshold_us)
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    summary, tables = _measure(report)(report, params, detail)
+    summary, tables = _measure(report)(report, s, detail)
     graph = {r["kind"]: r for r in tables["graph"].to_pylist()}
     intra = graph.get("graph_node", {})
     per_device = summary.pop("gaps_per_device")
-    summary.update(
-        {
-            "graph_gaps": sum(r["count"] for r in graph.values()),
-            "intra_graph_gap_p50_ns": intra.get("p50_ns"),
-            "intra_graph_gap_p99_ns": intra.get("p99_ns"),
-            "gaps_per_device": per_device,
-        }
+    result = LaunchGapsResult(
+        status=OK, tables=tables, main="per_device", **summary,
+        graph_gaps=sum(r["count"] for r in graph.values()),
+        intra_graph_gap_p50_ns=intra.get("p50_ns"),
+        intra_graph_gap_p99_ns=intra.get("p99_ns"),
+        gaps_per_device=per_device,
     )
-    return AnalysisResult(
-        NAME, OK, _message(summary), summary, tables, main="per_device", findings=_findings(summary)
-    )
+    return replace(result, message=_message(result), findings=_findings(result, s))
 
 
-def _message(s: dict[str, Any]) -> str:
-    if not s["count"]:
-        return f"no gap between kernels ({s['kernels']} kernels outside CUDA graphs)"
-    verdict = "CPU-bound" if s["cpu_bound"] else "within the P99 threshold"
+def _message(r: LaunchGapsResult) -> str:
+    if not r.count:
+        return f"no gap between kernels ({r.kernels} kernels outside CUDA graphs)"
+    verdict = "CPU-bound" if r.cpu_bound else "within the P99 threshold"
     return (
-        f"{s['count']} gaps over {s['kernels']} kernels: P50 {s['p50_ns'] / 1e3:.2f} us, "
-        f"P99 {s['p99_ns'] / 1e3:.2f} us ({verdict})"
+        f"{r.count} gaps over {r.kernels} kernels: P50 {r.p50_ns / 1e3:.2f} us, "
+        f"P99 {r.p99_ns / 1e3:.2f} us ({verdict})"
     )
 
 
-def _findings(s: dict[str, Any]) -> tuple[str, ...]:
+def _findings(r: LaunchGapsResult, s: Settings) -> tuple[str, ...]:
     out = []
-    if s["cpu_bound"]:
+    if r.cpu_bound:  # the method's launch-overhead judgement (check C1 reads cpu_bound)
         out.append(
-            f"P99 launch gap {s['p99_ns'] / 1e3:.1f} us > "
-            f"{s['p99_threshold_ns'] / 1e3:g} us: CPU-side scheduling bottleneck"
+            f"P99 launch gap {r.p99_ns / 1e3:.1f} us > "
+            f"{r.p99_threshold_ns / 1e3:g} us: CPU-side scheduling bottleneck"
         )
-    if s["count"] and s["share_above_normal_pct"]:
+    if r.count and r.share_above_normal_pct:
         out.append(
-            f"{s['share_above_normal_pct']:.1f}% of gaps exceed the normal "
-            f"{s['normal_threshold_ns'] / 1e3:g} us"
+            f"{r.share_above_normal_pct:.1f}% of gaps exceed the normal "
+            f"{r.normal_threshold_ns / 1e3:g} us"
         )
-    if s["prelaunched_gaps"] and s["prelaunched_idle_pct"] >= _PRELAUNCHED_PCT:
+    if r.prelaunched_gaps and r.prelaunched_idle_pct >= s.prelaunched_idle_pct:
         out.append(
-            f"{s['prelaunched_idle_pct']:.1f}% of the idle time is in gaps before kernels "
+            f"{r.prelaunched_idle_pct:.1f}% of the idle time is in gaps before kernels "
             "already launched: not launch overhead (GPU shared, stream waits or copies)"
         )
-    if s["graph_kernels"]:
+    if r.graph_kernels:
         out.append(
-            f"{s['graph_kernels']} kernels ran inside CUDA graphs; their gaps are "
+            f"{r.graph_kernels} kernels ran inside CUDA graphs; their gaps are "
             "reported apart (table graph)"
         )
     return tuple(out)

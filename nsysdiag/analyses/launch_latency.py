@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import click
@@ -22,9 +23,10 @@ from ..engine.accelerate import pick
 from ..engine.steps import registered, steps, temp_views
 from ..errors import UsageError
 from ..report import Report
+from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
 from . import figures, intervals
-from .base import OK, AnalysisResult, load_sql, not_captured, run_query
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 NAME = "launch_latency"
 
@@ -48,9 +50,71 @@ _METRICS = (
     "graph_launch_to_start",
 )
 
-#: depth at launch: P90 at or below _SHALLOW_DEPTH is a near-empty queue; P50 (or only P99)
-#: at or above _DEEP_DEPTH a queue that stays deep (or backs up at times)
-_SHALLOW_DEPTH, _DEEP_DEPTH = 1, 4
+#: the settings this analysis reads (its results are cached per their values)
+SETTINGS = ("shallow_queue_depth", "deep_queue_depth")
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchLatencyResult(AnalysisResult):
+    """Launch latency: the launch calls' cost, launch-to-start times and the dispatch
+    queue's depth (check C1). Metrics per ``latency`` row are flattened into
+    ``<metric>_<stat>_ns``.
+
+    Tables: ``latency`` (main; one row per metric), ``queue_depth_hist`` (time at each
+    depth), ``graph_launches``; with details also ``per_kernel``, ``per_name`` and
+    ``queue_depth`` (every change of depth).
+    """
+
+    analysis: str = field(default="launch_latency", init=False)
+    kernels: int = figure("kernels launched one by one (outside CUDA graphs)", 0)
+    matched: int = figure("kernels joined to their launch call", 0)
+    unmatched: int = figure("kernels with no traced launch call", 0)
+    unmatched_pct: float | None = figure("unmatched share of kernels, %")
+    queued: int = figure("kernels that started after their launch call returned", 0)
+    negative_queue: int = figure("kernels that started before their launch call returned", 0)
+    negative_queue_pct: float | None = figure("negative_queue share of matched kernels, %")
+    graph_launches: int = figure("graph launch calls", 0)
+    depth_at_launch_p50: float | None = figure(
+        "P50 of the dispatch queue's depth when a kernel is launched (kernels launched but "
+        "not started, on its GPU)")
+    depth_at_launch_p90: float | None = figure("P90 of the depth at launch (kernels)")
+    depth_at_launch_p99: float | None = figure("P99 of the depth at launch (kernels)")
+    depth_at_launch_max: int | None = figure("largest depth at launch (kernels)")
+    mean_depth: float | None = figure("time-weighted mean depth per GPU, GPUs pooled (kernels)")
+    queue_nonempty_pct: float | None = figure("share of the time the queue held a kernel, %")
+    api_duration_p50_ns: float | None = figure("P50 the launch call's CPU time, ns")
+    api_duration_p90_ns: float | None = figure("P90 of api_duration, ns")
+    api_duration_p99_ns: float | None = figure("P99 of api_duration, ns")
+    api_duration_max_ns: int | None = figure("largest of api_duration, ns")
+    api_start_to_kernel_start_p50_ns: float | None = figure(
+        "P50 from the launch call's entry to the kernel's start, ns")
+    api_start_to_kernel_start_p90_ns: float | None = figure("P90 of api_start_to_kernel_start, ns")
+    api_start_to_kernel_start_p99_ns: float | None = figure("P99 of api_start_to_kernel_start, ns")
+    api_start_to_kernel_start_max_ns: int | None = figure(
+        "largest of api_start_to_kernel_start, ns")
+    api_end_to_kernel_start_p50_ns: float | None = figure(
+        "P50 from the launch call's return to the kernel's start (negative: started "
+        "before the return), ns")
+    api_end_to_kernel_start_p90_ns: float | None = figure("P90 of api_end_to_kernel_start, ns")
+    api_end_to_kernel_start_p99_ns: float | None = figure("P99 of api_end_to_kernel_start, ns")
+    api_end_to_kernel_start_max_ns: int | None = figure("largest of api_end_to_kernel_start, ns")
+    queue_p50_ns: float | None = figure(
+        "P50 queue time: the positive part of api_end_to_kernel_start, ns")
+    queue_p90_ns: float | None = figure("P90 of queue, ns")
+    queue_p99_ns: float | None = figure("P99 of queue, ns")
+    queue_max_ns: int | None = figure("largest of queue, ns")
+    graph_api_duration_p50_ns: float | None = figure("P50 a graph launch call's CPU time, ns")
+    graph_api_duration_p90_ns: float | None = figure("P90 of graph_api_duration, ns")
+    graph_api_duration_p99_ns: float | None = figure("P99 of graph_api_duration, ns")
+    graph_api_duration_max_ns: int | None = figure("largest of graph_api_duration, ns")
+    graph_launch_to_start_p50_ns: float | None = figure(
+        "P50 from a graph launch call's entry to the graph's first GPU work, ns")
+    graph_launch_to_start_p90_ns: float | None = figure("P90 of graph_launch_to_start, ns")
+    graph_launch_to_start_p99_ns: float | None = figure("P99 of graph_launch_to_start, ns")
+    graph_launch_to_start_max_ns: int | None = figure("largest of graph_launch_to_start, ns")
+
+
+RESULT = LaunchLatencyResult
+
 
 CLI_OPTIONS = [
     click.option(
@@ -62,7 +126,8 @@ CLI_OPTIONS = [
 ]
 
 
-def run(report: Report, *, top: int | None = None, detail: bool = True) -> AnalysisResult:
+def run(report: Report, *, top: int | None = None, detail: bool = True,
+        settings: Settings | None = None) -> LaunchLatencyResult | AnalysisResult:
     """Time every kernel launch and follow the dispatch queue.
 
     Parameters
@@ -75,11 +140,14 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
         With False (what the diagnosis uses), skip the per-stream queue depth and the
         per-kernel, per-name and depth-series tables (per name: one quantile sort per
         name, a second at 10M kernels); the summary is the same.
+    settings : Settings, optional
+        ``shallow_queue_depth`` and ``deep_queue_depth``: the depths at launch the
+        findings call near-empty and deep.
 
     Returns
     -------
-    AnalysisResult
-        ``summary``: ``kernels`` (non-graph), ``matched``, ``unmatched``, ``unmatched_pct``,
+    LaunchLatencyResult
+        figures: ``kernels`` (non-graph), ``matched``, ``unmatched``, ``unmatched_pct``,
         ``queued``, ``negative_queue``, ``negative_queue_pct``, ``graph_launches``;
         ``<metric>_p50_ns``, ``_p90_ns``, ``_p99_ns``, ``_max_ns`` for each metric of
         ``latency``; ``depth_at_launch_p50``, ``_p90``, ``_p99``, ``_max``, ``mean_depth``
@@ -116,9 +184,9 @@ def run(report: Report, *, top: int | None = None, detail: bool = True) -> Analy
     for metric in _METRICS:
         for stat in ("p50", "p90", "p99", "max"):
             summary[f"{metric}_{stat}_ns"] = latency.get(metric, {}).get(f"{stat}_ns")
-    return AnalysisResult(
-        NAME, OK, _message(summary), summary, tables, main="latency", findings=_findings(summary)
-    )
+    result = LaunchLatencyResult(status=OK, tables=tables, main="latency", **summary)
+    return replace(result, message=_message(result),
+                   findings=_findings(result, settings or DEFAULTS))
 
 
 _LATENCY_SCHEMA = pa.schema([("metric", pa.string()), ("count", pa.int64()),
@@ -269,37 +337,37 @@ def _us(ns: float | None) -> str:
     return "n/a" if ns is None else f"{ns / 1e3:.2f} us"
 
 
-def _message(s: dict[str, Any]) -> str:
-    depth = "n/a" if s["mean_depth"] is None else f"{s['mean_depth']:.2f}"
+def _message(r: LaunchLatencyResult) -> str:
+    depth = "n/a" if r.mean_depth is None else f"{r.mean_depth:.2f}"
     return (
-        f"{s['kernels']} kernels: launch call P50 {_us(s['api_duration_p50_ns'])}, "
-        f"call to start P50 {_us(s['api_start_to_kernel_start_p50_ns'])}, "
-        f"queue P50 {_us(s['queue_p50_ns'])}; mean queue depth {depth}"
+        f"{r.kernels} kernels: launch call P50 {_us(r.api_duration_p50_ns)}, "
+        f"call to start P50 {_us(r.api_start_to_kernel_start_p50_ns)}, "
+        f"queue P50 {_us(r.queue_p50_ns)}; mean queue depth {depth}"
     )
 
 
-def _findings(s: dict[str, Any]) -> tuple[str, ...]:
+def _findings(r: LaunchLatencyResult, s: Settings) -> tuple[str, ...]:
     out = []
-    if s["unmatched"]:
+    if r.unmatched:
         out.append(
-            f"{s['unmatched']} kernels ({s['unmatched_pct']:.1f}%) have no traced launch call"
+            f"{r.unmatched} kernels ({r.unmatched_pct:.1f}%) have no traced launch call"
         )
-    if s["negative_queue"]:
+    if r.negative_queue:
         out.append(
-            f"{s['negative_queue']} kernels ({s['negative_queue_pct']:.1f}%) started "
+            f"{r.negative_queue} kernels ({r.negative_queue_pct:.1f}%) started "
             "before their launch call returned"
         )
-    p50, p90, p99 = (s[f"depth_at_launch_{q}"] for q in ("p50", "p90", "p99"))
-    if p90 is not None and p90 <= _SHALLOW_DEPTH:
+    p50, p90, p99 = r.depth_at_launch_p50, r.depth_at_launch_p90, r.depth_at_launch_p99
+    if p90 is not None and p90 <= s.shallow_queue_depth:
         out.append(
             f"dispatch queue near-empty (depth at launch P90 {p90:g}): the GPU waits on "
             "the CPU whenever launch gaps are large"
         )
-    elif p50 is not None and p50 >= _DEEP_DEPTH:
+    elif p50 is not None and p50 >= s.deep_queue_depth:
         out.append(
             f"dispatch queue stays deep (depth at launch P50 {p50:g}): the GPU is the bottleneck"
         )
-    elif p99 is not None and p99 >= _DEEP_DEPTH:
+    elif p99 is not None and p99 >= s.deep_queue_depth:
         out.append(
             f"dispatch queue backs up at times (depth at launch P90 {p90:g}, P99 {p99:g}):"
             " the GPU falls behind in bursts"

@@ -8,8 +8,14 @@ copies cross. Each (device, direction) gets one figure, in this order of prefere
 ``baseline``  a measurement the user supplies: nvbandwidth's ``-j`` JSON output, testcases
               ``host_to_device_memcpy_ce`` / ``device_to_host_memcpy_ce`` (the copy-engine
               path ``cudaMemcpy*`` takes), falling back to the ``_sm`` variants.
-``default``   a documented default by GPU name (:data:`DEFAULT_LINKS`), and PCIe Gen4 x16
-              for a GPU not in that list, with the choice stated in the note.
+``default``   the platform table (:func:`host_link`): the PCIe generation of the GPU's
+              architecture (compute capability, else its name), its lane count where the
+              chip fixes it (x8 parts) and x8 for a laptop part whose wiring is not
+              recorded, NVLink-C2C for Grace Hopper/Blackwell.
+``integrated`` / ``not_cuda`` / ``unknown``   no figure (``gbps`` None): an integrated GPU
+              (Jetson, is_discrete false) shares the host's memory and has no PCIe link; a
+              display adapter the export lists is no CUDA device; a GPU the table does not
+              know is not judged against a guessed link.
 
 All rates are GB/s (1e9 bytes/s) per direction.
 """
@@ -42,29 +48,40 @@ PCIE_LANE_GBPS = {
 #: NVLink-C2C between Grace and Hopper/Blackwell: 900 GB/s total, 450 GB/s per direction
 NVLINK_C2C_GBPS = 450.0
 
-#: GPU name pattern (lower case, first match wins) -> (link description, per-direction GB/s)
-DEFAULT_LINKS: tuple[tuple[str, str, float], ...] = (
-    (r"\bg[hb]\d{3}\b|grace", "NVLink-C2C", NVLINK_C2C_GBPS),
-    (
-        r"\bh(100|200|800|20)\b|\bb(100|200)\b|rtx 50\d\d|blackwell",
-        "PCIe Gen5 x16",
-        16 * PCIE_LANE_GBPS[5],
-    ),
-    (r"\ba2\b", "PCIe Gen4 x8", 8 * PCIE_LANE_GBPS[4]),
-    (
-        r"\ba(100|800|30|40|10g?|16)\b|\bl(4|20|40s?)\b|rtx a\d{4}|rtx [34]0\d\d|\bada\b",
-        "PCIe Gen4 x16",
-        16 * PCIE_LANE_GBPS[4],
-    ),
-    (
-        r"\bv100|\bt4\b|\bp(100|40|4)\b|rtx 20\d\d|titan|quadro|gtx",
-        "PCIe Gen3 x16",
-        16 * PCIE_LANE_GBPS[3],
-    ),
+#: PCIe generation of a discrete GPU by architecture (compute capability major.minor, or
+#: major alone): the generation its host interface supports. Hopper and Blackwell are
+#: Gen5, Ampere and Ada Gen4, Volta, Turing, Pascal and older Gen3.
+PCIE_GENERATION_BY_CC: dict[str, int] = {
+    "12": 5, "10": 5, "9.0": 5, "8.9": 4, "8.6": 4, "8.0": 4, "7.5": 3, "7.0": 3,
+    "6": 3, "5": 3, "3": 3,
+}
+
+#: compute capabilities of integrated GPUs (Tegra/Jetson: TX1 5.3, TX2 6.2, Xavier 7.2,
+#: Orin 8.7, Thor 11.0) and DGX Spark's GB10 (12.1): CPU and GPU share one memory, no PCIe
+INTEGRATED_CC = frozenset({"5.3", "6.2", "7.2", "8.7", "11.0", "12.1"})
+
+#: chips wired with eight PCIe lanes on every board (GeForce RTX 4060/4060 Ti and their
+#: laptop parts, RTX 3050 and A2, RTX 5060/5060 Ti/5050)
+X8_CHIPS = frozenset({"AD106", "AD107", "GA107", "GB206", "GB207"})
+
+#: lanes assumed for a laptop GPU whose chip does not fix the width: laptops wire x8 or
+#: x16 and the export does not say which; the narrower figure is the safe ceiling, since a
+#: ceiling set too high calls healthy copies slow
+LAPTOP_LANES = 8
+
+#: GPU name patterns (lower case) for exports without a compute capability, first match
+#: wins (Ada before Blackwell: "RTX 5000 Ada" is no RTX 50 part): (pattern, generation, lanes)
+NAME_PATTERNS: tuple[tuple[str, int, int], ...] = (
+    (r"\bada\b|rtx [a-z]?\d000 ada|rtx 40\d0|\bl(4|20|40s?)\b", 4, 16),
+    (r"\bh(100|200|800|20)\b|\bb(100|200|300)\b|rtx 50\d0\b|blackwell", 5, 16),
+    (r"\ba2\b", 4, 8),
+    (r"\ba(100|800|30|40|10g?|16)\b|rtx a\d{4}|rtx 30\d0", 4, 16),
+    (r"\bv100|\bt4\b|\bp(100|40|4)\b|rtx 20\d0|titan|quadro|gtx", 3, 16),
 )
 
-#: what an unknown GPU is assumed to have
-FALLBACK_LINK = ("PCIe Gen4 x16", 16 * PCIE_LANE_GBPS[4])
+#: names of integrated (Tegra/Jetson) GPUs, for exports without the isDiscrete flag
+INTEGRATED_NAMES = r"\b(orin|xavier|tegra|jetson|thor|gb10)\b|\bgv11b\b|\bga10b\b"
+
 
 #: nvbandwidth testcases giving host->device and device->host copy bandwidth, preferred first
 BASELINE_TESTCASES = {
@@ -83,17 +100,17 @@ class Link:
         GPU id as in the trace.
     direction : str
         ``HtoD`` or ``DtoH``.
-    gbps : float
-        Per-direction rate, GB/s.
+    gbps : float or None
+        Per-direction rate, GB/s; None where no link figure applies.
     source : str
-        ``trace``, ``baseline`` or ``default``.
+        ``trace``, ``baseline``, ``default``, ``integrated``, ``not_cuda`` or ``unknown``.
     note : str
         Where the figure comes from, e.g. ``PCIe Gen5 x16 (theoretical)``.
     """
 
     device_id: int
     direction: str
-    gbps: float
+    gbps: float | None
     source: str
     note: str
 
@@ -134,23 +151,115 @@ def pcie_gbps(generation: int, width: int) -> float | None:
     return None if lane is None or not width or width <= 0 else lane * int(width)
 
 
-def default_link(name: str | None) -> tuple[float, str]:
-    """The default link rate (GB/s per direction) and a note for a GPU product name.
+@dataclass(frozen=True)
+class HostLink:
+    """What connects one GPU to host memory, as far as the export tells.
+
+    Attributes
+    ----------
+    kind : str
+        ``pcie``; ``nvlink-c2c`` (Grace Hopper/Blackwell); ``integrated`` (CPU and GPU share
+        one memory: copies move no bytes over a link); ``not_cuda`` (a display adapter the
+        export lists beside the CUDA GPUs); ``unknown``.
+    generation, lanes : int or None
+        PCIe generation and lane count (``lanes`` None when not known).
+    gbps : float or None
+        Theoretical per-direction rate, GB/s; None when there is no link or it is unknown.
+    note : str
+        The figure and why it was chosen, for the report.
+    """
+
+    kind: str
+    generation: int | None
+    lanes: int | None
+    gbps: float | None
+    note: str
+
+
+def _cc(value: Any) -> str | None:
+    """Compute capability as ``major.minor`` text, None when absent or ``0.0``."""
+    text = str(value or "").strip()
+    return None if not text or text.startswith("0") or text == "None" else text
+
+
+def host_link(device: dict[str, Any]) -> HostLink:
+    """The host link of a GPU from the hardware facts in the export.
+
+    Parameters
+    ----------
+    device : dict
+        A ``devices`` row: ``name``, and when present ``chip_name``, ``compute_capability``
+        (``"8.9"``), ``is_discrete``, ``bus_location``.
+
+    Examples
+    --------
+    >>> host_link({"name": "NVIDIA RTX 5000 Ada Generation Laptop GPU", "chip_name": "AD103",
+    ...            "compute_capability": "8.9", "is_discrete": True}).lanes
+    8
+    >>> host_link({"name": "Orin", "compute_capability": "8.7", "is_discrete": False}).kind
+    'integrated'
+    """
+    name = str(device.get("name") or "")
+    low = name.lower()
+    chip = str(device.get("chip_name") or "").upper()
+    cc = _cc(device.get("compute_capability"))
+    discrete = device.get("is_discrete")
+    if cc is None and not chip and "nvidia" not in low and re.search(r"intel|amd|radeon|microsoft",
+                                                                     low):
+        return HostLink("not_cuda", None, None, None, f"{name}: not a CUDA device")
+    if discrete is False or (cc in INTEGRATED_CC) or re.search(INTEGRATED_NAMES, low):
+        return HostLink("integrated", None, None, None,
+                        f"{name or 'GPU'} is integrated: CPU and GPU share one memory, "
+                        "no PCIe link")
+    if re.search(r"\bg[hb]\d{3}\b|grace", low):
+        return HostLink("nvlink-c2c", None, None, NVLINK_C2C_GBPS,
+                        f"NVLink-C2C for {name} ({NVLINK_C2C_GBPS:.0f} GB/s per direction, "
+                        "theoretical)")
+    generation, lanes, why = _pcie_by_model(low, chip, cc)
+    if generation is None:
+        return HostLink("unknown", None, None, None,
+                        f"GPU '{name or '?'}' not in the platform table: link unknown")
+    laptop = bool(re.search(r"laptop|max-q|mobile", low))
+    if lanes is None:
+        lanes = LAPTOP_LANES if laptop else 16
+        if laptop:
+            why += ", laptop: lanes not recorded, x8 assumed"
+    gbps = pcie_gbps(generation, lanes)
+    return HostLink("pcie", generation, lanes, gbps,
+                    f"PCIe Gen{generation} x{lanes} for {name} ({why}; theoretical)")
+
+
+_ARCH = {"12": "Blackwell", "10": "Blackwell", "9.0": "Hopper", "8.9": "Ada", "8.6": "Ampere",
+         "8.0": "Ampere", "7.5": "Turing", "7.0": "Volta", "6": "Pascal", "5": "Maxwell",
+         "3": "Kepler"}
+
+
+def _pcie_by_model(low: str, chip: str, cc: str | None) -> tuple[int | None, int | None, str]:
+    """(generation, lanes or None, reason) of a discrete GPU's PCIe link."""
+    lanes = 8 if chip in X8_CHIPS else None
+    if cc is not None:
+        for key in (cc, cc.split(".")[0]):
+            if key in PCIE_GENERATION_BY_CC:
+                why = _ARCH[key] + (f", {chip} has 8 lanes" if lanes else "")
+                return PCIE_GENERATION_BY_CC[key], lanes, why
+    for pattern, generation, width in NAME_PATTERNS:
+        if re.search(pattern, low):
+            return generation, lanes or width, "by name"
+    return None, None, ""
+
+
+def default_link(name: str | None) -> tuple[float | None, str]:
+    """The link rate (GB/s per direction, None when unknown) and note for a GPU name alone.
 
     Examples
     --------
     >>> default_link("NVIDIA H200")[1]
-    'default for NVIDIA H200: PCIe Gen5 x16 (theoretical)'
+    'PCIe Gen5 x16 for NVIDIA H200 (by name; theoretical)'
     >>> default_link(None)[1]
-    'unknown GPU: assumed PCIe Gen4 x16 (theoretical)'
+    "GPU '?' not in the platform table: link unknown"
     """
-    low = (name or "").lower()
-    for pattern, link, gbps in DEFAULT_LINKS:
-        if re.search(pattern, low):
-            return gbps, f"default for {name}: {link} (theoretical)"
-    link, gbps = FALLBACK_LINK
-    who = f"GPU '{name}' not in the default list" if name else "unknown GPU"
-    return gbps, f"{who}: assumed {link} (theoretical)"
+    link = host_link({"name": name})
+    return link.gbps, link.note
 
 
 def resolve_links(devices: list[dict[str, Any]], baseline: Baseline | None = None) -> list[Link]:
@@ -159,18 +268,22 @@ def resolve_links(devices: list[dict[str, Any]], baseline: Baseline | None = Non
     Parameters
     ----------
     devices : list of dict
-        Rows with ``device_id``, ``name``, ``pcie_generation``, ``pcie_width``.
+        ``devices`` rows: ``device_id``, ``name``, ``pcie_generation``, ``pcie_width`` and
+        the hardware facts :func:`host_link` reads.
     baseline : Baseline, optional
         Parsed nvbandwidth output.
 
     Returns
     -------
     list of Link
+        ``gbps`` None (source ``integrated``, ``not_cuda`` or ``unknown``) where no link
+        figure applies: copies on such a device are not judged against a link.
     """
     links = []
     for dev in devices:
         gen, width = dev.get("pcie_generation"), dev.get("pcie_width")
         traced = pcie_gbps(gen, width) if gen and width else None
+        model = host_link(dev)
         for direction in DIRECTIONS:
             measured = (
                 baseline.gbps.get(direction, {}).get(dev["device_id"])
@@ -193,9 +306,10 @@ def resolve_links(devices: list[dict[str, Any]], baseline: Baseline | None = Non
                     "baseline",
                     f"nvbandwidth {baseline.testcases[direction]} ({baseline.path})",
                 )
+            elif model.gbps is not None:
+                link = Link(dev["device_id"], direction, model.gbps, "default", model.note)
             else:
-                gbps, note = default_link(dev.get("name"))
-                link = Link(dev["device_id"], direction, gbps, "default", note)
+                link = Link(dev["device_id"], direction, None, model.kind, model.note)
             links.append(link)
     return links
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -19,30 +20,67 @@ from ..engine.accelerate import pick
 from ..engine.steps import registered, temp_views
 from ..render.text import fmt_ns
 from ..report import Report
+from ..settings import DEFAULTS, Settings
 from . import intervals
-from .base import OK, AnalysisResult, load_sql, not_captured, run_query
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 NAME = "overlap"
 
 CLI_OPTIONS: list = []
 
-#: findings thresholds, %: synchronous copies above this share of copy time; overlap below
-SYNC_COPY_PCT = 10.0
-LOW_OVERLAP_PCT = 10.0
+#: the settings this analysis reads (its results are cached per their values)
+SETTINGS = ("sync_copy_pct", "low_overlap_pct")
 
 
-def run(report: Report) -> AnalysisResult:
+@dataclass(frozen=True, kw_only=True)
+class OverlapResult(AnalysisResult):
+    """Compute/copy overlap, all devices together (the ``devices`` table has them one by
+    one).
+
+    Tables: ``devices`` (main), ``streams``, ``copy_apis``.
+    """
+
+    analysis: str = field(default="overlap", init=False)
+    devices: int = figure("devices that ran kernels or copies", 0)
+    wall_span_ns: int | None = figure("first operation's start to last one's end, ns")
+    kernel_busy_ns: int | None = figure("time with a kernel running (union), ns")
+    copy_busy_ns: int | None = figure("time with a copy or memset running (union), ns")
+    both_busy_ns: int | None = figure("time with both running, ns")
+    exposed_copy_ns: int | None = figure("copy time with no kernel running, ns")
+    overlap_pct: float | None = figure("both_busy_ns over copy_busy_ns, %")
+    kernel_busy_pct: float | None = figure("kernel_busy_ns over the wall span, %")
+    copy_busy_pct: float | None = figure("copy_busy_ns over the wall span, %")
+    kernels: int | None = figure("kernels")
+    copies: int | None = figure("copies and memsets")
+    streams: int | None = figure("streams with kernels or copies")
+    kernel_streams: int | None = figure("streams with kernels")
+    copy_streams: int | None = figure("streams with copies")
+    concurrent_kernel_ns: int | None = figure("time with two or more kernels running, ns")
+    kernel_concurrency_pct: float | None = figure("concurrent_kernel_ns over kernel_busy_ns, %")
+    max_concurrent_kernels: int | None = figure("most kernels running at once on a device")
+    single_stream: bool = figure("a device ran all its kernels and copies on one stream", False)
+    sync_copies: int = figure("copies made by synchronous copy APIs", 0)
+    sync_copy_time_pct: float | None = figure("their share of copy time, % (None: no copy "
+                                              "API traced)")
+
+
+RESULT = OverlapResult
+
+
+def run(report: Report, *, settings: Settings | None = None) -> OverlapResult | AnalysisResult:
     """Kernel/copy busy time, their overlap and stream concurrency, per device.
 
     Parameters
     ----------
     report : Report
         An opened export.
+    settings : Settings, optional
+        The findings' ``sync_copy_pct`` and ``low_overlap_pct``.
 
     Returns
     -------
-    AnalysisResult
-        summary (all devices together): ``devices``, ``wall_span_ns``, ``kernel_busy_ns``,
+    OverlapResult
+        figures (all devices together): ``devices``, ``wall_span_ns``, ``kernel_busy_ns``,
         ``copy_busy_ns``, ``both_busy_ns``, ``exposed_copy_ns``, ``overlap_pct`` (both /
         copy busy), ``kernel_busy_pct`` and ``copy_busy_pct`` (of the wall span),
         ``streams``, ``concurrent_kernel_ns``, ``kernel_concurrency_pct`` (share of kernel
@@ -72,15 +110,9 @@ def run(report: Report) -> AnalysisResult:
         sum(r["copy_time_pct"] or 0.0 for r in sync) if api_rows else None
     )
     tables = {"devices": devices, "streams": streams, "copy_apis": apis}
-    return AnalysisResult(
-        NAME,
-        OK,
-        _message(summary),
-        summary,
-        tables,
-        main="devices",
-        findings=tuple(_findings(dev_rows, sync, summary)),
-    )
+    result = OverlapResult(status=OK, tables=tables, main="devices", **summary)
+    return replace(result, message=_message(result),
+                   findings=tuple(_findings(dev_rows, sync, result, settings or DEFAULTS)))
 
 
 def _measure(report: Report) -> Callable[[Report], pa.Table]:
@@ -191,21 +223,22 @@ def _single_stream(row: dict) -> bool:
     return bool(row["kernels"] and row["copies"] and row["streams"] == 1)
 
 
-def _message(s: dict[str, Any]) -> str:
-    if not s["copy_busy_ns"]:
+def _message(r: OverlapResult) -> str:
+    if not r.copy_busy_ns:
         return (
-            f"{s['devices']} device(s): kernels busy {fmt_ns(s['kernel_busy_ns'])} "
-            f"over {fmt_ns(s['wall_span_ns'])}; no copy time to overlap"
+            f"{r.devices} device(s): kernels busy {fmt_ns(r.kernel_busy_ns)} "
+            f"over {fmt_ns(r.wall_span_ns)}; no copy time to overlap"
         )
     return (
-        f"{s['devices']} device(s): {s['overlap_pct'] or 0:.1f}% of "
-        f"{fmt_ns(s['copy_busy_ns'])} copy time overlapped kernels, "
-        f"{fmt_ns(s['exposed_copy_ns'])} exposed; kernels busy "
-        f"{fmt_ns(s['kernel_busy_ns'])} over {fmt_ns(s['wall_span_ns'])}"
+        f"{r.devices} device(s): {r.overlap_pct or 0:.1f}% of "
+        f"{fmt_ns(r.copy_busy_ns)} copy time overlapped kernels, "
+        f"{fmt_ns(r.exposed_copy_ns)} exposed; kernels busy "
+        f"{fmt_ns(r.kernel_busy_ns)} over {fmt_ns(r.wall_span_ns)}"
     )
 
 
-def _findings(devices: list[dict], sync: list[dict], s: dict[str, Any]) -> list[str]:
+def _findings(devices: list[dict], sync: list[dict], result: OverlapResult,
+              settings: Settings) -> list[str]:
     out = []
     for r in devices:
         if _single_stream(r):
@@ -214,16 +247,16 @@ def _findings(devices: list[dict], sync: list[dict], s: dict[str, Any]) -> list[
                 "copies ran on a single stream: copies cannot overlap compute "
                 "(use separate copy streams and pinned memory)"
             )
-        elif r["copies"] and r["kernels"] and (r["overlap_pct"] or 0) < LOW_OVERLAP_PCT:
+        elif r["copies"] and r["kernels"] and (r["overlap_pct"] or 0) < settings.low_overlap_pct:
             out.append(
                 f"device {r['device_id']}: only {r['overlap_pct']:.1f}% of copy time "
                 f"overlapped kernels across {r['streams']} streams "
                 f"({fmt_ns(r['exposed_copy_ns'])} exposed)"
             )
-    if sync and (s["sync_copy_time_pct"] or 0) >= SYNC_COPY_PCT:
+    if sync and (result.sync_copy_time_pct or 0) >= settings.sync_copy_pct:
         names = ", ".join(sorted({r["api_name"] for r in sync}))
         out.append(
-            f"{s['sync_copies']} copies ({s['sync_copy_time_pct']:.0f}% of copy time) come "
+            f"{result.sync_copies} copies ({result.sync_copy_time_pct:.0f}% of copy time) come "
             f"from synchronous APIs ({names}): the host blocks on each and they run on "
             "the default stream; use cudaMemcpyAsync on a non-default stream"
         )

@@ -11,13 +11,14 @@ kernels, own copies, other work, idle with own work pending, idle); the slowest
 from __future__ import annotations
 
 import contextlib
+import enum
 import math
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 import numpy as np
@@ -28,33 +29,168 @@ from ..engine.accelerate import pick
 from ..engine.schedule import forked
 from ..engine.steps import expose, registered, shared, step_file, step_writer, steps, temp_views
 from ..errors import UsageError
+from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
 from . import _compiled, intervals, sweep
-from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, load_sql, run_query
+from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, figure, load_sql, records, run_query
 
 if TYPE_CHECKING:
     from ..report import Report
 
 NAME = "ranges"
-MIN_INSTANCES = 20
+MIN_INSTANCES = DEFAULTS.range_min_instances
 SLOWEST = 20
 SCOPES = ("auto", "thread", "process")
-CPU_COMPONENTS = ("cpu_launch", "cpu_memcpy", "cpu_sync", "cpu_other_api", "cpu_outside_cuda")
-GPU_COMPONENTS = ("gpu_own_kernel", "gpu_own_copy", "gpu_other", "gpu_pending_idle", "gpu_idle")
+#: the settings this analysis reads (its results are cached per their values)
+SETTINGS = ("tail_pct", "range_min_instances")
+
+
+class Component(str, enum.Enum):
+    """A part of a unit's time in the tail attribution, with what it is as data: its side
+    (``cpu``: the host thread's time, ``gpu``: the device's), the layer its growth points
+    at (None: waiting, a consequence rather than a cause), whether it is time inside CUDA
+    calls, and what its growth in the tail means."""
+
+    def __new__(cls, value: str, side: str, layer: str | None, cuda_call: bool,
+                meaning: str) -> Component:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.side = side
+        member.layer = layer
+        member.cuda_call = cuda_call
+        member.meaning = meaning
+        return member
+
+    side: str
+    layer: str | None
+    cuda_call: bool
+    meaning: str
+
+    CPU_LAUNCH = ("cpu_launch", "cpu", "cpu", True,
+                  "launch calls took longer: CPU-side launch overhead or CPU contention")
+    CPU_MEMCPY = ("cpu_memcpy", "cpu", "pcie", True,
+                  "copy calls took longer on the host (synchronous or pageable copies)")
+    CPU_SYNC = ("cpu_sync", "cpu", None, False, "the host waited longer in synchronizations")
+    CPU_OTHER_API = ("cpu_other_api", "cpu", "cpu", True,
+                     "other CUDA calls took longer (allocation, module loading: often warm-up)")
+    CPU_OUTSIDE_CUDA = ("cpu_outside_cuda", "cpu", "cpu", False,
+                        "the host spent longer outside CUDA: CPU work, queueing or scheduling")
+    GPU_OWN_KERNEL = ("gpu_own_kernel", "gpu", "gpu", False,
+                      "its own kernels ran longer: GPU execution")
+    GPU_OWN_COPY = ("gpu_own_copy", "gpu", "pcie", False, "its own copies ran longer: transfers")
+    GPU_OTHER = ("gpu_other", "gpu", "gpu", False,
+                 "other GPU work ran meanwhile: contention from other streams or processes")
+    # the unit's work was submitted but nothing ran: the GPU (or work the trace does not
+    # show) held it back
+    GPU_PENDING_IDLE = ("gpu_pending_idle", "gpu", "gpu", False,
+                        "submitted work waited while the GPU looked idle: work this trace "
+                        "does not show (another process) or GPU-side scheduling delayed it")
+    GPU_IDLE = ("gpu_idle", "gpu", None, False, "the GPU waited for the host")
+
+    @property
+    def waits_for_host(self) -> bool:
+        """The GPU side's waiting: idle with none of the unit's work pending."""
+        return self is Component.GPU_IDLE
+
+    def __str__(self) -> str:
+        return self.value
+
+
+CPU_COMPONENTS = tuple(c.value for c in Component if c.side == "cpu")
+GPU_COMPONENTS = tuple(c.value for c in Component if c.side == "gpu")
 #: what a component's growth in the tail points at (findings)
-MEANING = {
-    "cpu_launch": "launch calls took longer: CPU-side launch overhead or CPU contention",
-    "cpu_memcpy": "copy calls took longer on the host (synchronous or pageable copies)",
-    "cpu_sync": "the host waited longer in synchronizations",
-    "cpu_other_api": "other CUDA calls took longer (allocation, module loading: often warm-up)",
-    "cpu_outside_cuda": "the host spent longer outside CUDA: CPU work, queueing or scheduling",
-    "gpu_own_kernel": "its own kernels ran longer: GPU execution",
-    "gpu_own_copy": "its own copies ran longer: transfers",
-    "gpu_other": "other GPU work ran meanwhile: contention from other streams or processes",
-    "gpu_pending_idle": "submitted work waited while the GPU looked idle: work this trace does "
-    "not show (another process) or GPU-side scheduling delayed it",
-    "gpu_idle": "the GPU waited for the host",
-}
+MEANING = {c.value: c.meaning for c in Component}
+
+
+@dataclass(frozen=True)
+class ComponentGrowth:
+    """How much one component grew in the slowest units against the median band."""
+
+    component: Component
+    tail_mean_ns: float | None  #: mean over the slowest units, ns
+    median_mean_ns: float | None  #: mean over the median band, ns
+    delta_ns: float | None  #: tail_mean_ns - median_mean_ns, ns
+    share_of_delta: float | None  #: delta_ns over the units' own growth (fraction)
+
+
+@dataclass(frozen=True)
+class AttributionRow:
+    """One row of the ``attribution`` table (a component, or the units' ``total``)."""
+
+    component: str  #: a :class:`Component`'s value, or ``duration`` for the total
+    family: str  #: cpu, gpu or total
+    tail_mean_ns: float | None  #: mean over the slowest units, ns
+    median_mean_ns: float | None  #: mean over the median band, ns
+    delta_ns: float | None  #: tail_mean_ns - median_mean_ns, ns
+    share_of_delta: float | None  #: delta_ns over the duration's delta_ns (fraction)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RangesResult(AnalysisResult):
+    """Requests / iterations: the unit's latency distribution and the tail attribution.
+
+    Tables: ``attribution`` (main; one row per component and the ``total``),
+    ``instances`` (one row per unit with its components), ``slowest``, ``totals``
+    (``nsys stats --report nvtx_sum``).
+    """
+
+    analysis: str = field(default="ranges", init=False)
+    unit: str | None = figure("the unit: an NVTX range name or sync-interval")
+    unit_source: str | None = figure("nvtx_named (--range), nvtx_auto or sync_fallback")
+    scope: str | None = figure("whose CUDA calls counted into a unit: thread or process")
+    n: int = figure("units", 0)
+    p50_ns: float | None = figure("P50 of the units' durations, ns")
+    p90_ns: float | None = figure("P90 of the units' durations, ns")
+    p99_ns: float | None = figure("P99 of the units' durations, ns")
+    p999_ns: float | None = figure("P99.9 of the units' durations, ns")
+    max_ns: int | None = figure("longest unit, ns")
+    mean_ns: float | None = figure("mean unit duration, ns")
+    p99_over_p50: float | None = figure("P99/P50 of the durations (ratio)")
+    n_attributed: int = figure("units inside the span the CUDA trace covers", 0)
+    tail_pct: float | None = figure("the slowest percent compared with the median band, %")
+    tail_n: int = figure("units in the tail", 0)
+    median_band_n: int = figure("units in the median band (45th-55th percentile)", 0)
+    top_component: Component | None = figure("the component that grew most (the GPU side's, "
+                                             "unless only the GPU's idle time grew)")
+    top_cpu_component: Component | None = figure("the CPU-side component that grew most")
+    top_gpu_component: Component | None = figure("the GPU-side component that grew most")
+    attribution: tuple[ComponentGrowth, ...] = figure(
+        "each component's growth in the tail, largest first (JSON: component -> "
+        "tail_mean_ns, median_mean_ns, delta_ns, share_of_delta)", ())
+
+    def attribution_rows(self) -> list[AttributionRow]:
+        """The ``attribution`` table as records (empty without it)."""
+        table = self.tables.get("attribution")
+        return records(table, AttributionRow) if table is not None else []
+
+    def growth(self, component: Component) -> ComponentGrowth | None:
+        """The growth of ``component`` (None when the capture could not measure it)."""
+        return next((g for g in self.attribution if g.component is component), None)
+
+    def figure_json(self, name: str) -> Any:
+        if name == "attribution":
+            return {g.component.value: {"tail_mean_ns": g.tail_mean_ns,
+                                        "median_mean_ns": g.median_mean_ns,
+                                        "delta_ns": g.delta_ns,
+                                        "share_of_delta": g.share_of_delta}
+                    for g in self.attribution}
+        return super().figure_json(name)
+
+    @classmethod
+    def _figures_from_json(cls, summary: dict[str, Any]) -> dict[str, Any]:
+        out = dict(summary)
+        for name in ("top_component", "top_cpu_component", "top_gpu_component"):
+            if out.get(name) is not None:
+                out[name] = Component(out[name])
+        if "attribution" in out:
+            out["attribution"] = tuple(ComponentGrowth(Component(c), **v)
+                                       for c, v in out["attribution"].items())
+        return out
+
+
+RESULT = RangesResult
+
+
 _NVTX_HINT = "annotate requests/iterations with NVTX ranges and run nsys profile --trace=cuda,nvtx"
 
 CLI_OPTIONS = (
@@ -70,7 +206,7 @@ CLI_OPTIONS = (
         "--tail-pct",
         "tail_pct",
         type=float,
-        default=1.0,
+        default=DEFAULTS.tail_pct,
         show_default=True,
         help="Percent of slowest instances compared with the median band.",
     ),
@@ -491,10 +627,12 @@ def _total(table: pa.Table, column: str) -> int:
 def run(
     report: Report,
     range_name: str | None = None,
-    tail_pct: float = 1.0,
-    min_instances: int = MIN_INSTANCES,
+    tail_pct: float | None = None,
+    min_instances: int | None = None,
     scope: str = "auto",
-) -> AnalysisResult:
+    *,
+    settings: Settings | None = None,
+) -> RangesResult | AnalysisResult:
     """Decompose every request/iteration and attribute the latency tail to components.
 
     Parameters
@@ -504,28 +642,32 @@ def run(
     range_name : str, optional
         NVTX range delimiting one unit (``NAME`` or ``DOMAIN:NAME``); default: chosen
         automatically (docs/analyses/ranges.md).
-    tail_pct : float
-        Percent of slowest instances forming the tail (at least one instance), in (0, 50].
-    min_instances : int
-        Instances a range name needs to be chosen automatically.
+    tail_pct : float, optional
+        Percent of slowest instances forming the tail (at least one instance), in (0, 50]
+        (default ``settings.tail_pct``).
+    min_instances : int, optional
+        Instances a range name needs to be chosen automatically (default
+        ``settings.range_min_instances``).
     scope : {'auto', 'thread', 'process'}
         Whose CUDA calls count into an instance (see :func:`decompose`).
+    settings : Settings, optional
+        Where the defaults come from.
 
     Returns
     -------
-    AnalysisResult
-        ``summary``: unit, unit_source, scope, n, p50_ns, p90_ns, p99_ns, p999_ns, max_ns,
-        mean_ns, p99_over_p50 (all instances); n_attributed (instances the CUDA trace
-        covers), tail_pct, tail_n, median_band_n, top_component,
-        top_cpu_component, top_gpu_component, attribution (component -> tail_mean_ns,
-        median_mean_ns, delta_ns, share_of_delta). ``tables``: attribution (main),
-        instances, slowest, totals (``nsys stats --report nvtx_sum``).
+    RangesResult
+        The figures of :class:`RangesResult`. ``tables``: attribution (main), instances,
+        slowest, totals (``nsys stats --report nvtx_sum``). A bare :class:`AnalysisResult`
+        when the trace has no unit.
 
     Raises
     ------
     UsageError
         A bad option value, or ``range_name`` names no closed NVTX range.
     """
+    settings = settings or DEFAULTS
+    tail_pct = settings.tail_pct if tail_pct is None else tail_pct
+    min_instances = settings.range_min_instances if min_instances is None else min_instances
     _check(tail_pct, min_instances, scope)
     unit = select_unit(report, range_name, min_instances)
     if isinstance(unit, AnalysisResult):
@@ -548,15 +690,16 @@ def run(
     }
     if report.probe.present("nvtx_ranges"):
         tables["totals"] = run_query(report, NAME, "totals")
-    summary, findings = _summarize(unit, used_scope, tail_pct, stats, attribution)
+    result = _summarize(unit, used_scope, tail_pct, stats, attribution, tables)
+    findings = _findings(result, attribution)
     if slowest.num_rows and slowest.column("instance")[0].as_py() == 1 and stats["n"] > 1:
         findings.append("the slowest instance is the first one (warm-up)")
     message = (
-        f"{stats['n']} x {unit.name} ({unit.source}); p99/p50 "
-        f"{_fmt(summary['p99_over_p50'])}"
-        + (f"; tail grew most in {summary['top_component']}" if summary["top_component"] else "")
+        f"{result.n} x {unit.name} ({unit.source}); p99/p50 "
+        f"{_fmt(result.p99_over_p50)}"
+        + (f"; tail grew most in {result.top_component}" if result.top_component else "")
     )
-    return AnalysisResult(NAME, OK, message, summary, tables, "attribution", tuple(findings))
+    return replace(result, message=message, findings=tuple(findings))
 
 
 def _untraced(report: Report) -> list[str]:
@@ -569,76 +712,63 @@ def _untraced(report: Report) -> list[str]:
 
 
 def _summarize(
-    unit: Unit, scope: str, tail_pct: float, stats: dict, attribution: pa.Table
-) -> tuple[dict, list[str]]:
+    unit: Unit, scope: str, tail_pct: float, stats: dict, attribution: pa.Table,
+    tables: dict[str, pa.Table],
+) -> RangesResult:
     rows = attribution.to_pylist()
-    total = next((r for r in rows if r["family"] == "total"), None)
     parts = sorted((r for r in rows if r["family"] != "total"), key=lambda r: -(r["delta_ns"] or 0))
 
-    def top(family: str) -> str | None:
-        return next((r["component"] for r in parts if r["family"] == family), None)
+    def top(family: str) -> Component | None:
+        return next((Component(r["component"]) for r in parts if r["family"] == family), None)
 
     top_cpu, top_gpu = top("cpu"), top("gpu")
-    summary = {
-        "unit": unit.name,
-        "unit_source": unit.source,
-        "scope": scope,
-        **{
-            k: stats[k]
-            for k in (
-                "n",
-                "p50_ns",
-                "p90_ns",
-                "p99_ns",
-                "p999_ns",
-                "max_ns",
-                "mean_ns",
-                "p99_over_p50",
-            )
-        },
-        "n_attributed": stats["n_attributed"],
-        "tail_pct": tail_pct,
-        "tail_n": stats["tail_n"],
-        "median_band_n": stats["median_band_n"],
+    return RangesResult(
+        status=OK, tables=tables, main="attribution",
+        unit=unit.name, unit_source=unit.source, scope=scope,
+        **{k: stats[k] for k in ("n", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns",
+                                 "mean_ns", "p99_over_p50", "n_attributed")},
+        tail_pct=tail_pct, tail_n=stats["tail_n"], median_band_n=stats["median_band_n"],
         # the GPU side names the work that grew; an idler GPU means the host side did
-        "top_component": top_gpu if top_gpu not in (None, "gpu_idle") else top_cpu or top_gpu,
-        "top_cpu_component": top_cpu,
-        "top_gpu_component": top_gpu,
-        "attribution": {
-            r["component"]: {
-                k: r[k] for k in ("tail_mean_ns", "median_mean_ns", "delta_ns", "share_of_delta")
-            }
-            for r in parts
-        },
-    }
+        top_component=(top_gpu if top_gpu not in (None, Component.GPU_IDLE)
+                       else top_cpu or top_gpu),
+        top_cpu_component=top_cpu,
+        top_gpu_component=top_gpu,
+        attribution=tuple(
+            ComponentGrowth(Component(r["component"]), r["tail_mean_ns"], r["median_mean_ns"],
+                            r["delta_ns"], r["share_of_delta"])
+            for r in parts),
+    )
+
+
+def _findings(r: RangesResult, attribution: pa.Table) -> list[str]:
+    total = next((row for row in attribution.to_pylist() if row["family"] == "total"), None)
     findings = []
     if total and total["delta_ns"]:
         sides = []
         for family in ("cpu", "gpu"):
             grew = [
-                f"{r['component']} {_fmt(100 * r['share_of_delta'])}%"
-                for r in parts
-                if r["family"] == family and (r["share_of_delta"] or 0) >= 0.2
+                f"{g.component.value} {_fmt(100 * g.share_of_delta)}%"
+                for g in r.attribution
+                if g.component.side == family and (g.share_of_delta or 0) >= 0.2
             ]
             if grew:
                 sides.append(f"{family.upper()} side: {', '.join(grew)}")
         findings.append(
-            f"the slowest {stats['tail_n']} {unit.name} instances take "
+            f"the slowest {r.tail_n} {r.unit} instances take "
             f"{_duration(total['delta_ns'])} longer than the median band"
             + (f" ({'; '.join(sides)} of the difference)" if sides else "")
         )
-        top = summary["top_component"]
-        if top in MEANING:
-            findings.append(f"tail grew most in {top}: {MEANING[top]}")
-    if stats["n_attributed"] < stats["n"]:
+        if r.top_component is not None:
+            findings.append(f"tail grew most in {r.top_component}: {r.top_component.meaning}")
+    if r.n_attributed < r.n:
         findings.append(
-            f"{stats['n'] - stats['n_attributed']} of {stats['n']} instances lie outside the span "
+            f"{r.n - r.n_attributed} of {r.n} instances lie outside the span "
             "with CUDA trace data (CUDA events lost, or tracing stopped early): they count in "
             "the percentiles, not in the attribution"
         )
-    if stats["n"] < 100:
-        findings.append(f"only {stats['n']} instances: p99 and the tail rest on few samples")
-    return summary, findings
+    if r.n < 100:
+        findings.append(f"only {r.n} instances: p99 and the tail rest on few samples")
+    return findings
 
 
 def _duration(ns: float) -> str:

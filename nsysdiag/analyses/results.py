@@ -3,11 +3,13 @@
 ``run(report, name, **options)`` returns what ``analyses.<name>.run(report, **options)``
 returns. The first call computes it; the result is then kept in memory for the report's
 lifetime and on disk under ``<view cache>/results/<name>-<key>/`` (``result.json`` for the
-status, message, summary and findings, one Arrow IPC file per table). The key hashes the
-options, nsysdiag's Python and SQL source and its version, so a change to any of them
-computes afresh; the view cache directory itself is keyed by the input's identity.
-Writes go to a temporary directory renamed into place. A result whose summary would not
-survive JSON unchanged is simply not stored.
+status, message, summary and findings, one Arrow IPC file per table), read back into the
+analysis' result class (``RESULT`` of its module). The key hashes the options (of the
+settings, only the fields the analysis reads: its module's ``SETTINGS``), nsysdiag's
+Python and SQL source and its version, so a change to any of them computes afresh; the
+view cache directory itself is keyed by the input's identity. Writes go to a temporary
+directory renamed into place. A result whose summary would not survive JSON unchanged is
+simply not stored.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from .. import __version__
+from ..settings import DEFAULTS
 from . import module
 from .base import AnalysisResult
 
@@ -33,18 +36,22 @@ if TYPE_CHECKING:
     from ..report import Report
 
 #: bump when the stored layout changes
-RESULTS_FORMAT = 1
+RESULTS_FORMAT = 2
 
 
 def run(report: Report, name: str, **options: Any) -> AnalysisResult:
     """The result of analysis ``name`` with ``options``: computed once, then reused."""
-    key = _key(name, options)
+    mod = module(name)
+    options = {**options, "settings": options.get("settings") or DEFAULTS}
+    # the key holds only the settings the analysis reads: a diagnosis with another tail
+    # ratio reuses the launch gaps measured before
+    key = _key(name, {**options, "settings": options["settings"].pick(mod.SETTINGS)})
     memo = report.results_memo
     if key not in memo:
         directory = report.cache_path / "results" / f"{name}-{key}"
         result = _load(directory, name)
         if result is None:
-            result = module(name).run(report, **options)
+            result = mod.run(report, **options)
             _save(result, directory)
         memo[key] = result
     return memo[key]
@@ -82,10 +89,14 @@ def _load(directory: Path, name: str) -> AnalysisResult | None:
         }
     except (OSError, ValueError, KeyError, pa.ArrowException):
         return None  # absent, or damaged: compute again
-    return AnalysisResult(
-        name, meta["status"], meta["message"], meta["summary"], tables, meta["main"],
-        tuple(meta["findings"]),
-    )
+    try:
+        result_class = module(name).RESULT if meta["summary"] else AnalysisResult
+        return result_class.from_summary(
+            name, meta["status"], meta["message"], meta["summary"], tables, meta["main"],
+            tuple(meta["findings"]),
+        )
+    except (KeyError, ValueError):
+        return None  # damaged: compute again
 
 
 def _save(result: AnalysisResult, directory: Path) -> None:

@@ -9,23 +9,198 @@ other copies of the same direction (a shared host link).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import click
 
 from ..report import Report
-from .base import OK, AnalysisResult, load_sql, not_captured, run_query
+from ..settings import DEFAULTS, Settings
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .link import Link, parse_nvbandwidth, resolve_links
 
 NAME = "transfers"
 
-#: copies of at least this many bytes are "large": their p90 bandwidth is compared with the link
-LARGE_BYTES = 1 << 20
+#: the settings this analysis reads (its results are cached per their values)
+SETTINGS = ("large_copy_bytes", "low_link_pct", "contention_pct", "min_finding_copies")
+DIRECTIONS = ("htod", "dtoh")
 
-#: findings thresholds: percent, and the copies a device and direction needs to be judged
-LOW_LINK_PCT = 50.0
-CONTENTION_PCT = 10.0
-MIN_FINDING_COPIES = 3
+
+@dataclass(frozen=True)
+class DirectionFigures:
+    """One direction's figures (host to device or back) of the device that moved the most
+    bytes in that direction (see :meth:`TransfersResult.direction`)."""
+
+    direction: str
+    link_gbps: float | None
+    copies: int
+    bytes: int
+    median_gbps: float | None
+    p90_gbps: float | None
+    aggregate_gbps: float | None
+    pinned_median_gbps: float | None
+    pageable_median_gbps: float | None
+    pageable_vs_pinned_pct: float | None
+    achieved_pct_of_link: float | None
+    aggregate_pct_of_link: float | None
+    contention_share_pct: float | None
+    overlapped_median_gbps: float | None
+    alone_median_gbps: float | None
+
+
+@dataclass(frozen=True)
+class CopyKind:
+    """One row of the ``by_kind`` table: the copies (or memsets) of one kind."""
+
+    op: str  #: memcpy or memset
+    copy_kind: str | None  #: HtoD, DtoH, DtoD, ...
+    src_kind: str | None  #: source memory kind (pageable, pinned, device, ...)
+    dst_kind: str | None  #: destination memory kind
+    is_pageable: bool | None  #: host side in pageable memory
+    is_uvm: bool | None  #: unified-memory migration
+    copies: int  #: operations
+    total_bytes: int | None  #: bytes
+    total_time_ns: int | None  #: GPU time, ns
+    zero_duration: int  #: operations of zero duration (no bandwidth)
+    mean_gbps: float | None  #: mean bandwidth, GB/s
+    median_gbps: float | None  #: median bandwidth, GB/s
+    p10_gbps: float | None  #: P10 bandwidth, GB/s
+    p90_gbps: float | None  #: P90 bandwidth, GB/s
+    aggregate_gbps: float | None  #: bytes over busy time, GB/s
+
+
+@dataclass(frozen=True)
+class HostDirection:
+    """One row of the ``host`` table: one device's host copies in one direction."""
+
+    device_id: int | None  #: GPU
+    direction: str  #: HtoD or DtoH
+    copies: int  #: copies
+    total_bytes: int | None  #: bytes
+    median_bytes: float | None  #: median copy size, bytes
+    median_gbps: float | None  #: median bandwidth, GB/s
+    p90_gbps: float | None  #: P90 bandwidth, GB/s
+    aggregate_gbps: float | None  #: bytes over busy time, GB/s
+    pageable_copies: int  #: copies from or to pageable memory
+    pageable_vs_pinned_pct: float | None  #: pageable median over pinned median, %
+    link_gbps: float | None  #: the link's bandwidth, GB/s
+    link_source: str | None  #: trace, nvbandwidth or default
+    link_note: str | None  #: where the link figure comes from, in words
+    achieved_basis: str  #: p90_large (copies of at least large_copy_bytes) or p90_all
+    achieved_pct_of_link: float | None  #: the P90 bandwidth over the link, %
+    aggregate_pct_of_link: float | None  #: the aggregate bandwidth over the link, %
+
+
+@dataclass(frozen=True)
+class LinkFigure:
+    """One row of the ``links`` table: a device's link bandwidth in one direction."""
+
+    device_id: int | None  #: GPU
+    direction: str  #: HtoD or DtoH
+    link_gbps: float | None  #: GB/s
+    link_source: str | None  #: trace, nvbandwidth or default
+    link_note: str | None  #: where the figure comes from, in words
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransfersResult(AnalysisResult):
+    """Transfers: copy bandwidth against the host link, pageable memory and same-direction
+    contention (check E1). Per-direction figures (``htod_``/``dtoh_`` prefix) are those of
+    the device that moved the most bytes in that direction; :meth:`direction` gives them
+    as one record.
+
+    Tables: ``by_kind`` (main), ``mem_time``, ``host``, ``contention``, ``copies`` (one row
+    per memcpy/memset) and ``links``.
+    """
+
+    analysis: str = field(default="transfers", init=False)
+    copies: int = figure("memcpys", 0)
+    memsets: int = figure("memsets", 0)
+    total_bytes: int = figure("bytes copied and set", 0)
+    total_time_ns: int = figure("GPU time of copies and memsets, ns", 0)
+    zero_duration_copies: int = figure("copies of zero duration (left out of bandwidths)", 0)
+    host_copies: int = figure("copies between host and device", 0)
+    uvm_copies: int = figure("unified-memory migrations (kept apart)", 0)
+    uvm_bytes: int = figure("bytes of the unified-memory migrations", 0)
+    pageable_copies: int = figure("copies from or to pageable host memory", 0)
+    pageable_bytes: int = figure("bytes of the pageable copies", 0)
+    pageable_time_pct: float | None = figure("pageable copies' share of host copy time, %")
+    contention_share_pct: float | None = figure(
+        "share of copy time overlapping another copy of the same direction, %")
+    link_source: str | None = figure("where the link bandwidth comes from: trace, "
+                                     "nvbandwidth, default")
+    link_htod_gbps: float | None = figure("host-to-device link bandwidth, GB/s")
+    htod_copies: int = figure("host-to-device copies", 0)
+    htod_bytes: int = figure("host-to-device bytes", 0)
+    htod_median_gbps: float | None = figure("median bandwidth of a host-to-device copy, GB/s")
+    htod_p90_gbps: float | None = figure("P90 host-to-device copy bandwidth (large copies "
+                                         "when any), GB/s")
+    htod_aggregate_gbps: float | None = figure("host-to-device bytes over their busy time, "
+                                               "GB/s")
+    htod_pinned_median_gbps: float | None = figure("median bandwidth of pinned host-to-device "
+                                                   "copies, GB/s")
+    htod_pageable_median_gbps: float | None = figure("median bandwidth of pageable "
+                                                     "host-to-device copies, GB/s")
+    htod_pageable_vs_pinned_pct: float | None = figure("pageable median over pinned median, %")
+    htod_achieved_pct_of_link: float | None = figure("P90 bandwidth over the link, %")
+    htod_aggregate_pct_of_link: float | None = figure("aggregate bandwidth over the link, %")
+    htod_contention_share_pct: float | None = figure(
+        "share of host-to-device copy time overlapping another host-to-device copy, %")
+    htod_overlapped_median_gbps: float | None = figure(
+        "median bandwidth of host-to-device copies while overlapped, GB/s")
+    htod_alone_median_gbps: float | None = figure(
+        "median bandwidth of host-to-device copies alone, GB/s")
+    link_dtoh_gbps: float | None = figure("device-to-host link bandwidth, GB/s")
+    dtoh_copies: int = figure("device-to-host copies", 0)
+    dtoh_bytes: int = figure("device-to-host bytes", 0)
+    dtoh_median_gbps: float | None = figure("median bandwidth of a device-to-host copy, GB/s")
+    dtoh_p90_gbps: float | None = figure("P90 device-to-host copy bandwidth (large copies "
+                                         "when any), GB/s")
+    dtoh_aggregate_gbps: float | None = figure("device-to-host bytes over their busy time, "
+                                               "GB/s")
+    dtoh_pinned_median_gbps: float | None = figure("median bandwidth of pinned device-to-host "
+                                                   "copies, GB/s")
+    dtoh_pageable_median_gbps: float | None = figure("median bandwidth of pageable "
+                                                     "device-to-host copies, GB/s")
+    dtoh_pageable_vs_pinned_pct: float | None = figure("pageable median over pinned median, %")
+    dtoh_achieved_pct_of_link: float | None = figure("P90 bandwidth over the link, %")
+    dtoh_aggregate_pct_of_link: float | None = figure("aggregate bandwidth over the link, %")
+    dtoh_contention_share_pct: float | None = figure(
+        "share of device-to-host copy time overlapping another device-to-host copy, %")
+    dtoh_overlapped_median_gbps: float | None = figure(
+        "median bandwidth of device-to-host copies while overlapped, GB/s")
+    dtoh_alone_median_gbps: float | None = figure(
+        "median bandwidth of device-to-host copies alone, GB/s")
+
+    def host(self) -> list[HostDirection]:
+        """The ``host`` table as records (empty without it)."""
+        table = self.tables.get("host")
+        return records(table, HostDirection) if table is not None else []
+
+    def links(self) -> list[LinkFigure]:
+        """The ``links`` table as records (empty without it)."""
+        table = self.tables.get("links")
+        return records(table, LinkFigure) if table is not None else []
+
+    def by_kind(self) -> list[CopyKind]:
+        """The ``by_kind`` table as records (empty without it)."""
+        table = self.tables.get("by_kind")
+        return records(table, CopyKind) if table is not None else []
+
+    def direction(self, d: str) -> DirectionFigures:
+        """The figures of direction ``d`` (``htod`` or ``dtoh``) as one record."""
+        if d not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {d!r}")
+        return DirectionFigures(
+            direction=d, link_gbps=getattr(self, f"link_{d}_gbps"),
+            **{f: getattr(self, f"{d}_{f}") for f in _PER_DIRECTION})
+
+
+#: the per-direction figures (``htod_<name>``, ``dtoh_<name>``)
+_PER_DIRECTION = tuple(f for f in DirectionFigures.__dataclass_fields__
+                       if f not in ("direction", "link_gbps"))
+
+RESULT = TransfersResult
 
 CLI_OPTIONS = [
     click.option(
@@ -39,8 +214,9 @@ CLI_OPTIONS = [
 
 
 def run(
-    report: Report, *, baseline: str | None = None, large_bytes: int = LARGE_BYTES
-) -> AnalysisResult:
+    report: Report, *, baseline: str | None = None, large_bytes: int | None = None,
+    settings: Settings | None = None,
+) -> TransfersResult | AnalysisResult:
     """Bandwidth of every memcpy and memset, against the host link, with contention.
 
     Parameters
@@ -50,14 +226,18 @@ def run(
     baseline : str, optional
         Path of nvbandwidth ``-j`` output; its host<->device figures become the link
         (unless the trace records the PCIe link itself).
-    large_bytes : int, default 1 MiB
+    large_bytes : int, optional
         Copies at least this large give the p90 bandwidth compared with the link; when
         there are none, all copies of the direction do (``achieved_basis`` says which).
+        Default: ``settings.large_copy_bytes`` (1 MiB).
+    settings : Settings, optional
+        ``large_copy_bytes``; the findings' ``low_link_pct``, ``contention_pct`` and
+        ``min_finding_copies``.
 
     Returns
     -------
-    AnalysisResult
-        summary: ``copies``, ``memsets``, ``total_bytes``, ``total_time_ns``,
+    TransfersResult
+        figures: ``copies``, ``memsets``, ``total_bytes``, ``total_time_ns``,
         ``zero_duration_copies``, ``host_copies``, ``uvm_copies``, ``uvm_bytes``,
         ``pageable_copies``, ``pageable_bytes``, ``pageable_time_pct``, ``link_source``,
         ``link_htod_gbps``, ``link_dtoh_gbps``, ``contention_share_pct`` and per direction
@@ -74,6 +254,9 @@ def run(
     UsageError
         When ``baseline`` is not readable nvbandwidth JSON.
     """
+    settings = settings or DEFAULTS
+    if large_bytes is None:
+        large_bytes = settings.large_copy_bytes
     measured = parse_nvbandwidth(baseline) if baseline else None
     if not (report.probe.present("memcpys") or report.probe.present("memsets")):
         return not_captured(NAME, report, "memcpys")  # type: ignore[return-value]
@@ -97,17 +280,9 @@ def run(
         report.sql(load_sql(NAME)["_drop"])
     tables["links"] = _links_table(links)
     summary = _summary(totals, tables["host"].to_pylist(), tables["contention"].to_pylist(), links)
-    return AnalysisResult(
-        NAME,
-        OK,
-        _message(summary),
-        summary,
-        tables,
-        main="by_kind",
-        findings=tuple(
-            _findings(summary, tables["host"].to_pylist(), tables["contention"].to_pylist())
-        ),
-    )
+    result = TransfersResult(status=OK, tables=tables, main="by_kind", **summary)
+    return replace(result, message=_message(result), findings=tuple(_findings(
+        result, tables["host"].to_pylist(), tables["contention"].to_pylist(), settings)))
 
 
 def _links_table(links: list[Link]):
@@ -181,26 +356,27 @@ def _summary(
     return summary
 
 
-def _message(s: dict[str, Any]) -> str:
+def _message(r: TransfersResult) -> str:
     text = (
-        f"{s['copies']} copies + {s['memsets']} memsets, {s['total_bytes'] / 1e6:.1f} MB "
-        f"in {s['total_time_ns'] / 1e6:.3f} ms"
+        f"{r.copies} copies + {r.memsets} memsets, {r.total_bytes / 1e6:.1f} MB "
+        f"in {r.total_time_ns / 1e6:.3f} ms"
     )
-    for d in ("htod", "dtoh"):
-        figures = (f"{d}_aggregate_gbps", f"{d}_aggregate_pct_of_link", f"link_{d}_gbps")
-        if s[f"{d}_copies"] and all(s.get(k) is not None for k in figures):
+    for d in DIRECTIONS:
+        f = r.direction(d)
+        if f.copies and None not in (f.aggregate_gbps, f.aggregate_pct_of_link, f.link_gbps):
             text += (
-                f"; {d[0].upper()}to{d[-1].upper()} {s[f'{d}_aggregate_gbps']:.1f} GB/s "
-                f"aggregate = {s[f'{d}_aggregate_pct_of_link']:.0f}% of "
-                f"{s[f'link_{d}_gbps']:.1f} GB/s ({s['link_source']} link)"
+                f"; {d[0].upper()}to{d[-1].upper()} {f.aggregate_gbps:.1f} GB/s "
+                f"aggregate = {f.aggregate_pct_of_link:.0f}% of "
+                f"{f.link_gbps:.1f} GB/s ({r.link_source} link)"
             )
     return text
 
 
-def _findings(s: dict[str, Any], host: list[dict], contention: list[dict]) -> list[str]:
+def _findings(result: TransfersResult, host: list[dict], contention: list[dict],
+              settings: Settings) -> list[str]:
     out = []
     for r in host:
-        if r["copies"] < MIN_FINDING_COPIES:
+        if r["copies"] < settings.min_finding_copies:
             continue
         where = f"device {r['device_id']} {r['direction']}"
         if r["pageable_copies"]:
@@ -214,7 +390,7 @@ def _findings(s: dict[str, Any], host: list[dict], contention: list[dict]) -> li
                 f"host memory ({ratio}); pin the buffers (cudaHostAlloc/cudaHostRegister)"
             )
         pct = r["achieved_pct_of_link"]
-        if pct is not None and pct < LOW_LINK_PCT:
+        if pct is not None and pct < settings.low_link_pct:
             if r["achieved_basis"] == "p90_large":
                 out.append(
                     f"{where}: p90 bandwidth of large copies is {pct:.0f}% of the "
@@ -230,9 +406,9 @@ def _findings(s: dict[str, Any], host: list[dict], contention: list[dict]) -> li
         share = c["contention_share_pct"]
         if (
             c["direction"] != "all"
-            and c["copies"] >= MIN_FINDING_COPIES
+            and c["copies"] >= settings.min_finding_copies
             and share is not None
-            and share >= CONTENTION_PCT
+            and share >= settings.contention_pct
         ):
             ov, alone = c["overlapped_median_gbps"], c["alone_median_gbps"]
             cmp = (
@@ -245,14 +421,14 @@ def _findings(s: dict[str, Any], host: list[dict], contention: list[dict]) -> li
                 f"{c['direction']} copies ({c['processes']} process(es), "
                 f"{c['devices']} device(s)){cmp}"
             )
-    if s["uvm_copies"]:
+    if result.uvm_copies:
         out.append(
-            f"{s['uvm_copies']} unified-memory migrations ({s['uvm_bytes'] / 1e6:.1f} MB) "
+            f"{result.uvm_copies} unified-memory migrations ({result.uvm_bytes / 1e6:.1f} MB) "
             "are kept apart from explicit copies"
         )
-    if s["zero_duration_copies"]:
+    if result.zero_duration_copies:
         out.append(
-            f"{s['zero_duration_copies']} copies have zero duration: no bandwidth, "
+            f"{result.zero_duration_copies} copies have zero duration: no bandwidth, "
             "left out of the bandwidth figures"
         )
     return out

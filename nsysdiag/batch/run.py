@@ -70,6 +70,7 @@ def report_key(path: Path) -> str:
 def diagnose_one(path: str, options: dict[str, Any]) -> dict[str, Any]:
     """Diagnose one report; never raises: errors become an ``error`` record."""
     from .. import diagnose
+    from ..analyses.kernel_summary import KernelSummaryResult
     from ..errors import NsysdiagError
     from ..report import Report
 
@@ -83,7 +84,7 @@ def diagnose_one(path: str, options: dict[str, Any]) -> dict[str, Any]:
         ) as rep:
             d = diagnose(rep, range_name=options.get("range_name"))
             ks = rep.analysis("kernel_summary")
-            kernels = ks.to_arrow().to_pylist() if ks.ok else []
+            kernels = ks.per_name() if isinstance(ks, KernelSummaryResult) and ks.ok else []
         t, v, g = d.tail, d.verdict, d.launch_gaps
         record.update(
             {
@@ -98,25 +99,22 @@ def diagnose_one(path: str, options: dict[str, Any]) -> dict[str, Any]:
                 "p99_over_p50": t.p99_over_p50,
                 "shape": t.shape,
                 "shape_confidence": t.shape_confidence,
-                "launch_gap_count": g.get("count"),
-                "launch_gap_p50_ns": g.get("p50_ns"),
-                "launch_gap_p99_ns": g.get("p99_ns"),
-                "cuda_graphs": bool(d.cuda_graphs.get("in_use")),
+                "launch_gap_count": g.count,
+                "launch_gap_p50_ns": g.p50_ns,
+                "launch_gap_p99_ns": g.p99_ns,
+                "cuda_graphs": bool(d.cuda_graphs.in_use),
                 "findings": [f.to_dict() for f in d.findings],
                 "kernels": [
                     {
-                        k: r.get(k)
-                        for k in (
-                            "name",
-                            "instances",
-                            "total_ns",
-                            "avg_ns",
-                            "med_ns",
-                            "min_ns",
-                            "max_ns",
-                        )
+                        "name": k.name,
+                        "instances": k.instances,
+                        "total_ns": k.total_ns,
+                        "avg_ns": k.avg_ns,
+                        "med_ns": k.median_ns,
+                        "min_ns": k.min_ns,
+                        "max_ns": k.max_ns,
                     }
-                    for r in kernels
+                    for k in kernels
                 ],
             }
         )

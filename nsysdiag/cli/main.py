@@ -26,6 +26,7 @@ from ..errors import (
 )
 from ..render.tables import FORMATS, dumps, format_rows
 from ..report import Report
+from ..settings import DEFAULTS
 
 
 class Settings:
@@ -156,25 +157,27 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) 
 @click.option(
     "--tail-ratio",
     type=float,
-    default=2.0,
+    default=DEFAULTS.tail_ratio,
     show_default=True,
     help="P99/P50 above which the tail is abnormal.",
 )
 @click.option(
     "--elevated-ratio",
     type=float,
-    default=1.3,
+    default=DEFAULTS.elevated_ratio,
     show_default=True,
     help="P99/P50 above which the tail is elevated (a cause is named only with corroboration).",
 )
 @click.option(
     "--tail-pct",
     type=float,
-    default=1.0,
+    default=DEFAULTS.tail_pct,
     show_default=True,
     help="Slowest percent of units compared with the median band.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the classifier.")
+@click.option(
+    "--seed", type=int, default=DEFAULTS.seed, show_default=True, help="Seed of the classifier."
+)
 @pass_settings
 def diagnose(
     settings: Settings,
@@ -189,7 +192,6 @@ def diagnose(
     seed: int,
 ) -> None:
     """Diagnose the latency tail: its shape, the layer it comes from, and the evidence."""
-    from ..diagnosis.engine import Settings as DiagSettings
     from ..diagnosis.engine import diagnose as run_diagnosis
     from ..render.terminal import print_diagnosis
 
@@ -206,7 +208,7 @@ def diagnose(
             rep,
             range_name=range_name,
             baseline=baseline,
-            settings=DiagSettings(
+            settings=DEFAULTS.replace(
                 tail_ratio=tail_ratio, elevated_ratio=elevated_ratio, tail_pct=tail_pct, seed=seed
             ),
         )

@@ -11,60 +11,35 @@ Each check reads the measured evidence of the analyses and yields
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
+from ..analyses.base import AnalysisResult
+from ..analyses.graphs import GraphsResult
+from ..analyses.jitter import JitterResult
+from ..analyses.launch_gaps import LaunchGapsResult
+from ..analyses.launch_latency import LaunchLatencyResult
+from ..analyses.overlap import OverlapResult
+from ..analyses.ranges import Component, ComponentGrowth, RangesResult
+from ..analyses.transfers import DIRECTIONS, TransfersResult
 from ..render.text import fmt_ns
 from .model import Finding
 
 if TYPE_CHECKING:
-    from ..analyses.base import AnalysisResult
     from ..report import Report
-    from .engine import Settings
+    from ..settings import Settings
     from .model import TailSummary
 
+R = TypeVar("R", bound=AnalysisResult)
 
-def component_layer(component: str) -> str | None:
+
+def component_layer(component: Component | str) -> str | None:
     """Which layer a tail-attribution component belongs to (None: waiting, not a cause).
 
     Time in synchronization calls and GPU idle time are consequences (the host waits for
-    the GPU, or the GPU waits for the host) and are not counted for any layer.
+    the GPU, or the GPU waits for the host) and are not counted for any layer. The layer
+    is data of the component (:class:`~nsysdiag.analyses.ranges.Component`).
     """
-    c = component.lower()
-    if "pending" in c:
-        # the unit's work was submitted but nothing ran: the GPU (or work the trace does
-        # not show) held it back
-        return "gpu"
-    if "idle" in c or "sync" in c:
-        return None
-    if "copy" in c or "memcpy" in c or "memset" in c or "transfer" in c:
-        return "pcie"
-    if "kernel" in c and ("launch" in c or "api" in c):
-        return "cpu"
-    if (
-        "kernel" in c
-        or "other_work" in c
-        or "other_gpu" in c
-        or "gpu_other" in c
-        or "interfer" in c
-    ):
-        return "gpu"
-    if "outside" in c or "launch" in c or "cpu" in c or "queue" in c or "other_cuda" in c:
-        return "cpu"
-    return None
-
-
-def _cuda_call(component: str) -> bool:
-    """A CPU-side component that is time inside CUDA API calls (not outside them)."""
-    c = component.lower()
-    return "outside" not in c and any(w in c for w in ("launch", "api", "memcpy", "memset"))
-
-
-def _num(d: dict, *keys: str, default: float | None = None) -> float | None:
-    for k in keys:
-        v = d.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v)
-    return default
+    return Component(component).layer
 
 
 class Evidence:
@@ -85,9 +60,10 @@ class Evidence:
         self._reasons: dict[str, list[str]] = {"cpu": [], "gpu": [], "pcie": []}
         self._jitter: AnalysisResult | None = results.get("jitter")
 
-    def summary(self, name: str) -> dict[str, Any]:
+    def measured(self, name: str, kind: type[R]) -> R | None:
+        """The result of analysis ``name`` when it measured (status ok), else None."""
         r = self.results.get(name)
-        return r.summary if r is not None and r.ok else {}
+        return r if isinstance(r, kind) and r.ok else None
 
     # -- scores -------------------------------------------------------------------------
     def _score(self, layer: str, value: float, reason: str) -> None:
@@ -110,9 +86,10 @@ class Evidence:
         r = self.results.get("ranges")
         return r.message if r is not None else "the ranges analysis did not run"
 
-    def attribution(self) -> dict[str, dict[str, Any]]:
-        attr = self.summary("ranges").get("attribution") or {}
-        return attr if isinstance(attr, dict) else {}
+    def attribution(self) -> tuple[ComponentGrowth, ...]:
+        """The tail attribution's components (largest growth first); empty without it."""
+        r = self.measured("ranges", RangesResult)
+        return r.attribution if r is not None else ()
 
     def attribution_shares(self) -> dict[str, float]:
         """Layer -> share of the tail's extra latency explained by that layer.
@@ -129,21 +106,21 @@ class Evidence:
         sides: dict[str, dict[str, float]] = {"cpu": {}, "gpu": {}}
         idle = 0.0
         pageable = self.pageable_dominant()
-        for comp, v in self.attribution().items():
-            share = _num(v, "share_of_delta", default=0.0) if isinstance(v, dict) else 0.0
-            side = comp.split("_", 1)[0]
-            if side not in sides or not share or share <= 0:
+        for g in self.attribution():
+            share = g.share_of_delta
+            comp = g.component
+            if not share or share <= 0:
                 continue
-            if side == "gpu" and "idle" in comp and "pending" not in comp:
+            if comp.waits_for_host:
                 idle += share
                 continue
-            layer = component_layer(comp)
-            if pageable and layer == "cpu" and _cuda_call(comp):
+            layer = comp.layer
+            if pageable and layer == "cpu" and comp.cuda_call:
                 # pageable copies are staged by the driver, which blocks CUDA calls of every
                 # kind while the link is busy: their growth is transfer time
                 layer = "pcie"
             if layer:
-                sides[side][layer] = sides[side].get(layer, 0.0) + share
+                sides[comp.side][layer] = sides[comp.side].get(layer, 0.0) + share
         weight = {"cpu": min(1.0, idle), "gpu": max(0.0, 1.0 - min(1.0, idle))}
         shares: dict[str, float] = {}
         for side, layers in sides.items():
@@ -154,17 +131,18 @@ class Evidence:
 
     def attribution_detail(self, layer: str) -> str:
         best = None
-        for comp, v in self.attribution().items():
-            if component_layer(comp) != layer or not isinstance(v, dict):
+        for g in self.attribution():
+            if g.component.layer != layer:
                 continue
-            delta = _num(v, "delta_ns", default=0.0) or 0.0
+            delta = g.delta_ns or 0.0
             if delta > 0 and (best is None or delta > best[1]):
-                best = (comp, delta, _num(v, "share_of_delta", default=0.0) or 0.0)
+                best = (g.component, delta, g.share_of_delta or 0.0)
         if best is None:
             return ""
         return (
-            f"the slowest units spend {fmt_ns(best[1])} more in {best[0].replace('_', ' ')} "
-            f"than the median ({best[2]:.0%} of the extra latency)"
+            f"the slowest units spend {fmt_ns(best[1])} more in "
+            f"{best[0].value.replace('_', ' ')} than the median ({best[2]:.0%} of the extra "
+            "latency)"
         )
 
     # -- checks -------------------------------------------------------------------------
@@ -183,63 +161,66 @@ class Evidence:
         return out
 
     def c1_launch(self) -> list[Finding]:
-        g = self.summary("launch_gaps")
-        lat = self.summary("launch_latency")
-        out = []
-        p99 = _num(g, "p99_ns")
-        p50 = _num(g, "p50_ns")
-        if p99 is not None:
-            over = p99 > self.settings.gap_p99_ns
-            depth = _num(lat, "depth_at_launch_p50")
-            shallow = depth is not None and depth <= 1
-            ev = [
-                f"{int(g.get('count', 0))} gaps between kernels; P50 {fmt_ns(p50)}, "
-                f"P99 {fmt_ns(p99)} (threshold {fmt_ns(self.settings.gap_p99_ns)})"
-            ]
-            share = _num(g, "share_above_normal_pct")
-            if share is not None:
-                ev.append(
-                    f"{share:.1f}% of gaps exceed the normal {fmt_ns(self.settings.gap_normal_ns)}"
-                )
-            if depth is not None:
-                ev.append(
-                    f"dispatch queue depth at launch: P50 {depth:g} launched-but-not-started kernels"
-                )
-            api = _num(lat, "api_duration_p50_ns")
-            if api is not None:
-                ev.append(f"launch call CPU cost P50 {fmt_ns(api)}")
-            if over and not self.graphs_in_use:
-                self._score(
+        g = self.measured("launch_gaps", LaunchGapsResult)
+        lat = self.measured("launch_latency", LaunchLatencyResult)
+        out: list[Finding] = []
+        if g is None or g.p99_ns is None:
+            return out
+        p99, p50 = g.p99_ns, g.p50_ns
+        # the launch-overhead judgement is the launch gaps analysis' (cpu_bound), made with
+        # its thresholds (the settings')
+        over = g.cpu_bound
+        threshold = g.p99_threshold_ns
+        depth = lat.depth_at_launch_p50 if lat is not None else None
+        shallow = depth is not None and depth <= self.settings.shallow_queue_depth
+        ev = [
+            f"{int(g.count)} gaps between kernels; P50 {fmt_ns(p50)}, "
+            f"P99 {fmt_ns(p99)} (threshold {fmt_ns(threshold)})"
+        ]
+        if g.share_above_normal_pct is not None:
+            ev.append(
+                f"{g.share_above_normal_pct:.1f}% of gaps exceed the normal "
+                f"{fmt_ns(g.normal_threshold_ns)}"
+            )
+        if depth is not None:
+            ev.append(
+                f"dispatch queue depth at launch: P50 {depth:g} launched-but-not-started kernels"
+            )
+        api = lat.api_duration_p50_ns if lat is not None else None
+        if api is not None:
+            ev.append(f"launch call CPU cost P50 {fmt_ns(api)}")
+        if over and not self.graphs_in_use:
+            self._score(
+                "cpu",
+                0.7 if shallow else 0.4,
+                f"P99 launch gap {fmt_ns(p99)} with the dispatch queue "
+                + ("nearly empty" if shallow else "not drained"),
+            )
+            out.append(
+                Finding(
                     "cpu",
-                    0.7 if shallow else 0.4,
-                    f"P99 launch gap {fmt_ns(p99)} with the dispatch queue "
-                    + ("nearly empty" if shallow else "not drained"),
+                    "warning",
+                    f"Kernel launch overhead: P99 launch gap {fmt_ns(p99)} "
+                    f"exceeds {fmt_ns(threshold)}",
+                    tuple(ev),
+                    "Cut per-kernel CPU cost on the launch path: capture the hot loop as a CUDA "
+                    "Graph, fuse small kernels, keep the launching thread free of other work, "
+                    "or spread independent work over more CUDA streams.",
+                    check="C1",
+                    weight=p99 / threshold,
                 )
-                out.append(
-                    Finding(
-                        "cpu",
-                        "warning",
-                        f"Kernel launch overhead: P99 launch gap {fmt_ns(p99)} "
-                        f"exceeds {fmt_ns(self.settings.gap_p99_ns)}",
-                        tuple(ev),
-                        "Cut per-kernel CPU cost on the launch path: capture the hot loop as a CUDA "
-                        "Graph, fuse small kernels, keep the launching thread free of other work, "
-                        "or spread independent work over more CUDA streams.",
-                        check="C1",
-                        weight=p99 / self.settings.gap_p99_ns,
-                    )
+            )
+        elif p50 is not None:
+            out.append(
+                Finding(
+                    "cpu",
+                    "info",
+                    f"Launch gaps within bounds (P99 {fmt_ns(p99)})",
+                    tuple(ev),
+                    check="C1",
+                    weight=0.1,
                 )
-            elif p50 is not None:
-                out.append(
-                    Finding(
-                        "cpu",
-                        "info",
-                        f"Launch gaps within bounds (P99 {fmt_ns(p99)})",
-                        tuple(ev),
-                        check="C1",
-                        weight=0.1,
-                    )
-                )
+            )
         return out
 
     def c2_threads(self) -> list[Finding]:
@@ -267,26 +248,27 @@ class Evidence:
 
     def _jitter_result(self) -> AnalysisResult | None:
         if self._jitter is None and self.report.probe.present("kernels"):
-            self._jitter = self.report.analysis("jitter")
+            self._jitter = self.report.analysis("jitter", settings=self.settings)
             self.results["jitter"] = self._jitter
         return self._jitter
 
     def d1_jitter(self) -> list[Finding]:
         j = self._jitter_result()
-        if j is None or not j.ok or not j.summary.get("kernels_examined"):
+        if not isinstance(j, JitterResult) or not j.ok or not j.kernels_examined:
             return []
-        s = j.summary
-        slow = _num(s, "time_weighted_slow_pct", default=0.0) or 0.0
-        ratio = _num(s, "time_weighted_p99_over_p50", default=1.0) or 1.0
-        score = min(1.0, slow / 10.0)
+        slow = j.time_weighted_slow_pct or 0.0
+        ratio = j.time_weighted_p99_over_p50 or 1.0
+        score = min(1.0, slow / self.settings.slow_full_score_pct)
         ev = (
-            f"{slow:.1f}% of launches of the top kernels (time-weighted) run over 1.5x their "
+            f"{slow:.1f}% of launches of the top kernels (time-weighted) run over "
+            f"{self.settings.slow_ratio:g}x their "
             f"median; time-weighted P99/P50 of kernel durations {ratio:.2f}",
-            f"worst: {str(s.get('worst_kernel'))[:80]} with P99/P50 "
-            f"{_num(s, 'worst_p99_over_p50', default=0):.2f}",
+            f"worst: {str(j.worst_kernel)[:80]} with P99/P50 "
+            f"{j.worst_p99_over_p50 or 0:.2f}",
         )
         if score >= 0.3:
-            self._score("gpu", score, f"{slow:.1f}% of kernel launches run over 1.5x their median")
+            self._score("gpu", score, f"{slow:.1f}% of kernel launches run over "
+                                      f"{self.settings.slow_ratio:g}x their median")
             return [
                 Finding(
                     "gpu",
@@ -332,28 +314,29 @@ class Evidence:
         ]
 
     def pageable_dominant(self) -> bool:
-        """Most copy time moves pageable host memory (the driver stages it through a bounce buffer)."""
-        t = self.summary("transfers")
-        return (_num(t, "pageable_time_pct", default=0.0) or 0.0) >= 50.0
+        """Most copy time moves pageable host memory (the driver stages it through a bounce
+        buffer): at least ``settings.pageable_dominant_pct``."""
+        t = self.measured("transfers", TransfersResult)
+        pct = t.pageable_time_pct if t is not None else None
+        return (pct or 0.0) >= self.settings.pageable_dominant_pct
 
     def e1_transfers(self) -> list[Finding]:
-        t = self.summary("transfers")
-        if not t:
+        t = self.measured("transfers", TransfersResult)
+        if t is None:
             return []
-        contention = _num(t, "contention_share_pct", default=0.0) or 0.0
-        pageable = int(_num(t, "pageable_copies", default=0.0) or 0)
-        pageable_pct = _num(t, "pageable_time_pct")
+        contention = t.contention_share_pct or 0.0
+        pageable = int(t.pageable_copies or 0)
+        pageable_pct = t.pageable_time_pct
         ev = []
-        score = min(1.0, contention / 40.0)
+        score = min(1.0, contention / self.settings.contention_full_score_pct)
         if contention > 0:
             ev.append(f"{contention:.0f}% of copy time overlaps another copy in the same direction")
-            for d in ("htod", "dtoh"):
-                shared = _num(t, f"{d}_overlapped_median_gbps")
-                alone = _num(t, f"{d}_alone_median_gbps")
-                if shared and alone:
+            for d in DIRECTIONS:
+                f = t.direction(d)
+                if f.overlapped_median_gbps and f.alone_median_gbps:
                     ev.append(
-                        f"{d.upper()} median {shared:.1f} GB/s while overlapped vs "
-                        f"{alone:.1f} GB/s alone"
+                        f"{d.upper()} median {f.overlapped_median_gbps:.1f} GB/s while "
+                        f"overlapped vs {f.alone_median_gbps:.1f} GB/s alone"
                     )
         if pageable:
             ev.append(
@@ -361,15 +344,14 @@ class Evidence:
                 + (f" ({pageable_pct:.0f}% of copy time)" if pageable_pct is not None else "")
             )
         low_link = False
-        for d in ("htod", "dtoh"):
-            pct = _num(t, f"{d}_achieved_pct_of_link")
-            link = _num(t, f"link_{d}_gbps")
-            if pct is not None and link:
+        for d in DIRECTIONS:
+            f = t.direction(d)
+            if f.achieved_pct_of_link is not None and f.link_gbps:
                 ev.append(
-                    f"{d.upper()} copies reach {pct:.0f}% of the link "
-                    f"({link:.0f} GB/s, {t.get('link_source', 'default')} figure)"
+                    f"{d.upper()} copies reach {f.achieved_pct_of_link:.0f}% of the link "
+                    f"({f.link_gbps:.0f} GB/s, {t.link_source} figure)"
                 )
-                low_link = low_link or pct < 50
+                low_link = low_link or f.achieved_pct_of_link < self.settings.low_link_pct
         if self.pageable_dominant():
             score = max(score, 0.6 if low_link else 0.5)
         elif pageable:
@@ -393,8 +375,8 @@ class Evidence:
         ]
 
     def overlap(self) -> list[Finding]:
-        r = self.results.get("overlap")
-        if r is None or not r.ok or not r.findings:
+        r = self.measured("overlap", OverlapResult)
+        if r is None or not r.findings:
             return []
         return [
             Finding(
@@ -410,18 +392,15 @@ class Evidence:
         ]
 
     def graphs(self) -> list[Finding]:
-        s = self.summary("graphs") or (
-            self.results["graphs"].summary if "graphs" in self.results else {}
-        )
-        if not s.get("in_use"):
+        g = self.results.get("graphs")
+        if not isinstance(g, GraphsResult) or not g.in_use:
             return []
         ev = [
-            f"{int(_num(s, 'graph_launches', default=0) or 0)} graph launches "
-            f"({s.get('trace_level', '?')}-level tracing)"
+            f"{int(g.graph_launches or 0)} graph launches "
+            f"({g.trace_level}-level tracing)"
         ]
-        share = _num(s, "graph_gpu_time_pct")
-        if share is not None:
-            ev.append(f"{share:.0f}% of kernel GPU time runs inside graphs")
+        if g.graph_gpu_time_pct is not None:
+            ev.append(f"{g.graph_gpu_time_pct:.0f}% of kernel GPU time runs inside graphs")
         return [
             Finding(
                 "graph",
@@ -438,30 +417,23 @@ class Evidence:
 
 def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Finding]:
     """The tail itself and its attribution, as findings."""
-    if ranges is None or not ranges.ok or tail.p50_ns is None:
+    if not isinstance(ranges, RangesResult) or not ranges.ok or tail.p50_ns is None:
         return []
     ev = [
         f"{tail.n} x '{tail.unit}': P50 {fmt_ns(tail.p50_ns)}, P90 {fmt_ns(tail.p90_ns)}, "
         f"P99 {fmt_ns(tail.p99_ns)} (P99/P50 {tail.p99_over_p50:.2f}); shape {tail.shape} "
         f"(confidence {tail.shape_confidence:.2f})"
     ]
-    attr = ranges.summary.get("attribution") or {}
-    grown = sorted(
-        (
-            (k, v)
-            for k, v in attr.items()
-            if isinstance(v, dict) and (_num(v, "delta_ns", default=0) or 0) > 0
-        ),
-        key=lambda kv: -(_num(kv[1], "delta_ns", default=0) or 0),
-    )
-    for comp, v in grown[:4]:
+    grown = sorted((g for g in ranges.attribution if (g.delta_ns or 0) > 0),
+                   key=lambda g: -(g.delta_ns or 0))
+    for g in grown[:4]:
         ev.append(
-            f"slowest units vs median: {comp.replace('_', ' ')} "
-            f"{fmt_ns(_num(v, 'median_mean_ns'))} -> {fmt_ns(_num(v, 'tail_mean_ns'))} "
-            f"(+{fmt_ns(_num(v, 'delta_ns'))}, {(_num(v, 'share_of_delta', default=0) or 0):.0%} "
+            f"slowest units vs median: {g.component.value.replace('_', ' ')} "
+            f"{fmt_ns(g.median_mean_ns)} -> {fmt_ns(g.tail_mean_ns)} "
+            f"(+{fmt_ns(g.delta_ns)}, {(g.share_of_delta or 0):.0%} "
             "of the extra latency)"
         )
-    layer = component_layer(grown[0][0]) if grown else None
+    layer = grown[0].component.layer if grown else None
     sev = (
         "critical"
         if tail.level == "abnormal"

@@ -18,35 +18,25 @@ independent check of the same layer agree; otherwise it is healthy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..analyses.base import AnalysisResult
+from ..analyses.graphs import GraphsResult
+from ..analyses.launch_gaps import LaunchGapsResult
+from ..analyses.ranges import RangesResult
 from ..engine import schedule
 from ..report import Report
+from ..settings import Settings
 from ..stats.classifier import classify_tail
 from . import checks
-from .model import Diagnosis, Finding, TailSummary, Verdict
+from .model import Diagnosis, Finding, GapSummary, GraphUse, TailSummary, Verdict
 
 CAUSE_LAYERS = ("cpu", "gpu", "pcie")
 SHAPE_LAYER = {"right_skewed": "cpu", "multimodal": "gpu", "flat_tail": "pcie"}
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Thresholds of the chain (all documented in docs/diagnosis.md)."""
-
-    tail_ratio: float = 2.0
-    elevated_ratio: float = 1.3
-    tail_pct: float = 1.0
-    min_score: float = 0.35
-    gap_normal_ns: float = 5_000
-    gap_p99_ns: float = 20_000
-    seed: int = 0
 
 
 def _run(report: Report, name: str, **kw: Any) -> AnalysisResult | None:
@@ -94,20 +84,16 @@ def _diagnose(
     report: Report, range_name: str | None, baseline: str | Path | None, settings: Settings
 ) -> Diagnosis:
     probe = report.probe
-    gaps_options = {
-        "normal_threshold_us": settings.gap_normal_ns / 1e3,
-        "p99_threshold_us": settings.gap_p99_ns / 1e3,
-        "detail": False,
-    }
+    gaps_options = {"settings": settings, "detail": False}
     beside = (
-        ("launch_latency", {"detail": False}),
-        ("transfers", {"baseline": str(baseline) if baseline else None}),
-        ("overlap", {}),
-        ("graphs", {}),
+        ("launch_latency", {"detail": False, "settings": settings}),
+        ("transfers", {"baseline": str(baseline) if baseline else None, "settings": settings}),
+        ("overlap", {"settings": settings}),
+        ("graphs", {"settings": settings}),
     )
     done = schedule.diagnosis_analyses(
         report, _run, ("launch_gaps", gaps_options), beside,
-        ("ranges", {"range_name": range_name, "tail_pct": settings.tail_pct}))
+        ("ranges", {"range_name": range_name, "settings": settings}))
     results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")
                if done[name] is not None}
 
@@ -116,7 +102,7 @@ def _diagnose(
     classifier = None
     # jitter (DuckDB, every core) runs beside the mixture fits of the tail (one core)
     with schedule.beside(report, _run if probe.present("kernels") else None, "jitter",
-                         views=("kernels",)) as jitter:
+                         views=("kernels",), settings=settings) as jitter:
         if durations is not None and durations.size:
             classifier = classify_tail(durations, rng=settings.seed,
                                        tight_ratio=settings.tail_ratio)
@@ -125,7 +111,8 @@ def _diagnose(
     tail = _tail_summary(ranges, durations, classifier, settings)
 
     graphs = results.get("graphs")
-    in_use = bool(graphs.summary.get("in_use")) if graphs is not None else False
+    graphs = graphs if isinstance(graphs, GraphsResult) else None
+    in_use = bool(graphs.in_use) if graphs is not None else False
     ev = checks.Evidence(report, results, settings, in_use)
     findings = ev.run_all()
     findings += checks.tail_findings(tail, ranges)
@@ -133,42 +120,27 @@ def _diagnose(
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), -f.weight))
 
     gaps = results.get("launch_gaps")
-    gs = gaps.summary if gaps is not None and gaps.ok else {}
-    launch_gaps = {
-        "status": gaps.status if gaps is not None else "not_captured",
-        "count": int(gs.get("count", 0) or 0),
-        "p50_ns": gs.get("p50_ns"),
-        "p90_ns": gs.get("p90_ns"),
-        "p99_ns": gs.get("p99_ns"),
-        "max_ns": gs.get("max_ns"),
-        "share_above_normal_pct": gs.get("share_above_normal_pct"),
-    }
-    cuda_graphs = {"in_use": in_use}
-    if graphs is not None:
-        cuda_graphs.update(
-            {k: v for k, v in graphs.summary.items() if not isinstance(v, (dict, list))}
-        )
-        cuda_graphs["in_use"] = in_use
+    measured = gaps if isinstance(gaps, LaunchGapsResult) and gaps.ok else None
+    launch_gaps = GapSummary(
+        status=gaps.status if gaps is not None else "not_captured",
+        count=int(measured.count or 0) if measured else 0,
+        p50_ns=measured.p50_ns if measured else None,
+        p90_ns=measured.p90_ns if measured else None,
+        p99_ns=measured.p99_ns if measured else None,
+        max_ns=measured.max_ns if measured else None,
+        share_above_normal_pct=measured.share_above_normal_pct if measured else None,
+    )
     return Diagnosis(
         path=str(report.path),
         tail=tail,
         verdict=verdict,
         findings=tuple(findings),
         launch_gaps=launch_gaps,
-        cuda_graphs=cuda_graphs,
-        evidence={
-            k: {"status": r.status, "message": r.message, "summary": r.summary}
-            for k, r in results.items()
-        },
+        cuda_graphs=GraphUse(in_use, graphs),
         captured={k: v.status for k, v in probe.views.items()},
-        settings={
-            "tail_ratio": settings.tail_ratio,
-            "elevated_ratio": settings.elevated_ratio,
-            "tail_pct": settings.tail_pct,
-            "range": range_name,
-            "baseline": str(baseline) if baseline else None,
-            "seed": settings.seed,
-        },
+        settings=settings,
+        range_name=range_name,
+        baseline=str(baseline) if baseline else None,
         classifier=classifier,
         durations_ns=durations,
         analyses=results,
@@ -176,7 +148,7 @@ def _diagnose(
 
 
 def _durations(ranges: AnalysisResult | None) -> np.ndarray | None:
-    if ranges is None or not ranges.ok or "instances" not in ranges.tables:
+    if not isinstance(ranges, RangesResult) or not ranges.ok or "instances" not in ranges.tables:
         return None
     col = ranges.tables["instances"].column("duration_ns").to_numpy(zero_copy_only=False)
     col = np.asarray(col, dtype=float)
@@ -186,7 +158,7 @@ def _durations(ranges: AnalysisResult | None) -> np.ndarray | None:
 def _tail_summary(
     ranges: AnalysisResult | None, d: np.ndarray | None, classifier, settings: Settings
 ) -> TailSummary:
-    if ranges is None or d is None or d.size == 0:
+    if not isinstance(ranges, RangesResult) or d is None or d.size == 0:
         return TailSummary(
             None, None, 0, None, None, None, None, "insufficient_data", 0.0, "unknown"
         )
@@ -202,8 +174,8 @@ def _tail_summary(
     else:
         level = "normal"
     return TailSummary(
-        unit=ranges.summary.get("unit"),
-        unit_source=ranges.summary.get("unit_source"),
+        unit=ranges.unit,
+        unit_source=ranges.unit_source,
         n=int(d.size),
         p50_ns=p50,
         p90_ns=p90,
@@ -246,8 +218,8 @@ def _verdict(
         ratio += ", CUDA Graphs in use"
 
     corroborated = (
-        attr.get(best, 0.0) >= 0.4
-        and ev.check_score(best) >= 0.5
+        attr.get(best, 0.0) >= settings.corroborate_attribution
+        and ev.check_score(best) >= settings.corroborate_check
         and (best != "cpu" or tail.shape == "right_skewed")
     )
     if tail.level == "normal" or (tail.level == "elevated" and not corroborated):

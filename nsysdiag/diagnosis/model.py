@@ -7,15 +7,18 @@ version.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..render.tables import dumps
+from ..settings import Settings
 
 if TYPE_CHECKING:
     import numpy as np
 
     from ..analyses.base import AnalysisResult
+    from ..analyses.graphs import GraphsResult
     from ..stats.classifier import TailShapeResult
 
 SCHEMA = "nsysdiag.diagnosis/1"
@@ -101,6 +104,40 @@ class TailSummary:
 
 
 @dataclass(frozen=True)
+class GapSummary:
+    """The launch gaps in brief (from the launch_gaps analysis; count 0 and None figures
+    when it did not measure)."""
+
+    status: str  #: the launch_gaps analysis' status
+    count: int  #: main gaps
+    p50_ns: float | None  #: P50 gap, ns
+    p90_ns: float | None  #: P90 gap, ns
+    p99_ns: float | None  #: P99 gap, ns
+    max_ns: float | None  #: largest gap, ns
+    share_above_normal_pct: float | None  #: share of gaps above the normal threshold, %
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class GraphUse:
+    """Whether CUDA Graphs are in use, with the graphs analysis' figures (None when it did
+    not run)."""
+
+    in_use: bool
+    graphs: GraphsResult | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"in_use": self.in_use}
+        if self.graphs is not None:
+            out.update({k: v for k, v in self.graphs.summary.items()
+                        if not isinstance(v, (dict, list))})
+            out["in_use"] = self.in_use
+        return out
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     """Everything ``nsysdiag diagnose`` reports for one trace."""
 
@@ -108,14 +145,32 @@ class Diagnosis:
     tail: TailSummary
     verdict: Verdict
     findings: tuple[Finding, ...]
-    launch_gaps: dict[str, Any]
-    cuda_graphs: dict[str, Any]
-    evidence: dict[str, dict[str, Any]]
+    launch_gaps: GapSummary
+    cuda_graphs: GraphUse
     captured: dict[str, str]
-    settings: dict[str, Any]
+    settings: Settings
+    range_name: str | None = None
+    baseline: str | None = None
     classifier: TailShapeResult | None = None
     durations_ns: np.ndarray | None = None
     analyses: dict[str, AnalysisResult] = field(default_factory=dict)
+
+    @property
+    def evidence(self) -> dict[str, dict[str, Any]]:
+        """Each analysis' status, message and summary (the JSON ``evidence``)."""
+        return {k: {"status": r.status, "message": r.message, "summary": r.summary}
+                for k, r in self.analyses.items()}
+
+    def settings_dict(self) -> dict[str, Any]:
+        """The settings as the JSON ``settings`` section gives them."""
+        return {
+            "tail_ratio": self.settings.tail_ratio,
+            "elevated_ratio": self.settings.elevated_ratio,
+            "tail_pct": self.settings.tail_pct,
+            "range": self.range_name,
+            "baseline": self.baseline,
+            "seed": self.settings.seed,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,12 +179,12 @@ class Diagnosis:
             "tail": self.tail.to_dict(),
             "verdict": self.verdict.to_dict(),
             "findings": [f.to_dict() for f in self.findings],
-            "launch_gaps": self.launch_gaps,
-            "cuda_graphs": self.cuda_graphs,
+            "launch_gaps": self.launch_gaps.to_dict(),
+            "cuda_graphs": self.cuda_graphs.to_dict(),
             "classifier": self.classifier.to_dict() if self.classifier is not None else None,
             "evidence": self.evidence,
             "captured": self.captured,
-            "settings": self.settings,
+            "settings": self.settings_dict(),
         }
 
     def to_json(self, indent: int | None = 2) -> str:

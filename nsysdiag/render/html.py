@@ -10,7 +10,8 @@ Sections, each skipped with a note when its analysis did not run or has no data:
 
 1. the verdict (layer, confidence, summary) and the tail in numbers;
 2. the unit latency histogram (log-spaced bins) with the fitted model's density;
-3. the launch-gap distribution (log scale) with the 5 us / 20 us thresholds;
+3. the launch-gap distribution (log scale) with the normal and P99 thresholds (5 us / 20 us
+   by default: ``Settings.gap_normal_ns``, ``gap_p99_ns``);
 4. transfer bandwidth by copy kind against the host link;
 5. the tail attribution: median band vs slowest units, stacked by component;
 6. timelines of a few slowest units (and a median one) - these need the open report, so
@@ -39,6 +40,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..analyses.base import AnalysisResult
+from ..analyses.jitter import JitterResult
+from ..analyses.launch_gaps import LaunchGapsResult
+from ..analyses.ranges import Component, RangesResult
+from ..analyses.transfers import TransfersResult
 from .svg import (
     BAR,
     CURVE,
@@ -62,7 +68,6 @@ from .text import fmt_bytes, fmt_ns
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..analyses.base import AnalysisResult
     from ..diagnosis.model import Diagnosis
     from ..report import Report
 
@@ -302,14 +307,6 @@ def _analysis(d: Diagnosis, name: str) -> AnalysisResult | None:
     return r if r is not None and getattr(r, "ok", False) else None
 
 
-def _table(d: Diagnosis, analysis: str, table: str) -> pa.Table | None:
-    r = _analysis(d, analysis)
-    if r is None:
-        return None
-    t = r.tables.get(table)
-    return t if t is not None and t.num_rows > 0 else None
-
-
 def _num(v: Any) -> float | None:
     try:
         f = float(v)
@@ -326,9 +323,6 @@ def _missing(d: Diagnosis, analysis: str, what: str) -> str:
     """Why a section is empty, from the analysis' status and message."""
     r = (d.analyses or {}).get(analysis)
     if r is None:
-        ev = (d.evidence or {}).get(analysis)
-        if ev:
-            return _note(f"{what}: {ev.get('status')} - {ev.get('message')}")
         return _note(f"{what}: the {analysis} analysis did not run for this trace.")
     reason = f"{r.status}" + (f" - {r.message}" if r.message else "")
     return _note(f"{what}: {reason}")
@@ -428,16 +422,16 @@ def _section_verdict(d: Diagnosis) -> str:
             ("P99 / P50", "-" if t.p99_over_p50 is None else f"{t.p99_over_p50:.2f}", t.level),
             ("shape", t.shape.replace("_", " "), f"confidence {t.shape_confidence:.2f}"),
         ]
-    g = d.launch_gaps or {}
-    if g.get("count"):
+    g = d.launch_gaps
+    if g.count:
         cards.append(
             (
                 "launch gaps",
-                f"P99 {fmt_ns(g.get('p99_ns'))}",
-                f"P50 {fmt_ns(g.get('p50_ns'))}, {int(g['count'])} gaps",
+                f"P99 {fmt_ns(g.p99_ns)}",
+                f"P50 {fmt_ns(g.p50_ns)}, {int(g.count)} gaps",
             )
         )
-    graphs = "in use" if (d.cuda_graphs or {}).get("in_use") else "not used"
+    graphs = "in use" if d.cuda_graphs.in_use else "not used"
     cards.append(("CUDA Graphs", graphs, ""))
     tail = _kv_cards(cards)
     if not t.unit:
@@ -556,15 +550,16 @@ def _section_gaps(d: Diagnosis) -> str:
     head = _h2(
         "Launch gaps",
         "Idle time between consecutive kernels on a GPU (start minus the "
-        "running maximum of earlier kernels' ends). Normal is under 5 us; a P99 above "
-        "20 us signals a CPU-side scheduling bottleneck.",
+        f"running maximum of earlier kernels' ends). Normal is under "
+        f"{fmt_ns(d.settings.gap_normal_ns)}; a P99 above "
+        f"{fmt_ns(d.settings.gap_p99_ns)} signals a CPU-side scheduling bottleneck.",
     )
     r = _analysis(d, "launch_gaps")
-    if r is None:
+    if not isinstance(r, LaunchGapsResult):
         return head + _missing(d, "launch_gaps", "No launch gaps")
-    s = r.summary
-    normal = _num(s.get("normal_threshold_ns")) or 5_000.0
-    p99t = _num(s.get("p99_threshold_ns")) or 20_000.0
+    # the thresholds the analysis judged with (the settings')
+    normal = float(r.normal_threshold_ns)
+    p99t = float(r.p99_threshold_ns)
     bins: list[tuple[float, float, float]] = []
     hist = r.tables.get("histogram")
     if (
@@ -602,18 +597,18 @@ def _section_gaps(d: Diagnosis) -> str:
         [
             (
                 "gaps",
-                f"{int(s.get('count') or 0):,}",
-                f"over {int(s.get('kernels') or 0):,} kernels",
+                f"{int(r.count or 0):,}",
+                f"over {int(r.kernels or 0):,} kernels",
             ),
-            ("P50", fmt_ns(_num(s.get("p50_ns"))), ""),
-            ("P90", fmt_ns(_num(s.get("p90_ns"))), ""),
+            ("P50", fmt_ns(_num(r.p50_ns)), ""),
+            ("P90", fmt_ns(_num(r.p90_ns)), ""),
             (
                 "P99",
-                fmt_ns(_num(s.get("p99_ns"))),
-                "CPU-bound" if s.get("cpu_bound") else "within threshold",
+                fmt_ns(_num(r.p99_ns)),
+                "CPU-bound" if r.cpu_bound else "within threshold",
             ),
-            ("above normal", _pct(_num(s.get("share_above_normal_pct")), 1), f"> {fmt_ns(normal)}"),
-            ("idle total", fmt_ns(_num(s.get("total_ns"))), "sum of gaps"),
+            ("above normal", _pct(_num(r.share_above_normal_pct), 1), f"> {fmt_ns(normal)}"),
+            ("idle total", fmt_ns(_num(r.total_ns)), "sum of gaps"),
         ]
     )
     if not bins or not any(b[2] for b in bins):
@@ -627,8 +622,7 @@ def _section_gaps(d: Diagnosis) -> str:
         VLine(normal, f"{fmt_ns(normal)} normal", "#2f9e44"),
         VLine(p99t, f"{fmt_ns(p99t)} P99 threshold", "#c92a2a"),
     ]
-    for lab, key in (("P50", "p50_ns"), ("P99", "p99_ns")):
-        v = _num(s.get(key))
+    for lab, v in (("P50", _num(r.p50_ns)), ("P99", _num(r.p99_ns))):
         if v and v > 0:
             vl.append(VLine(v, f"{lab} {fmt_ns(v)}", INK, dash="2 3"))
     total = sum(b[2] for b in bins) or 1.0
@@ -649,20 +643,20 @@ def _section_gaps(d: Diagnosis) -> str:
         ]
     )
     extra = ""
-    per_stream = r.tables.get("per_stream")
-    if per_stream is not None and per_stream.num_rows > 1:
+    per_stream = r.per_stream()
+    if len(per_stream) > 1:
         rows = [
             (
-                row.get("device_id"),
-                row.get("pid"),
-                row.get("stream_id"),
-                row.get("kernels"),
-                row.get("gaps"),
-                fmt_ns(_num(row.get("p50_ns"))),
-                fmt_ns(_num(row.get("p99_ns"))),
-                _pct(_num(row.get("share_above_normal_pct")), 1),
+                row.device_id,
+                row.pid,
+                row.stream_id,
+                row.kernels,
+                row.gaps,
+                fmt_ns(_num(row.p50_ns)),
+                fmt_ns(_num(row.p99_ns)),
+                _pct(_num(row.share_above_normal_pct), 1),
             )
-            for row in per_stream.slice(0, 20).to_pylist()
+            for row in per_stream[:20]
         ]
         extra = (
             "<details><summary>gaps per stream</summary>"
@@ -691,41 +685,37 @@ def _section_transfers(d: Diagnosis) -> str:
         "single copies) against the host link's per-direction rate (dashed).",
     )
     r = _analysis(d, "transfers")
-    if r is None:
+    if not isinstance(r, TransfersResult):
         return head + _missing(d, "transfers", "No transfers")
-    s = r.summary
-    by_kind = r.tables.get("by_kind")
+    by_kind = r.by_kind()
     links: dict[str, tuple[float, str]] = {}
-    lt = r.tables.get("links")
-    if lt is not None and lt.num_rows:
-        for row in lt.to_pylist():
-            g = _num(row.get("link_gbps"))
-            if g is None:
-                continue
-            dirn = str(row.get("direction"))
-            if dirn not in links or g > links[dirn][0]:
-                links[dirn] = (g, str(row.get("link_note") or row.get("link_source") or ""))
-    for dirn, key in (("HtoD", "link_htod_gbps"), ("DtoH", "link_dtoh_gbps")):
-        g = _num(s.get(key))
+    for lk in r.links():
+        g = _num(lk.link_gbps)
+        if g is None:
+            continue
+        dirn = str(lk.direction)
+        if dirn not in links or g > links[dirn][0]:
+            links[dirn] = (g, str(lk.link_note or lk.link_source or ""))
+    for dirn, p in (("HtoD", "htod"), ("DtoH", "dtoh")):
+        g = _num(r.direction(p).link_gbps)
         if dirn not in links and g:
-            links[dirn] = (g, str(s.get("link_source") or ""))
+            links[dirn] = (g, str(r.link_source or ""))
     bars: list[Bar] = []
-    if by_kind is not None and by_kind.num_rows and "median_gbps" in by_kind.column_names:
-        rows = sorted(by_kind.to_pylist(), key=lambda r_: -(r_.get("total_bytes") or 0))[:10]
-        for row in rows:
-            op = str(row.get("op") or "memcpy")
-            kind = "memset" if op == "memset" else str(row.get("copy_kind") or "?")
+    if by_kind:
+        for row in sorted(by_kind, key=lambda r_: -(r_.total_bytes or 0))[:10]:
+            op = str(row.op or "memcpy")
+            kind = "memset" if op == "memset" else str(row.copy_kind or "?")
             dirn = _direction(kind)
-            med = _num(row.get("median_gbps")) or 0.0
-            src, dst = row.get("src_kind"), row.get("dst_kind")
+            med = _num(row.median_gbps) or 0.0
+            src, dst = row.src_kind, row.dst_kind
             sub = f"{src}→{dst}" if src and dst and op != "memset" else (str(dst or src or ""))
             link = links.get(dirn)
             tip = (
-                f"{kind} {sub}: {int(row.get('copies') or 0):,} copies, "
-                f"{fmt_bytes(row.get('total_bytes'))}; median {_gbps(med)}, "
-                f"P10 {_gbps(_num(row.get('p10_gbps')))}, "
-                f"P90 {_gbps(_num(row.get('p90_gbps')))}, "
-                f"aggregate {_gbps(_num(row.get('aggregate_gbps')))}"
+                f"{kind} {sub}: {int(row.copies or 0):,} copies, "
+                f"{fmt_bytes(row.total_bytes)}; median {_gbps(med)}, "
+                f"P10 {_gbps(_num(row.p10_gbps))}, "
+                f"P90 {_gbps(_num(row.p90_gbps))}, "
+                f"aggregate {_gbps(_num(row.aggregate_gbps))}"
             )
             if link:
                 tip += f"; link {_gbps(link[0])} ({link[1]})"
@@ -737,37 +727,38 @@ def _section_transfers(d: Diagnosis) -> str:
                     tip,
                     ref=link[0] if link else None,
                     ref_label=f"link {fmt_num(link[0])} GB/s" if link else "",
-                    sublabel=f"{sub} ×{int(row.get('copies') or 0):,}",
-                    lo=_num(row.get("p10_gbps")),
-                    hi=_num(row.get("p90_gbps")),
+                    sublabel=f"{sub} ×{int(row.copies or 0):,}",
+                    lo=_num(row.p10_gbps),
+                    hi=_num(row.p90_gbps),
                 )
             )
     parts = [head]
     cards = [
-        ("copies", f"{int(s.get('copies') or 0):,}", f"{fmt_bytes(s.get('total_bytes'))}"),
-        ("copy time", fmt_ns(_num(s.get("total_time_ns"))), ""),
+        ("copies", f"{int(r.copies or 0):,}", f"{fmt_bytes(r.total_bytes)}"),
+        ("copy time", fmt_ns(_num(r.total_time_ns)), ""),
     ]
     for dirn, p in (("HtoD", "htod"), ("DtoH", "dtoh")):
-        if s.get(f"{p}_copies"):
+        f = r.direction(p)
+        if f.copies:
             cards.append(
                 (
                     f"{dirn} aggregate",
-                    _gbps(_num(s.get(f"{p}_aggregate_gbps"))),
-                    f"{_pct(_num(s.get(f'{p}_aggregate_pct_of_link')))} of the link",
+                    _gbps(_num(f.aggregate_gbps)),
+                    f"{_pct(_num(f.aggregate_pct_of_link))} of the link",
                 )
             )
-    if s.get("pageable_copies"):
+    if r.pageable_copies:
         cards.append(
             (
                 "pageable copies",
-                f"{int(s['pageable_copies']):,}",
-                f"{_pct(_num(s.get('pageable_time_pct')))} of copy time",
+                f"{int(r.pageable_copies):,}",
+                f"{_pct(_num(r.pageable_time_pct))} of copy time",
             )
         )
     cards.append(
         (
             "same-direction contention",
-            _pct(_num(s.get("contention_share_pct"))),
+            _pct(_num(r.contention_share_pct)),
             "of copy time overlapped",
         )
     )
@@ -794,27 +785,27 @@ def _section_transfers(d: Diagnosis) -> str:
                 + "; ".join(notes)
                 + (
                     ""
-                    if s.get("link_source") != "default"
+                    if r.link_source != "default"
                     else " - pass --baseline with nvbandwidth -j output for a measured figure."
                 ),
                 "note small",
             )
         )
-    host = r.tables.get("host")
-    if host is not None and host.num_rows:
+    host = r.host()
+    if host:
         rows = [
             (
-                row.get("device_id"),
-                row.get("direction"),
-                f"{int(row.get('copies') or 0):,}",
-                fmt_bytes(row.get("median_bytes")),
-                _gbps(_num(row.get("median_gbps"))),
-                _gbps(_num(row.get("p90_gbps"))),
-                _gbps(_num(row.get("aggregate_gbps"))),
-                _gbps(_num(row.get("link_gbps"))),
-                _pct(_num(row.get("achieved_pct_of_link"))),
+                row.device_id,
+                row.direction,
+                f"{int(row.copies or 0):,}",
+                fmt_bytes(row.median_bytes),
+                _gbps(_num(row.median_gbps)),
+                _gbps(_num(row.p90_gbps)),
+                _gbps(_num(row.aggregate_gbps)),
+                _gbps(_num(row.link_gbps)),
+                _pct(_num(row.achieved_pct_of_link)),
             )
-            for row in host.to_pylist()
+            for row in host
         ]
         parts.append(
             "<details><summary>host link per device and direction</summary>"
@@ -853,57 +844,22 @@ COMPONENT_COLORS = {
 FAMILY_NAMES = {"cpu": "CPU side", "gpu": "GPU side"}
 
 
-def _attribution_rows(r: AnalysisResult) -> list[dict]:
+def _attribution_rows(r: RangesResult) -> list[dict]:
     """Components of the tail attribution: ``component``, ``family`` (cpu, gpu or ""),
-    ``median_ns``, ``tail_ns``, ``delta_ns``, ``share``.
-
-    Reads the ``attribution`` table when it has recognisable columns, else the summary's
-    ``attribution`` mapping (component -> figures). The ``total`` row is left out.
+    ``median_ns``, ``tail_ns``, ``delta_ns``, ``share``, from the ``attribution`` table.
+    The ``total`` row is left out.
     """
-    out: list[dict] = []
-    t = r.tables.get("attribution")
-    if t is not None and t.num_rows:
-        cols = t.column_names
-        comp = next((c for c in cols if c in ("component", "name", "part")), None)
-
-        def pick(*needles: str) -> str | None:
-            return next((c for c in cols if all(nd in c.lower() for nd in needles)), None)
-
-        med = pick("median", "_ns") or pick("median")
-        tail = pick("tail", "_ns") or pick("slow", "_ns") or pick("tail")
-        delta, share, fam = pick("delta"), pick("share"), pick("family")
-        if comp and med and tail:
-            for row in t.to_pylist():
-                out.append(
-                    {
-                        "component": str(row[comp]),
-                        "family": str(row[fam] or "") if fam else "",
-                        "median_ns": _num(row[med]) or 0.0,
-                        "tail_ns": _num(row[tail]) or 0.0,
-                        "delta_ns": _num(row[delta]) if delta else None,
-                        "share": _num(row[share]) if share else None,
-                    }
-                )
-    if not out:
-        attr = r.summary.get("attribution")
-        if isinstance(attr, dict):
-            for comp_, v in attr.items():
-                if not isinstance(v, dict):
-                    continue
-                med = _num(v.get("median_mean_ns", v.get("median_ns")))
-                tail = _num(v.get("tail_mean_ns", v.get("tail_ns")))
-                if med is None and tail is None:
-                    continue
-                out.append(
-                    {
-                        "component": str(comp_),
-                        "family": str(v.get("family") or ""),
-                        "median_ns": med or 0.0,
-                        "tail_ns": tail or 0.0,
-                        "delta_ns": _num(v.get("delta_ns")),
-                        "share": _num(v.get("share_of_delta")),
-                    }
-                )
+    out: list[dict] = [
+        {
+            "component": str(row.component),
+            "family": str(row.family or ""),
+            "median_ns": _num(row.median_mean_ns) or 0.0,
+            "tail_ns": _num(row.tail_mean_ns) or 0.0,
+            "delta_ns": _num(row.delta_ns),
+            "share": _num(row.share_of_delta),
+        }
+        for row in r.attribution_rows()
+    ]
     out = [
         row
         for row in out
@@ -924,6 +880,14 @@ def _attribution_rows(r: AnalysisResult) -> list[dict]:
     return out
 
 
+def _layer(component: str) -> str | None:
+    """The layer a component's growth points at (its :class:`Component` data)."""
+    try:
+        return Component(component).layer
+    except ValueError:
+        return None
+
+
 def _pretty(component: str) -> str:
     c = component
     for p in ("cpu_", "gpu_"):
@@ -933,10 +897,11 @@ def _pretty(component: str) -> str:
 
 
 def _section_attribution(d: Diagnosis) -> str:
-    pct = (d.settings or {}).get("tail_pct", 1.0)
+    pct = d.settings.tail_pct
     r = _analysis(d, "ranges")
-    s = r.summary if r is not None else {}
-    tail_n, med_n = s.get("tail_n"), s.get("median_band_n")
+    r = r if isinstance(r, RangesResult) else None
+    tail_n = r.tail_n if r is not None else None
+    med_n = r.median_band_n if r is not None else None
     who = (
         f"the slowest {fmt_num(pct)}% ({tail_n} units)"
         if tail_n
@@ -956,8 +921,6 @@ def _section_attribution(d: Diagnosis) -> str:
     rows = _attribution_rows(r)
     if not rows:
         return head + _note("The ranges analysis gave no attribution of the tail.")
-    from ..diagnosis.checks import component_layer
-
     fams = [f for f in ("cpu", "gpu") if any(row["family"] == f for row in rows)]
     fams += sorted({row["family"] for row in rows} - set(fams))
     extra_colors = iter(PALETTE)
@@ -1001,7 +964,7 @@ def _section_attribution(d: Diagnosis) -> str:
             (
                 FAMILY_NAMES.get(row["family"], row["family"]),
                 _pretty(row["component"]),
-                component_layer(row["component"]) or "waiting (a consequence)",
+                _layer(row["component"]) or "waiting (a consequence)",
                 fmt_ns(row["median_ns"]),
                 fmt_ns(row["tail_ns"]),
                 ("+" if row["delta_ns"] > 0 else "") + fmt_ns(row["delta_ns"]),
@@ -1222,20 +1185,21 @@ def _section_jitter(d: Diagnosis) -> str:
         "Kernels with the most GPU time: how far their slow "
         "launches stray from the median (check D1).",
     )
-    t = _table(d, "jitter", "per_kernel")
-    if t is None:
+    j = _analysis(d, "jitter")
+    per_kernel = j.per_kernel() if isinstance(j, JitterResult) else []
+    if not per_kernel:
         return head + _missing(d, "jitter", "No kernel jitter figures")
     rows = []
-    for row in t.slice(0, 15).to_pylist():
+    for row in per_kernel[:15]:
         rows.append(
             (
-                row.get("name"),
-                f"{int(row.get('instances') or 0):,}",
-                fmt_ns(_num(row.get("total_ns"))),
-                fmt_ns(_num(row.get("p50_ns"))),
-                fmt_ns(_num(row.get("p99_ns"))),
-                "-" if _num(row.get("p99_over_p50")) is None else f"{row['p99_over_p50']:.2f}",
-                _pct(_num(row.get("slow_pct")), 1),
+                row.name,
+                f"{int(row.instances or 0):,}",
+                fmt_ns(_num(row.total_ns)),
+                fmt_ns(_num(row.p50_ns)),
+                fmt_ns(_num(row.p99_ns)),
+                "-" if _num(row.p99_over_p50) is None else f"{row.p99_over_p50:.2f}",
+                _pct(_num(row.slow_pct), 1),
             )
         )
     return head + _html_table(
@@ -1272,7 +1236,7 @@ def _section_captured(d: Diagnosis) -> str:
     head = _h2("Captured data and settings")
     rows = [(k, v) for k, v in (d.captured or {}).items()]
     status_rows = [(k, r.status, r.message) for k, r in (d.analyses or {}).items()]
-    settings = [(k, "" if v is None else v) for k, v in (d.settings or {}).items()]
+    settings = [(k, "" if v is None else v) for k, v in d.settings_dict().items()]
     return (
         head
         + '<div class="cols">'

@@ -54,12 +54,12 @@ def diagnosis_lines(d: Diagnosis, *, max_findings: int = 8, markup: bool = False
             f"shape      {t.shape} (confidence {t.shape_confidence:.2f})",
         ]
     g = d.launch_gaps
-    if g.get("count"):
+    if g.count:
         lines.append(
-            f"launch gaps {g['count']} gaps, P50 {fmt_ns(g.get('p50_ns'))}, "
-            f"P99 {fmt_ns(g.get('p99_ns'))}"
+            f"launch gaps {g.count} gaps, P50 {fmt_ns(g.p50_ns)}, "
+            f"P99 {fmt_ns(g.p99_ns)}"
         )
-    lines.append(f"CUDA Graphs {'in use' if d.cuda_graphs.get('in_use') else 'not used'}")
+    lines.append(f"CUDA Graphs {'in use' if d.cuda_graphs.in_use else 'not used'}")
     lines.append("")
     shown = d.findings[:max_findings]
     lines.append(f"FINDINGS ({len(d.findings)}, most important first)")

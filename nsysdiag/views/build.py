@@ -26,6 +26,7 @@ from . import _compiled
 from .definitions import (
     API_CATEGORIES,
     API_CATEGORY_SQL,
+    API_VERSION_STAMP,
     CHECK_MACROS,
     VIEWS,
     RawInput,
@@ -36,7 +37,7 @@ from .enums import ENUM_TABLES, enum_table
 from .launch import LaunchCalls, arrow_values
 
 #: bump when a view's columns or meaning change, so old caches are not reused
-VIEW_FORMAT = 9
+VIEW_FORMAT = 10
 
 #: How views are written. zstd level 1: at 5M kernels 17% faster to write than the default
 #: level 3 for 5% more bytes (snappy: as fast, twice the bytes). Format version 2 (delta
@@ -276,14 +277,15 @@ class ViewStore:
         self.con.unregister("_strings_arrow")
         # The category is ENUM typed: DuckDB writes it to Parquet from its seven values
         # instead of hashing the string of every call. API names without their version
-        # suffix, with their category, for the api_calls view (``Strings``).
+        # stamp, with their category, for the api_calls view (``Strings``).
         self._run("DROP TYPE IF EXISTS _api_category")
         values = ", ".join(map(sql_string, API_CATEGORIES))
         self._run(f"CREATE TYPE _api_category AS ENUM ({values})")
         self._run(
             "CREATE OR REPLACE TEMP TABLE _api_names AS "
             f"SELECT id, n AS value, ({API_CATEGORY_SQL})::_api_category AS category FROM "
-            "(SELECT id, regexp_replace(value, '_v[0-9]+$', '') AS n FROM _strings)"
+            f"(SELECT id, regexp_replace(value, {sql_string(API_VERSION_STAMP)}, '') AS n "
+            "FROM _strings)"
         )
         for kind, (table, _, _) in ENUM_TABLES.items():
             rows = self.source.read(table, {"id": "int", "name": "text", "label": "text"}).read_all()

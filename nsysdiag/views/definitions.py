@@ -335,7 +335,8 @@ FROM {_timed('raw_runtime')} r""",
     columns={
         "start_ns": "call entry, ns", "end_ns": "call return, ns", "duration_ns": "ns",
         **_THREAD_DOC,
-        "name": "API name without its version suffix (cudaLaunchKernel, not cudaLaunchKernel_v7000)",
+        "name": "API name without its CUDA version stamp (cudaLaunchKernel, not "
+                "cudaLaunchKernel_v7000; cuGetProcAddress_v2 stays)",
         "category": "launch, graph_launch, memcpy, memset, sync, memory, other",
         "api": "runtime or driver",
         "correlation_id": "joins the GPU work it launched (same global_pid)",
@@ -637,6 +638,15 @@ VIEWS: dict[str, ViewSpec] = {
 }
 
 #: the values of ``api_calls.category``
+#: The CUDA version stamp nsys appends to API names (``cudaLaunchKernel_v7000``,
+#: ``cudaStreamIsCapturing_v10000``): ``_v`` and the four- or five-digit CUDA version that
+#: introduced the entry point. It names no other function, so it is removed. A one- to
+#: three-digit ``_v2`` is part of a driver function's name (``cuGetProcAddress`` and
+#: ``cuGetProcAddress_v2``, ``cuMemAlloc_v2`` are distinct entry points) and stays. nsys
+#: stats removes only four-digit stamps; five-digit ones are removed here too, since
+#: ``cudaLaunchKernelExC_v11060`` and ``cudaLaunchKernelExC`` are one function.
+API_VERSION_STAMP = r"_v[0-9]{4,5}$"
+
 API_CATEGORIES = ("launch", "graph_launch", "memcpy", "memset", "sync", "memory", "other")
 
 #: the API-name classification behind ``api_calls.category``

@@ -136,7 +136,8 @@ FROM t ORDER BY total_time_ns DESC, operation
 WITH ids AS (
     SELECT device_id FROM devices
     UNION SELECT device_id FROM _transfers_ops WHERE device_id IS NOT NULL)
-SELECT i.device_id, d.name, d.pcie_generation, d.pcie_width
+SELECT i.device_id, d.name, d.chip_name, d.compute_capability, d.is_discrete, d.pcie_generation,
+       d.pcie_width
 FROM ids i LEFT JOIN devices d USING (device_id)
 ORDER BY i.device_id
 

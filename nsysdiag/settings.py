@@ -1,0 +1,136 @@
+"""Every threshold and rule of the method, in one frozen object.
+
+The analyses read the figures they judge with (a gap is "normal" below
+``gap_normal_ns``), the diagnosis reads the rest (a tail is abnormal above
+``tail_ratio``); both take a :class:`Settings` and nothing else sets a threshold. Times are
+nanoseconds (``_ns``), shares percent (``_pct``), sizes bytes (``_bytes``); a ratio has no
+unit. The command line's options map onto these fields (``--normal-threshold-us 5`` sets
+``gap_normal_ns = 5000``; the microseconds are converted once, where the option is read).
+``docs/diagnosis.md`` explains each rule.
+
+Examples
+--------
+>>> from nsysdiag.settings import Settings
+>>> s = Settings(gap_p99_ns=50_000)
+>>> s.gap_p99_ns, s.gap_normal_ns
+(50000, 5000)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UsageError
+
+
+def _rule(default: Any, doc: str) -> Any:
+    return field(default=default, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Thresholds and rules of the diagnosis chain (``docs/diagnosis.md``).
+
+    Each field's documentation (its unit included) is in ``dataclasses.fields(Settings)``
+    metadata ``doc``; :func:`describe` lists them.
+    """
+
+    # -- step A: is the tail abnormal? ------------------------------------------------------
+    tail_ratio: float = _rule(2.0, "P99/P50 of the unit's latency above which the tail is "
+                                   "abnormal (ratio)")
+    elevated_ratio: float = _rule(1.3, "P99/P50 above which the tail is elevated: a cause is "
+                                       "named only when two kinds of evidence agree (ratio)")
+    tail_pct: float = _rule(1.0, "the slowest percent of units compared with the median band "
+                                 "(45th-55th percentile), % in (0, 50]")
+    range_min_instances: int = _rule(20, "instances an NVTX range name needs to be chosen as "
+                                         "the unit automatically")
+    seed: int = _rule(0, "seed of the tail-shape classifier's random generator")
+    # -- the verdict -------------------------------------------------------------------------
+    min_score: float = _rule(0.35, "score (0-1) a layer needs to be named for an abnormal tail")
+    corroborate_attribution: float = _rule(
+        0.4, "share (0-1) of the tail's extra latency the layer must explain for an elevated "
+             "tail to get a cause")
+    corroborate_check: float = _rule(
+        0.5, "check score (0-1) the same layer needs for an elevated tail to get a cause")
+    # -- C1: launch gaps and the dispatch queue ----------------------------------------------
+    gap_normal_ns: int = _rule(5_000, "a launch gap above this is not normal, ns")
+    gap_p99_ns: int = _rule(20_000, "a P99 launch gap above this signals a CPU-side "
+                                    "scheduling bottleneck, ns")
+    prelaunched_idle_pct: float = _rule(
+        10.0, "share of the idle time in gaps before already launched kernels from which "
+              "launch gaps says they are not launch overhead, %")
+    shallow_queue_depth: int = _rule(1, "a dispatch-queue depth at launch at or below this is "
+                                        "a near-empty queue: launch latency judges its P90, "
+                                        "check C1 its P50 (kernels)")
+    deep_queue_depth: int = _rule(4, "a P50 (or P99) depth at launch at or above this is a "
+                                     "queue that stays deep (backs up at times) (kernels)")
+    # -- D1: kernel duration jitter ------------------------------------------------------------
+    slow_ratio: float = _rule(1.5, "a kernel launch is slow above this multiple of its "
+                                   "name's median duration (ratio)")
+    jitter_top: int = _rule(10, "kernel names examined for jitter, by total GPU time")
+    slow_full_score_pct: float = _rule(
+        10.0, "time-weighted share of slow launches that scores the GPU layer 1, %")
+    # -- E1: transfers ---------------------------------------------------------------------
+    large_copy_bytes: int = _rule(1 << 20, "copies at least this large give the P90 "
+                                           "bandwidth compared with the link, bytes")
+    low_link_pct: float = _rule(50.0, "copies reaching less than this share of the link "
+                                      "bandwidth are slow, %")
+    contention_pct: float = _rule(10.0, "share of a direction's copy time overlapping other "
+                                        "copies of that direction from which it is reported, %")
+    contention_full_score_pct: float = _rule(
+        40.0, "share of copy time in same-direction contention that scores PCIe 1, %")
+    pageable_dominant_pct: float = _rule(
+        50.0, "share of copy time moving pageable host memory from which pageable copies "
+              "dominate (CUDA calls' growth then counts as transfer time), %")
+    min_finding_copies: int = _rule(3, "copies a device and direction needs to be judged")
+    # -- overlap and CUDA Graphs --------------------------------------------------------------
+    sync_copy_pct: float = _rule(10.0, "share of copy time from synchronous copy APIs from "
+                                       "which it is reported, %")
+    low_overlap_pct: float = _rule(10.0, "copy time overlapping kernels below this share is "
+                                         "reported, %")
+    graphs_outside_pct: float = _rule(10.0, "kernel GPU time outside CUDA graphs at or above "
+                                            "this share is reported (when graphs are in use), %")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                isinstance(value, float) and not math.isfinite(value)
+            ):
+                raise UsageError(f"{f.name} must be a finite number, got {value!r}")
+            if value < 0:
+                raise UsageError(f"{f.name} must be a number >= 0, got {value!r}")
+            if f.type in ("int", int) and not isinstance(value, int):
+                raise UsageError(f"{f.name} must be an integer, got {value!r}")
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` (validated)."""
+        return dataclasses.replace(self, **changes)
+
+    def pick(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """The fields ``names`` as a dict (what an analysis reads: its results cache key)."""
+        return {n: getattr(self, n) for n in names}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def us_to_ns(value: float, name: str) -> int:
+    """A threshold given in microseconds (a command-line option) in whole nanoseconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise UsageError(f"{name} must be a number >= 0, got {value!r}")
+    return round(value * 1000)
+
+
+def describe() -> list[tuple[str, Any, str]]:
+    """(name, default, documentation) of every setting, in order."""
+    return [(f.name, f.default, f.metadata["doc"]) for f in dataclasses.fields(Settings)]
+
+
+#: the method's defaults
+DEFAULTS = Settings()
+
+__all__ = ["DEFAULTS", "Settings", "describe", "us_to_ns"]
