@@ -62,3 +62,19 @@ class FitError(NsysdiagError):
     """A statistical fit could not be computed."""
 
     exit_code = EXIT_INTERNAL
+
+
+class StageTimeout(NsysdiagError):
+    """A thread or process that another one waits for made no progress within the stage
+    bound (``NSYSDIAG_STAGE_TIMEOUT``, see ``nsysdiag.engine.threads``): a bug or a stuck
+    library, never a property of the input, so it exits like an internal error."""
+
+    exit_code = EXIT_INTERNAL
+
+    def __init__(self, stage: str, waited_s: float, what: str = "a worker"):
+        super().__init__(
+            f"stage '{stage}' stopped: {what} made no progress for {waited_s:g} s",
+            hint="a bug or a stuck library; NSYSDIAG_STAGE_TIMEOUT sets this bound",
+        )
+        self.stage = stage
+        self.waited_s = waited_s

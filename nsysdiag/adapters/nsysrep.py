@@ -20,6 +20,7 @@ reports fail with ``ProtobufParseException`` or ``Version number is invalid``).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import os
@@ -32,6 +33,7 @@ import tempfile
 from pathlib import Path
 
 from .. import config
+from ..engine import threads
 from ..errors import InputError, NsysNotFoundError
 
 #: Bumped when the layout or the way exports are made changes, so old cache entries are
@@ -262,7 +264,10 @@ def _run(cmd: list[str], *, cwd: Path, timeout_s: float) -> tuple[int, str]:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             proc.kill()
-        proc.communicate()
+        # the pipes close when the group is gone; a child that left the group could hold
+        # them open: wait for it within the stage bound only
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=threads.stage_timeout())
         raise
     text = err.decode("utf-8", "replace") + "\n" + out.decode("utf-8", "replace")
     return proc.returncode, text

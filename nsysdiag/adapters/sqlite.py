@@ -13,16 +13,15 @@ so the input's bytes and mtime never change.
 from __future__ import annotations
 
 import hashlib
-import queue
 import sqlite3
-import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pyarrow as pa
 
-from ..errors import InputError
+from ..engine import threads
+from ..errors import InputError, NsysdiagError, StageTimeout
 from . import sqlite_pages
 from .base import Source
 
@@ -32,10 +31,10 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 READERS = 2
 PARALLEL_MIN_ROWS = 200_000
 #: rows from which integer columns are decoded from the pages (``sqlite_pages``); below
-#: it SQLite is as quick as importing and loading the compiled decoder (about 0.5 s)
+#: it SQLite is as quick as importing and loading the compiled decoder
 FAST_MIN_ROWS = 1_000_000
-#: the same once this file's page reader runs (the decoder loaded): a 10M-kernel export's
-#: 267k copies took 0.29 s through SQLite's two cursors
+#: the same once this file's page reader runs (the decoder loaded, so only the decoding
+#: is compared with SQLite's cursors)
 FAST_LOADED_MIN_ROWS = 50_000
 #: file size from which row counts come from the page headers
 FAST_MIN_BYTES = 256 << 20
@@ -112,7 +111,7 @@ class SqliteSource(Source):
 
     def _count_pages(self, table: str) -> int | None:
         """Rows counted from the leaf pages' headers in a big file (``sqlite_pages``), or
-        None: SQLite's count(*) read 22M runtime calls in 0.25 s, this in 0.05 s."""
+        None: the headers give the count without reading the records, as count(*) does."""
         if self.path.stat().st_size < FAST_MIN_BYTES:
             return None
         try:
@@ -298,48 +297,27 @@ class SqliteSource(Source):
         return pa.RecordBatchReader.from_batches(reader.schema, batches())
 
     def _interleave(self, table: str, readers: list) -> Iterator[pa.RecordBatch]:
-        """Batches of several streams, each drained by its own thread into one queue."""
-        out: queue.Queue = queue.Queue(maxsize=2 * len(readers))
-        stop = threading.Event()
-
-        def drain(reader: pa.RecordBatchReader) -> None:
-            try:
-                for batch in reader:
-                    while not stop.is_set():
-                        try:
-                            out.put(batch, timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if stop.is_set():
-                        return
-                out.put(None)
-            except Exception as exc:
-                out.put(exc)
-
-        threads = [threading.Thread(target=drain, args=(r,), daemon=True) for _, r in readers]
-        for t in threads:
-            t.start()
+        """Batches of several streams, each drained by its own thread into one bounded
+        hand-off (``engine.threads.merge``): the first reader error is raised here once and
+        stops the other readers; a consumer that stops early stops them too."""
         try:
-            done = 0
-            while done < len(readers):
-                item = out.get()
-                if item is None:
-                    done += 1
-                elif isinstance(item, BaseException):
-                    raise self._error(table, item)
-                else:
-                    yield item
+            yield from threads.merge([r for _, r in readers], stage=f"reading {table}")
+        except StageTimeout:
+            # a reader thread may still be inside its cursor: leave the handle open
+            for handle, _ in readers:
+                self._streams.discard(handle)
+            raise
+        except NsysdiagError:
+            raise
+        except Exception as exc:
+            raise self._error(table, exc) from None
         finally:
-            stop.set()
-            for t in threads:
-                t.join()
             for handle, _ in readers:
                 self._finish(handle)
 
     def any_nonzero(self, table: str, column: str) -> bool:
         """One EXISTS query in SQLite; on a big table, the column decoded from its pages
-        (SQLite's scan of ten million kernels took 0.75 s)."""
+        (faster than SQLite's scan, which may read every row)."""
         if column not in self.tables().get(table, {}):
             return False
         if self.row_count(table) >= FAST_MIN_ROWS:

@@ -1,9 +1,8 @@
 """Integer columns of big SQLite tables, decoded straight from the file's b-tree pages.
 
-Why: building the two big views of a 10-million-kernel export spent most of its time in
-SQLite's own row decoding (its virtual machine steps every column of every row, then the
-ADBC driver copies each value into Arrow): about 9 s of wall time on two cores for the
-kernel and runtime tables. The records of these tables are small rows of integers, so a
+Why: building the two big views of a big export spent most of its time in SQLite's own
+row decoding (its virtual machine steps every column of every row, then the ADBC driver
+copies each value into Arrow). The records of these tables are small rows of integers, so a
 compiled loop over the leaf pages (numba, ``nogil``, two threads) decodes the same columns
 several times faster. The on-disk format is SQLite's documented, stable file format
 (https://www.sqlite.org/fileformat2.html, unchanged since SQLite 3.0 in 2004); only the
@@ -26,7 +25,6 @@ The file is memory-mapped read-only: nothing is written.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import mmap
 import os
 from collections.abc import Iterator, Sequence
@@ -35,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+from ..engine import threads
 
 #: leaf pages decoded per batch (about 60-80 rows each in nsys' big tables)
 PAGES_PER_CHUNK = 4096
@@ -58,7 +58,7 @@ class TableLayout:
 
 
 def _records():
-    """The compiled decoders (numba is imported on first use only: about 0.3 s)."""
+    """The compiled decoders (numba is imported on first use only: importing it is slow)."""
     from . import _sqlite_records
 
     return _sqlite_records
@@ -157,23 +157,21 @@ class PageReader:
             batch = pa.record_batch(arrays, schema=schema)
             return (batch, int(rowids[0]), int(rowids[-1])) if rows else (batch, 0, 0)
 
-        with cf.ThreadPoolExecutor(THREADS) as pool:
-            pending: list[cf.Future] = []
+        # daemon workers whose results are waited for with a bound (``engine.threads``);
+        # a consumer that stops early drops the chunks not yet started
+        with threads.Workers(THREADS, stage="decoding SQLite pages") as pool:
+            pending: list[threads.Call] = []
             index = 0
-            try:
-                while index < len(chunks) or pending:
-                    while index < len(chunks) and len(pending) < THREADS + 1:
-                        pending.append(pool.submit(work, chunks[index]))
-                        index += 1
-                    done = pending.pop(0).result()
-                    if done is None:
-                        raise Unsupported("a value or page the fast path does not read")
-                    batch, first, last = done
-                    if batch.num_rows:
-                        if progress[0] is not None and first <= progress[0]:
-                            raise Unsupported("rowids out of order between pages")
-                        progress[0] = last
-                        yield batch
-            finally:
-                for future in pending:
-                    future.cancel()
+            while index < len(chunks) or pending:
+                while index < len(chunks) and len(pending) < THREADS + 1:
+                    pending.append(pool.submit(work, chunks[index]))
+                    index += 1
+                done = pending.pop(0).result()
+                if done is None:
+                    raise Unsupported("a value or page the fast path does not read")
+                batch, first, last = done
+                if batch.num_rows:
+                    if progress[0] is not None and first <= progress[0]:
+                        raise Unsupported("rowids out of order between pages")
+                    progress[0] = last
+                    yield batch

@@ -9,14 +9,15 @@ An analysis is a module in this package with
   are the figures it measures (each documented with its unit, :func:`figure`);
 * ``SETTINGS``: the fields of :class:`nsysdiag.settings.Settings` it judges with;
 * ``run(report, *, settings=None, **options) -> RESULT`` (or a bare
-  :class:`AnalysisResult` when there is nothing to measure);
-* ``CLI_OPTIONS``: click options for its command (``nsysdiag <name> PATH``), whose
-  parameter names match ``run``'s keyword arguments.
+  :class:`AnalysisResult` when there is nothing to measure), its keyword arguments
+  documented (the command line maps them to the options of ``nsysdiag <name> PATH`` in
+  ``nsysdiag/cli/options.py``).
 
 Results are frozen: the figures are attributes (units in the names); ``summary`` is their
 JSON form, made from the fields; ``tables`` named Arrow tables (per device, per stream,
 the full distribution, ...), which a result class may also give as typed records
-(:func:`records`).
+(:func:`records`). Their ``__str__`` and ``_repr_html_`` are built from
+:mod:`nsysdiag.formatting`, not from the renderers, which sit above the analyses.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import pyarrow as pa
 
 from ..engine.database import values_checked
 from ..engine.steps import bind
-from ..render.tables import dumps, format_rows
+from ..formatting import dumps, format_rows, html_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -199,8 +200,6 @@ class AnalysisResult:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from ..render.notebook import html_table
-
         parts = [
             html_table(
                 ["figure", "value"],

@@ -8,10 +8,13 @@ cudaMemcpy, for how long in total, and the median and P99 wait.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..engine.steps import temp_views
-from ..report import Report
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "host_syncs"
 

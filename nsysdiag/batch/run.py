@@ -16,7 +16,7 @@ import glob
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import UsageError
+from ..engine import threads
+from ..errors import StageTimeout, UsageError
 from ..fileio import write_atomic
 
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
@@ -145,7 +146,7 @@ class BatchSummary:
 
 
 def _save_part(parts: Path, key: str, record: dict[str, Any]) -> None:
-    from ..render.tables import dumps
+    from ..formatting import dumps
 
     text = dumps(record)
     write_atomic(parts / f"{key}.json", lambda tmp: Path(tmp).write_text(text))
@@ -158,24 +159,67 @@ def _results(
     workers: int | None,
     dask: str | None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(key, record) of each report as it finishes. A report's own failure is its record
+    (``diagnose_one`` never raises); if no report finishes within the stage bound the batch
+    stops with :class:`~nsysdiag.errors.StageTimeout` (the finished parts are kept), and
+    when the batch stops early the reports not started are cancelled and local workers
+    ended."""
     if not todo:
         return
     if dask:
         from distributed import Client
-        from distributed import as_completed as dask_completed
+        from distributed import wait as dask_wait
+
+        def first_dask(pending: set, bound: float) -> tuple[set, set]:
+            try:
+                got = dask_wait(list(pending), timeout=bound, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                return set(), pending
+            return set(got.done), set(got.not_done)
 
         with Client(dask) as client:
             futures = {client.submit(diagnose_one, str(p), options, pure=False): k for k, p in todo}
-            for fut in dask_completed(futures):
-                yield futures[fut], fut.result()
+            try:
+                yield from _as_finished(futures, first_dask)
+            finally:
+                client.cancel([f for f in futures if not f.done()])
         return
     if workers == 1:
         for k, p in todo:
             yield k, diagnose_one(str(p), options)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+
+    def first_local(pending: set, bound: float) -> tuple[set, set]:
+        done, rest = wait(pending, timeout=bound, return_when=FIRST_COMPLETED)
+        return done, rest
+
+    pool = ProcessPoolExecutor(max_workers=workers)
+    finished = False
+    try:
         futures = {pool.submit(diagnose_one, str(p), options): k for k, p in todo}
-        for fut in as_completed(futures):
+        yield from _as_finished(futures, first_local)
+        finished = True
+    finally:
+        # a worker may be stuck in a report: when the batch stops early its processes are
+        # ended, or the interpreter's exit would wait for them (the executor keeps them in
+        # ``_processes``, which its shutdown clears)
+        procs = [] if finished else list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=finished, cancel_futures=True)
+        for proc in procs:
+            proc.kill()
+
+
+def _as_finished(futures: dict, first: Callable[[set, float], tuple[set, set]]
+                 ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(key, record) of the futures as they finish; ``first(pending, bound)`` waits for the
+    first to finish, at most ``bound`` seconds (done, not done)."""
+    pending = set(futures)
+    while pending:
+        bound = threads.stage_timeout()
+        done, pending = first(pending, bound)
+        if not done:
+            raise StageTimeout("batch", bound, f"every one of {len(pending)} running reports")
+        for fut in done:
             yield futures[fut], fut.result()
 
 

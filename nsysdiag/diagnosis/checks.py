@@ -21,7 +21,7 @@ from ..analyses.launch_latency import LaunchLatencyResult
 from ..analyses.overlap import OverlapResult
 from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
-from ..render.text import fmt_ns
+from ..formatting import fmt_ns
 from .model import Finding
 
 if TYPE_CHECKING:

@@ -39,12 +39,10 @@ SHAPE_LAYER = {"right_skewed": "cpu", "multimodal": "gpu", "flat_tail": "pcie"}
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
-def _run(report: Report, name: str, **kw: Any) -> AnalysisResult | None:
-    """Run one analysis; a failure in one analysis must not sink the diagnosis."""
-    try:
-        return report.analysis(name, **kw)
-    except (ImportError, AttributeError):
-        return None
+def _run(report: Report, name: str, **kw: Any) -> AnalysisResult:
+    """Run one analysis. Missing data is the analysis' own status (``not_captured``,
+    ``empty``); an exception is an input error or a bug and reaches the caller."""
+    return report.analysis(name, **kw)
 
 
 def diagnose(
@@ -94,20 +92,19 @@ def _diagnose(
     done = schedule.diagnosis_analyses(
         report, _run, ("launch_gaps", gaps_options), beside,
         ("ranges", {"range_name": range_name, "settings": settings}))
-    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")
-               if done[name] is not None}
+    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")}
 
     ranges = results.get("ranges")
     durations = _durations(ranges)
     classifier = None
     # jitter (DuckDB, every core) runs beside the mixture fits of the tail (one core)
     with schedule.beside(report, _run if probe.present("kernels") else None, "jitter",
-                         views=("kernels",), settings=settings) as jitter:
+                         views=("kernels",), stage="jitter", settings=settings) as jitter:
         if durations is not None and durations.size:
             classifier = classify_tail(durations, rng=settings.seed,
                                        tight_ratio=settings.tail_ratio)
-        if jitter is not None and (done_jitter := jitter.result()) is not None:
-            results["jitter"] = done_jitter
+        if jitter is not None:
+            results["jitter"] = jitter.result()
     tail = _tail_summary(ranges, durations, classifier, settings)
 
     graphs = results.get("graphs")

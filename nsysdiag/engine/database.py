@@ -17,10 +17,14 @@ import pyarrow as pa
 
 from ..config import MEMORY_ENV, memory_limit, spill_dir
 from ..errors import InputError, UsageError
-from ..views.build import sql_string
 
 #: rows per batch of the engine's streamed reads
 BATCH_ROWS = 1 << 20
+
+
+def sql_string(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:

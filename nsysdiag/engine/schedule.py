@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import duckdb
+
+from ..errors import StageTimeout
+from . import threads
 from .workspace import GPU_BUSY
 
 
@@ -32,17 +35,26 @@ def forked(report: Any, *views: str) -> Iterator[Any]:
     other.con = report.con.cursor()
     try:
         yield other
-    finally:
-        other.con.close()
+    except StageTimeout:
+        # a worker may still run a query on it: closing would fail ("busy"); it goes
+        # with the process
+        raise
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):  # the first error is the one to report
+            other.con.close()
+        raise
+    other.con.close()
 
 
 @contextlib.contextmanager
 def beside(report: Any, fn: Callable[..., Any] | None, *args: Any, views: tuple[str, ...] = (),
-           **kw: Any) -> Iterator[Future | None]:
-    """``fn(forked report, *args, **kw)`` in a thread of its own while the block runs (its
-    future; None without ``fn``). ``views``: as for :func:`forked`. The block's end waits
-    for it."""
-    with forked(report, *views) as other, ThreadPoolExecutor(max_workers=1) as pool:
+           stage: str, **kw: Any) -> Iterator[threads.Call | None]:
+    """``fn(forked report, *args, **kw)`` in a worker thread of its own while the block runs
+    (its call; None without ``fn``), under the stage bound of ``threads.Workers`` (named
+    ``stage``; a cancelled worker's query is interrupted). ``views``: as for
+    :func:`forked`. The block's end waits for it."""
+    with forked(report, *views) as other, \
+            threads.Workers(1, stage=stage, on_cancel=other.con.interrupt) as pool:
         yield pool.submit(fn, other, *args, **kw) if fn is not None else None
 
 
@@ -68,7 +80,7 @@ def diagnosis_analyses(
     """
     done: dict[str, Any] = {}
     name, options = aside
-    with beside(report, run, name, views=DIAGNOSIS_VIEWS, **options) as future:
+    with beside(report, run, name, views=DIAGNOSIS_VIEWS, stage=name, **options) as future:
         with report.workspace.handover(GPU_BUSY):
             for other, kw in beside_it:
                 done[other] = run(report, other, **kw)

@@ -14,15 +14,18 @@ import contextlib
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..views.build import STEP_OPTIONS, sql_string
-from .database import values_checked
+from . import threads
+from .database import sql_string, values_checked
+
+#: How analysis steps (scratch files on disk, read once or twice) are written: uncompressed,
+#: since lz4 cost more to write and read than the bytes it saved
+STEP_OPTIONS = "FORMAT parquet, COMPRESSION uncompressed, PARQUET_VERSION V2"
 
 
 def bind(sql: str, params: dict | None) -> dict | None:
@@ -105,15 +108,18 @@ def step_file(report: Any, module: str, name: str) -> Iterator[Path]:
 def step_writer(target: Path, schema: pa.Schema) -> Iterator[Callable[[pa.Table], None]]:
     """A function that writes tables to a step that Python writes, in a thread of its own:
     Arrow encodes without the GIL, so the next table is computed meanwhile. No dictionary
-    pages: step columns are mostly distinct integers, for which trying a dictionary first
-    costs more than it saves. Uncompressed, as ``STEP_OPTIONS``. Integers delta-encoded, as
-    DuckDB's format version 2 writes them: timestamps and ids in rough order take a few
-    bits each, so the file is a fraction of the size and each read of it faster
-    (docs/performance.md has the measurements)."""
+    pages: step columns are mostly distinct integers, and trying a dictionary first costs
+    more than the write itself. Uncompressed, as ``STEP_OPTIONS``: lz4 costs more to write
+    than the bytes it saves. Integers delta-encoded, as DuckDB's
+    format version 2 writes them: timestamps and ids in rough order take a few bits each,
+    so the file is a fraction of the size and each read of it faster."""
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type)}
+    stage = "writing step " + ".".join(target.name.split(".")[:2])
     with pq.ParquetWriter(target, schema, compression="none", use_dictionary=False,
-                          column_encoding=delta) as out, ThreadPoolExecutor(1) as pool:
-        pending: Future | None = None
+                          column_encoding=delta) as out, threads.Workers(1, stage=stage) as pool:
+        # the writer's error is raised by the next write (or at the end), once; an error of
+        # the caller waits only for the write under way, within the stage bound
+        pending: threads.Call | None = None
 
         def write(table: pa.Table) -> None:
             nonlocal pending

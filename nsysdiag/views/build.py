@@ -12,7 +12,6 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -21,7 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..adapters.base import Source
-from ..errors import InputError
+from ..engine import threads
+from ..engine.database import sql_string
+from ..errors import InputError, StageTimeout
 from . import _compiled
 from .definitions import (
     API_CATEGORIES,
@@ -39,15 +40,11 @@ from .launch import LaunchCalls, arrow_values
 #: bump when a view's columns or meaning change, so old caches are not reused
 VIEW_FORMAT = 10
 
-#: How views are written. zstd level 1: at 5M kernels 17% faster to write than the default
-#: level 3 for 5% more bytes (snappy: as fast, twice the bytes). Format version 2 (delta
-#: encoding of integers): at 10M kernels the kernels view is written in 1.6 s instead of
-#: 2.1 s, 35% smaller, and scans and sorts of it run 10-50% faster.
+#: How views are written. zstd level 1: faster to write than the default level 3 for a few
+#: percent more bytes (snappy is as fast with twice the bytes). Format version 2 (delta
+#: encoding of integers): faster to write, smaller, and faster to scan and sort. The
+#: measurements are in docs/performance.md.
 PARQUET_OPTIONS = "FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, PARQUET_VERSION V2"
-#: How analysis steps (scratch files on disk, read once or twice) are written: uncompressed,
-#: since lz4 cost more to write and read than the bytes it saved (10M kernels: ranges
-#: 7.5 -> 7.3 s)
-STEP_OPTIONS = "FORMAT parquet, COMPRESSION uncompressed, PARQUET_VERSION V2"
 
 
 class _Unlisted(Exception):
@@ -88,11 +85,6 @@ def _placed(reader: pa.RecordBatchReader, columns: tuple[str, ...], ids: np.ndar
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-def sql_string(value: str) -> str:
-    """A SQL string literal."""
-    return "'" + value.replace("'", "''") + "'"
-
-
 class ViewStore:
     """Builds the normalized views of one source into a directory of Parquet files."""
 
@@ -115,10 +107,17 @@ class ViewStore:
 
     def ensure(self, names: Iterable[str]) -> None:
         """Make sure each named view exists (building it, and what it depends on, if needed)."""
-        with self._lock:
+        # another thread (an analysis on a forked report) may be building one: wait for
+        # it within the stage bound
+        bound = threads.stage_timeout()
+        if not self._lock.acquire(timeout=bound):
+            raise StageTimeout("building views", bound, "the thread building a view")
+        try:
             for name in names:
                 if name in VIEWS and name not in self._ready:
                     self._ensure_one(VIEWS[name])
+        finally:
+            self._lock.release()
 
     def _ensure_one(self, spec: ViewSpec) -> None:
         self.ensure(spec.depends)
@@ -170,9 +169,9 @@ class ViewStore:
         registered = []
         misses: list[str] = []
         try:
-            with ThreadPoolExecutor(max_workers=1) as pool:
+            with threads.Workers(1, stage=f"building view {spec.name}: string ids") as pool:
                 # the ids of the strings the view uses are read from the export while the
-                # launch calls are read from api_calls and sorted (10M kernels: about 0.1 s)
+                # launch calls are read from api_calls and sorted
                 ids = (pool.submit(self._string_ids, spec)
                        if strings is not None and not guess else None)
                 calls = LaunchCalls(self.con) if spec.launch_calls else None
@@ -261,6 +260,9 @@ class ViewStore:
             cause = exc.__cause__ or exc.__context__
             if isinstance(cause, InputError):
                 raise cause from None
+            stuck = threads.quoted_timeout(str(exc))  # a reader's thread gave up waiting
+            if stuck is not None:
+                raise stuck from None
             raise InputError(
                 f"could not be normalized ({str(exc).splitlines()[0]})", path=str(self.source.path)
             ) from None
