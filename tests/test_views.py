@@ -431,12 +431,14 @@ def test_sql_names_views_on_its_own_connection(standard_export, monkeypatch):
 
     import duckdb
 
+    from nsysdiag.engine.schedule import forked
+
     def shared(*_a, **_k):
         raise AssertionError("duckdb's default connection used")
 
     monkeypatch.setattr(duckdb, "get_table_names", shared)
     with nsysdiag.open(standard_export, cache=False) as rep, contextlib.ExitStack() as stack:
-        forks = [stack.enter_context(rep.forked("kernels", "api_calls")) for _ in range(2)]
+        forks = [stack.enter_context(forked(rep, "kernels", "api_calls")) for _ in range(2)]
         counts: list[int] = []
 
         def count(other) -> None:
