@@ -60,7 +60,7 @@ def beside(report: Any, fn: Callable[..., Any] | None, *args: Any, views: tuple[
 
 #: the views the diagnosis' first analyses read, built before launch gaps runs beside them
 DIAGNOSIS_VIEWS = ("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
-                   "api_calls")
+                   "api_calls", "nvtx_ranges")
 
 
 def diagnosis_analyses(

@@ -14,6 +14,7 @@ _COLORS = {
     "gpu": "magenta",
     "pcie": "cyan",
     "undetermined": "white",
+    "insufficient": "white",
     "critical": "red",
     "warning": "yellow",
     "info": "blue",
