@@ -75,7 +75,7 @@ WHERE k.graph_node_id IS NULL
 
 -- @query depth
 -- (a step) One row per instant of each series: level ('device': all processes on a GPU;
--- 'stream'), its keys, the instant t, net (the +1s and -1s of the instant), marks (the
+-- 'stream'), its keys, the instant t, net (the sum of the instant's +1 and -1 events), marks (the
 -- matched launch calls that returned at it, device level), depth (after t), next_t (the
 -- series' next instant), first_t and last_t (its first +1 and last -1).
 WITH events AS (
