@@ -8,11 +8,10 @@ imports the renderers (``[tool.importlinter]`` in pyproject.toml).
 from __future__ import annotations
 
 import contextlib
-import copy
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,43 +21,17 @@ import duckdb
 from ._version import __version__
 from .adapters.base import Source
 from .adapters.detect import open_source
-from .config import MEMORY_ENV, memory_limit, spill_dir
 from .config import cache_dir as default_cache_dir
-from .errors import InputError, StageTimeout, UsageError
+from .engine.database import connect
+from .engine.workspace import Workspace
+from .errors import InputError, UsageError
 from .formatting import cuda_version, fmt_bytes, fmt_ns, format_rows, html_table
-from .views.build import VIEW_FORMAT, ViewStore, sql_string
+from .views.build import VIEW_FORMAT, ViewStore
 from .views.definitions import VIEWS
 from .views.probe import Probe, cached_probe
 
 if TYPE_CHECKING:
     from .analyses.base import AnalysisResult
-
-
-def duckdb_connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection that never downloads or autoloads extensions."""
-    config: dict[str, Any] = {
-        "autoinstall_known_extensions": False,
-        "autoload_known_extensions": False,
-    }
-    if threads:
-        config["threads"] = threads
-    con = duckdb.connect(config=config)
-    con.execute("SET enable_progress_bar = false")
-    # views and analyses order explicitly; without this COPY buffers whole tables
-    con.execute("SET preserve_insertion_order = false")
-    spill = spill_dir()
-    try:
-        con.execute("SET memory_limit = ?", [memory_limit()])
-    except duckdb.Error as exc:
-        raise UsageError(f"bad ${MEMORY_ENV}: {str(exc).splitlines()[0]}") from None
-    try:
-        # DuckDB creates the spill directory but not its parents: a first run with --no-cache
-        # (no cache directory yet) failed as soon as a view build spilled
-        spill.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        spill = Path(tempfile.gettempdir()) / "nsysdiag-spill"
-    con.execute(f"SET temp_directory = {sql_string(str(spill))}")
-    return con
 
 
 @dataclass(frozen=True)
@@ -189,14 +162,13 @@ class Report:
             self._tmp = tempfile.mkdtemp(prefix="nsysdiag-")
             directory = Path(self._tmp)
         self.cache_path = directory
-        self.con = duckdb_connect(threads)
+        self.con = connect(threads)
         self._store = ViewStore(self.source, self.con, directory, tracer)
         self._probe: Probe | None = None
-        self._scratch: str | None = None
         #: analysis results computed on this report (see ``analyses.results``)
         self.results_memo: dict[str, Any] = {}
-        #: intermediates one analysis makes for a later one, by name (see :meth:`handover`)
-        self._handed: dict[str, Any] = {}
+        #: the engine's state for this report: scratch steps, hand-overs between analyses
+        self.workspace = Workspace()
 
     # -- querying -------------------------------------------------------------------------
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
@@ -236,84 +208,6 @@ class Report:
         from .analyses import results
 
         return results.run(self, name, **options)
-
-    @contextlib.contextmanager
-    def handover(self, *names: str) -> Iterator[None]:
-        """Let the analyses run inside the block hand the intermediates ``names`` on to one
-        another, instead of each computing its own (what is left is dropped at the end).
-
-        An analysis whose pass makes one of them as a by-product keeps it
-        (:meth:`expects`, :meth:`hand`) for the one that needs it (:meth:`take`), which
-        computes it itself when nothing was handed. Used by the diagnosis, which knows
-        what it will run next: ``gpu_busy``, each device's busy union
-        (``intervals.Coverage``), from overlap's pass to ranges.
-        """
-        for name in names:
-            self._handed.setdefault(name, None)
-        try:
-            yield
-        finally:
-            for name in names:
-                self._handed.pop(name, None)
-
-    def expects(self, name: str) -> bool:
-        """Whether intermediate ``name`` is wanted and not handed yet."""
-        return name in self._handed and self._handed[name] is None
-
-    def hand(self, name: str, value: Any) -> None:
-        """Keep intermediate ``name`` for a later analysis (only when :meth:`expects`)."""
-        if self.expects(name):
-            self._handed[name] = value
-
-    def take(self, name: str) -> Any:
-        """Intermediate ``name`` if handed (it is then no longer kept), else None."""
-        value = self._handed.get(name)
-        if value is not None:
-            self._handed[name] = None
-        return value
-
-    @contextlib.contextmanager
-    def forked(self, *views: str) -> Iterator[Report]:
-        """This report on a connection of its own (a cursor of the same database), to run
-        an analysis in another thread beside this one's queries. The ``views`` that either
-        reads meanwhile are built (and the probe settled) first, here: a build sets options
-        of the whole database (DuckDB's optimizer and order settings), and only this report
-        builds views. It shares the views, probe, scratch directory and results, not
-        :meth:`handover`'s intermediates; its connection is closed at the end of the
-        block."""
-        self.ensure_views(*views)
-        self.probe.settle()
-        self.scratch_dir()
-        other = copy.copy(self)
-        other.con = self.con.cursor()
-        other._handed = {}
-        try:
-            yield other
-        except StageTimeout:
-            # a worker may still run a query on it: closing would fail ("busy"); it goes
-            # with the process
-            raise
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):  # the first error is the one to report
-                other.con.close()
-            raise
-        other.con.close()
-
-    def scratch_dir(self) -> Path:
-        """A private directory for intermediate results, removed by :meth:`close`.
-
-        It lies beside DuckDB's spill files (``<cache dir>/spill``), on disk: the steps of a
-        big trace write gigabytes, too much for a RAM-backed /tmp. Falls back to the
-        system's temporary directory when the cache directory is not writable.
-        """
-        if self._scratch is None:
-            spill = spill_dir()
-            try:
-                spill.mkdir(parents=True, exist_ok=True)
-                self._scratch = tempfile.mkdtemp(prefix="steps-", dir=spill)
-            except OSError:
-                self._scratch = tempfile.mkdtemp(prefix="nsysdiag-steps-")
-        return Path(self._scratch)
 
     def ensure_views(self, *names: str) -> None:
         """Build (or load from cache) the named views now."""
@@ -444,10 +338,10 @@ class Report:
             self.con.close()
         finally:
             self.source.close()
-            for attr in ("_tmp", "_scratch"):
-                if getattr(self, attr):
-                    shutil.rmtree(getattr(self, attr), ignore_errors=True)
-                    setattr(self, attr, None)
+            self.workspace.close()
+            if self._tmp:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None
 
     def __enter__(self) -> Report:
         return self

@@ -14,7 +14,8 @@ from conftest import H200, corpus_sqlite_files, need, run_on_corpus
 
 import nsysdiag
 from nsysdiag.analyses import intervals, overlap
-from nsysdiag.analyses.base import load_sql, temp_views
+from nsysdiag.analyses.base import load_sql
+from nsysdiag.engine.steps import temp_views
 
 T0 = 10_000  # keep timestamps away from 0 (CUPTI's "not collected")
 
@@ -49,10 +50,12 @@ def two_stream_trace(builder, tmp_path):
     return b.write(tmp_path / "two.sqlite")
 
 
-def test_hands_its_busy_union_to_ranges(builder, tmp_path):
-    # Inside Report.handover, overlap's pass keeps each GPU's busy union for ranges: the
+def test_hands_its_busy_union_to_ranges(builder, tmp_path, monkeypatch):
+    # Inside the workspace's handover, overlap's pass keeps each GPU's busy union for ranges: the
     # same covered time as ranges' own query (rg_busy_intervals), which leaves out an
     # operation starting at 0, as the kernel K0 [0, T0 + 200] here (overlap counts it).
+    # The accelerated pass hands it on; the SQL method does not (ranges then makes it).
+    monkeypatch.setenv("NSYSDIAG_ACCELERATE", "always")
     b = builder("current")
     b.kernel(0, T0 + 200, stream=7)
     b.kernel(T0 + 0, T0 + 1000, stream=7)
@@ -65,13 +68,13 @@ def test_hands_its_busy_union_to_ranges(builder, tmp_path):
     with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
         # K0 counts here: kernels busy [0, T0 + 1500] and [T0 + 3000, T0 + 4000]
         assert overlap.run(rep).tables["devices"]["kernel_busy_ns"].to_pylist() == [T0 + 2500]
-        assert rep.take(intervals.GPU_BUSY) is None  # nobody expects it: nothing kept
+        assert rep.workspace.take(intervals.GPU_BUSY) is None  # nobody expects it: nothing kept
         rep.results_memo.clear()
-        with rep.handover(intervals.GPU_BUSY):
+        with rep.workspace.handover(intervals.GPU_BUSY):
             overlap.run(rep)
-            handed = rep.take(intervals.GPU_BUSY)
-            assert rep.take(intervals.GPU_BUSY) is None  # taken once
-        with temp_views(rep, "ranges", ("rg_ops",)):
+            handed = rep.workspace.take(intervals.GPU_BUSY)
+            assert rep.workspace.take(intervals.GPU_BUSY) is None  # taken once
+        with temp_views(rep, load_sql("ranges"), ("rg_ops",)):
             own = intervals.Coverage.of_query(rep, load_sql("ranges")["rg_busy_intervals"])
     np.testing.assert_array_equal(handed.covered(device, ts), own.covered(device, ts))
     # [T0, T0 + 2000] (K1, K2, the copy) and [T0 + 3000, T0 + 4000]: 3000 ns in all

@@ -8,6 +8,7 @@ import pytest
 import nsysdiag
 from nsysdiag.analyses import ANALYSES, module
 from nsysdiag.analyses import results as results_mod
+from nsysdiag.engine.schedule import forked
 
 
 def _same_result(a, b):
@@ -84,7 +85,7 @@ def test_forked_report_runs_beside_its_parent(standard_export, tmp_path):
         with nsysdiag.open(standard_export, cache=False) as rep:
             alone[name] = rep.analysis(name).to_dict()
     with nsysdiag.open(standard_export, cache=False) as rep:
-        with rep.forked("kernels", "cuda_graphs", "memcpys", "memsets", "devices",
+        with forked(rep, "kernels", "cuda_graphs", "memcpys", "memsets", "devices",
                         "processes", "api_calls") as other, ThreadPoolExecutor(1) as pool:
             assert other.con is not rep.con
             gaps = pool.submit(other.analysis, "launch_gaps")

@@ -336,10 +336,10 @@ def test_launch_key_search_in_any_order():
 def test_spill_directory_exists_before_any_view_is_built(tmp_path, monkeypatch):
     """DuckDB creates its spill directory but not the parents: without them, a view build
     that spilled failed on a first run with --no-cache."""
-    from nsysdiag.report import duckdb_connect
+    from nsysdiag.engine.database import connect
 
     monkeypatch.setenv("NSYSDIAG_CACHE_DIR", str(tmp_path / "new" / "cache"))
-    con = duckdb_connect()
+    con = connect()
     (spill,) = con.execute("SELECT current_setting('temp_directory')").fetchone()
     assert spill == str(tmp_path / "new" / "cache" / "spill")
     assert (tmp_path / "new" / "cache" / "spill").is_dir()
@@ -431,12 +431,14 @@ def test_sql_names_views_on_its_own_connection(standard_export, monkeypatch):
 
     import duckdb
 
+    from nsysdiag.engine.schedule import forked
+
     def shared(*_a, **_k):
         raise AssertionError("duckdb's default connection used")
 
     monkeypatch.setattr(duckdb, "get_table_names", shared)
     with nsysdiag.open(standard_export, cache=False) as rep, contextlib.ExitStack() as stack:
-        forks = [stack.enter_context(rep.forked("kernels", "api_calls")) for _ in range(2)]
+        forks = [stack.enter_context(forked(rep, "kernels", "api_calls")) for _ in range(2)]
         counts: list[int] = []
 
         def count(other) -> None:

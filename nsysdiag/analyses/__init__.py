@@ -20,6 +20,7 @@ ANALYSES = (
     "ranges",
     "gpu_idle",
     "whole_run",
+    "host_syncs",
 )
 
 

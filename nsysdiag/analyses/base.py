@@ -22,26 +22,19 @@ the full distribution, ...), which a result class may also give as typed records
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import enum
 import functools
 import re
-import uuid
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ..engine import threads
-from ..errors import InputError
+from ..engine.database import values_checked
+from ..engine.steps import bind
 from ..formatting import dumps, format_rows, html_table
-from ..views.build import STEP_OPTIONS, sql_string
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,148 +56,11 @@ def load_sql(module: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1].strip().rstrip(";") for i in range(1, len(parts), 2)}
 
 
-def _bind(sql: str, params: dict | None) -> dict | None:
-    used = set(re.findall(r"\$(\w+)", sql))
-    return {k: v for k, v in (params or {}).items() if k in used} or None
-
-
 def run_query(report: Report, module: str, query: str, params: dict | None = None) -> pa.Table:
     """Run one named query of an analysis' SQL file and return an Arrow table."""
     sql = load_sql(module)[query]
-    with _values_checked(report, module):
-        return report.sql(sql, _bind(sql, params)).to_arrow_table()
-
-
-@contextlib.contextmanager
-def _values_checked(report: Report, module: str) -> Iterator[None]:
-    """Turn arithmetic overflow into an input error.
-
-    Timestamps and sizes are validated in the views, yet sums of durations can still leave
-    64 bits when an export holds absurd (but individually valid) values; that is a damaged
-    input, not a bug, and gets one line instead of a traceback.
-    """
-    try:
-        yield
-    except (duckdb.ConversionException, duckdb.OutOfRangeException) as exc:
-        raise InputError(
-            f"{module}: values out of range ({str(exc).splitlines()[0]})",
-            path=str(report.path),
-            hint="the export holds corrupt timestamps, durations or sizes",
-        ) from None
-
-
-@contextlib.contextmanager
-def steps(
-    report: Report, module: str, names: tuple[str, ...], params: dict | None = None
-) -> Iterator[None]:
-    """Compute intermediate queries of an SQL file once, as temporary Parquet files.
-
-    Each step (in order; a step may read the earlier ones) is written to a Parquet file in
-    the report's scratch directory and named as a view for the duration of the block, so
-    the output queries that read it do not recompute it. Files, not in-memory tables:
-    a step over tens of millions of kernels streams to disk instead of holding the memory
-    that the queries after it need.
-    """
-    sql = load_sql(module)
-    with contextlib.ExitStack() as stack:
-        for name in names:
-            target = stack.enter_context(step_file(report, module, name))
-            with _values_checked(report, module):
-                report.sql(
-                    f"COPY (\n{sql[name]}\n) TO {sql_string(str(target))} "
-                    f"({STEP_OPTIONS})",
-                    _bind(sql[name], params),
-                ).fetchall()
-            expose(report, name, target)
-        yield
-
-
-@contextlib.contextmanager
-def temp_views(report: Report, module: str, names: tuple[str, ...]) -> Iterator[None]:
-    """Queries of an SQL file named as temporary views for the duration of the block.
-
-    For a step that only projects a view's columns (no join, sort or aggregate): the
-    queries after it read the view's file directly, which costs less than writing the
-    step out and reading it back.
-    """
-    sql = load_sql(module)
-    try:
-        for name in names:
-            report.sql(f"CREATE OR REPLACE TEMP VIEW {name} AS\n{sql[name]}")
-        yield
-    finally:
-        for name in names:
-            report.con.execute(f"DROP VIEW IF EXISTS {name}")
-
-
-def shared(report: Report, other: Report, *names: str) -> None:
-    """Create the temporary views ``names`` of ``report`` on ``other`` too (a forked
-    report: a temporary view belongs to its connection)."""
-    for name in names:
-        ((sql,),) = report.con.execute(
-            "SELECT sql FROM duckdb_views() WHERE view_name = ? AND temporary", [name]
-        ).fetchall()
-        other.con.execute(sql)
-
-
-@contextlib.contextmanager
-def step_file(report: Report, module: str, name: str) -> Iterator[Path]:
-    """A scratch Parquet path for step ``name``, removed (with its view) after the block.
-
-    For a step that Python writes: write the file, then :func:`expose` it as ``name``.
-    """
-    target = report.scratch_dir() / f"{module}.{name}.{uuid.uuid4().hex}.parquet"
-    try:
-        yield target
-    finally:
-        report.con.execute(f"DROP VIEW IF EXISTS {name}")
-        target.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def step_writer(target: Path, schema: pa.Schema) -> Iterator[Callable[[pa.Table], None]]:
-    """A function that writes tables to a step that Python writes, in a thread of its own:
-    Arrow encodes without the GIL, so the next table is computed meanwhile. No dictionary
-    pages: step columns are mostly distinct integers, and trying a dictionary first costs
-    more than the write itself. Uncompressed, as ``STEP_OPTIONS``: lz4 costs more to write
-    than the bytes it saves. Integers delta-encoded, as DuckDB's
-    format version 2 writes them: timestamps and ids in rough order take a few bits each,
-    so the file is a fraction of the size and each read of it faster."""
-    delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type)}
-    stage = "writing step " + ".".join(target.name.split(".")[:2])
-    with pq.ParquetWriter(target, schema, compression="none", use_dictionary=False,
-                          column_encoding=delta) as out, threads.Workers(1, stage=stage) as pool:
-        # the writer's error is raised by the next write (or at the end), once; an error of
-        # the caller waits only for the write under way, within the stage bound
-        pending: threads.Call | None = None
-
-        def write(table: pa.Table) -> None:
-            nonlocal pending
-            if pending is not None:
-                pending.result()
-            pending = pool.submit(out.write_table, table)
-
-        yield write
-        if pending is not None:
-            pending.result()
-
-
-def expose(report: Report, name: str, target: Path) -> None:
-    """Name a step's Parquet file as a temporary view."""
-    report.con.execute(
-        f"CREATE OR REPLACE TEMP VIEW {name} AS "
-        f"SELECT * FROM read_parquet({sql_string(str(target))})"
-    )
-
-
-@contextlib.contextmanager
-def registered(report: Report, name: str, table: pa.Table) -> Iterator[None]:
-    """Expose an Arrow table to the report's SQL as ``name`` for the duration of a block."""
-    report.con.register(name, table)
-    try:
-        yield
-    finally:
-        report.con.unregister(name)
+    with values_checked(report.path, module):
+        return report.sql(sql, bind(sql, params)).to_arrow_table()
 
 
 def figure(doc: str, default: Any = None) -> Any:

@@ -29,17 +29,20 @@ units when there are units, else over the whole run (check C1 reads them).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from ..report import Report
+from ..engine.steps import registered
 from ..settings import DEFAULTS, Settings
 from . import figures, intervals, sweep
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, registered
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records
 from .launch_gaps import NO_END
 from .ranges import RangesResult
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "gpu_idle"
 SETTINGS = ("gap_normal_ns", "gap_p99_ns", "idle_cause_pct", "tail_pct",

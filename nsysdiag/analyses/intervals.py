@@ -31,23 +31,23 @@ order, by a compiled search among its pieces instead of a sort of the instants.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..engine.database import BATCH_ROWS, stored_order
+from ..engine.workspace import GPU_BUSY
 from . import _compiled
+
+__all__ = ["BATCH_ROWS", "GPU_BUSY", "Busy", "Coverage", "OutOfOrder", "Union", "segments",
+           "stored_order"]
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from ..report import Report
 
-BATCH_ROWS = 1 << 20
-#: the name under which a pass hands each device's busy union on (``Report.handover``):
-#: overlap's pass makes it, ranges reads GPU busy time from it
-GPU_BUSY = "gpu_busy"
 
 
 class Union:
@@ -307,23 +307,6 @@ def segments(
                 raise OutOfOrder(f"rows of {dict(zip(keys, key))} out of order")
             last[key] = [s[-1:] for s in sort]
             yield key, {c: cols[c] for c in columns}
-
-
-@contextlib.contextmanager
-def stored_order(report: Report, sql: str, params: dict | None = None,
-                 batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatchReader]:
-    """The rows of ``sql`` streamed in batches in the order DuckDB reads them (a view
-    written in the export's order: that order), with DuckDB's preserve_insertion_order on
-    while they stream (a setting of the whole database, off otherwise)."""
-    report.con.execute("SET preserve_insertion_order = true")
-    reader = None
-    try:
-        reader = report.sql(sql, params).to_arrow_reader(batch_rows)
-        yield reader
-    finally:
-        if reader is not None:
-            reader.close()  # the connection takes no statement while a result is open
-        report.con.execute("SET preserve_insertion_order = false")
 
 
 def _runs(

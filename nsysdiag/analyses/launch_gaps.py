@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
+from ..engine.accelerate import pick
+from ..engine.steps import steps, temp_views
 from ..settings import DEFAULTS, Settings, us_to_ns
 from . import _compiled, figures, intervals
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
@@ -155,9 +158,52 @@ def gap_summary(
         The figures through ``p99_threshold_ns`` (no tables, no graph gap figures).
     """
     s = _settings(settings, normal_threshold_us, p99_threshold_us)
-    gaps = _sequence_pass(report, streams=False)
-    overall = figures.describe(gaps.gap, _MAIN_Q, s.gap_normal_ns)
-    return LaunchGapsResult(status=OK, **_summary(gaps, overall, _Counts(report), s))
+    summary, _ = _measure(report)(report, s, False)
+    summary.pop("gaps_per_device")
+    return LaunchGapsResult(status=OK, **summary)
+
+
+def _measure(report: Report) -> Callable[[Report, Settings, bool],
+                                         tuple[dict[str, Any], dict[str, pa.Table]]]:
+    """:func:`method` or :func:`accelerated`, as the engine chooses for the kernels'
+    rows."""
+    return pick(method, accelerated, report.probe["kernels"].source_rows)
+
+
+def method(report: Report, s: Settings, detail: bool
+           ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    """The SQL method (launch_gaps.sql): the figures (those of :func:`gap_summary` and
+    ``gaps_per_device``) and the tables of :func:`run`."""
+    sql = load_sql(NAME)
+    params = {"normal_ns": s.gap_normal_ns, "p99_ns": s.gap_p99_ns}
+    with temp_views(report, sql, ("stream_counts",)), \
+            steps(report, NAME, sql, ("gaps", "stream_gaps")):
+        summary = run_query(report, NAME, "summary", params).to_pylist()[0]
+        summary["gaps_per_device"] = {
+            str(r["device_id"]): r["gaps"]
+            for r in run_query(report, NAME, "device_counts").to_pylist()}
+        tables = {name: run_query(report, NAME, name, params)
+                  for name in ("per_device", "per_stream", "graph",
+                               *(("distribution",) if detail else ()), "histogram")}
+    return summary, tables
+
+
+def accelerated(report: Report, s: Settings, detail: bool
+                ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    """:func:`method`'s results from one sorted pass over the device sequences (numpy and
+    compiled loops; the figures by ``figures``, equal to DuckDB's aggregates)."""
+    gaps, counts = _sequence_pass(report, streams=True, starts=detail), _Counts(report)
+    overall, per_sequence = _main_figures(gaps, s.gap_normal_ns)
+    summary = _summary(gaps, overall, counts, s)
+    summary["gaps_per_device"] = _device_counts(gaps, counts)
+    tables = {
+        "per_device": _per_device(per_sequence, counts),
+        "per_stream": _per_stream(gaps, counts, s.gap_normal_ns),
+        "graph": _graph(gaps),
+        **({"distribution": _distribution(gaps)} if detail else {}),
+        "histogram": _histogram(gaps),
+    }
+    return summary, tables
 
 
 @dataclass
@@ -579,24 +625,16 @@ def run(
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    gaps, counts = _sequence_pass(report, streams=True, starts=detail), _Counts(report)
-    overall, per_sequence = _main_figures(gaps, s.gap_normal_ns)
-    summary = _summary(gaps, overall, counts, s)
-    tables = {
-        "per_device": _per_device(per_sequence, counts),
-        "per_stream": _per_stream(gaps, counts, s.gap_normal_ns),
-        "graph": _graph(gaps),
-        **({"distribution": _distribution(gaps)} if detail else {}),
-        "histogram": _histogram(gaps),
-    }
+    summary, tables = _measure(report)(report, s, detail)
     graph = {r["kind"]: r for r in tables["graph"].to_pylist()}
     intra = graph.get("graph_node", {})
+    per_device = summary.pop("gaps_per_device")
     result = LaunchGapsResult(
         status=OK, tables=tables, main="per_device", **summary,
         graph_gaps=sum(r["count"] for r in graph.values()),
         intra_graph_gap_p50_ns=intra.get("p50_ns"),
         intra_graph_gap_p99_ns=intra.get("p99_ns"),
-        gaps_per_device=_device_counts(gaps, counts),
+        gaps_per_device=per_device,
     )
     return replace(result, message=_message(result), findings=_findings(result, s))
 

@@ -10,6 +10,7 @@ launch gaps means the CPU cannot feed the GPU. Graph launches are timed per laun
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -17,20 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from ..engine.accelerate import pick
+from ..engine.steps import registered, steps, temp_views
 from ..errors import UsageError
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
 from . import figures, intervals
-from .base import (
-    OK,
-    AnalysisResult,
-    figure,
-    load_sql,
-    not_captured,
-    registered,
-    run_query,
-    temp_views,
-)
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -171,10 +165,11 @@ def run(report: Report, *, top: int | None = None, detail: bool = True,
     if detail:
         names += ("per_kernel", "per_name", "queue_depth")
     with ExitStack() as stack:
-        stack.enter_context(temp_views(report, NAME, ("launches",)))
-        for name, table in _depth(report, detail).items():
-            stack.enter_context(registered(report, name, table))
-        tables = {name: _latency(report) if name == "latency" else
+        stack.enter_context(temp_views(report, load_sql(NAME), ("launches", "graph_latency")))
+        measured = _measure(report)(report, detail)
+        for name in _DEPTH_SCHEMAS:
+            stack.enter_context(registered(report, name, measured[name]))
+        tables = {name: measured["latency"] if name == "latency" else
                   run_query(report, NAME, name, {"top": top}) for name in names}
         summary = run_query(report, NAME, "summary").to_pylist()[0]
     latency = {r["metric"]: r for r in tables["latency"].to_pylist()}
@@ -189,6 +184,32 @@ def run(report: Report, *, top: int | None = None, detail: bool = True,
 _LATENCY_SCHEMA = pa.schema([("metric", pa.string()), ("count", pa.int64()),
                              *((f"{q}_ns", pa.float64()) for q in ("p50", "p90", "p99")),
                              ("max_ns", pa.int64()), ("mean_ns", pa.float64())])
+
+
+def _measure(report: Report) -> Callable[[Report, bool], dict[str, pa.Table]]:
+    """:func:`method` or :func:`accelerated`, as the engine chooses for the kernels'
+    rows."""
+    return pick(method, accelerated, report.probe["kernels"].source_rows)
+
+
+def method(report: Report, detail: bool) -> dict[str, pa.Table]:
+    """The SQL method (launch_latency.sql, over the temporary views launches and
+    graph_latency): the tables ``latency``, ``_depth_hist``, ``_depth_at_launch`` and
+    (with ``detail``, else empty) ``_depth_changes``."""
+    sql = load_sql(NAME)
+    with steps(report, NAME, sql, ("depth",)):
+        out = {name: run_query(report, NAME, name).cast(schema)
+               for name, schema in _DEPTH_SCHEMAS.items()
+               if detail or name != "_depth_changes"}
+    out.setdefault("_depth_changes", _DEPTH_SCHEMAS["_depth_changes"].empty_table())
+    out["latency"] = run_query(report, NAME, "latency").cast(_LATENCY_SCHEMA)
+    return out
+
+
+def accelerated(report: Report, detail: bool) -> dict[str, pa.Table]:
+    """:func:`method`'s tables from a compiled pass per depth series and the latency
+    figures in numpy."""
+    return {"latency": _latency(report), **_depth(report, detail)}
 
 
 def _latency(report: Report) -> pa.Table:
@@ -228,7 +249,7 @@ def _latency(report: Report) -> pa.Table:
                          "p99_ns": q[2], "max_ns": int(v.max()),
                          "mean_ns": figures.mean(figures.exact_sum(v), m)})
     del values
-    graphs = run_query(report, NAME, "latency").cast(_LATENCY_SCHEMA)
+    graphs = run_query(report, NAME, "graph_latency_rows").cast(_LATENCY_SCHEMA)
     return pa.concat_tables([pa.Table.from_pylist(rows, schema=_LATENCY_SCHEMA), graphs])
 
 

@@ -8,7 +8,7 @@ streams, and serializing patterns: everything on one stream, synchronous ``cudaM
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +16,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..engine.accelerate import pick
+from ..engine.steps import registered, temp_views
 from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
 from . import intervals
-from .base import OK, AnalysisResult, figure, not_captured, registered, run_query, temp_views
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -90,8 +92,8 @@ def run(report: Report, *, settings: Settings | None = None) -> OverlapResult | 
     probe = report.probe
     if not any(probe.present(v) for v in ("kernels", "memcpys", "memsets", "cuda_graphs")):
         return not_captured(NAME, report, "kernels")  # type: ignore[return-value]
-    with (temp_views(report, NAME, ("other_ops", "ops")),
-          registered(report, "_overlap_busy", _busy(report)),
+    with (temp_views(report, load_sql(NAME), ("other_ops", "ops")),
+          registered(report, "_overlap_busy", _measure(report)(report)),
           registered(report, "_overlap_streams", run_query(report, NAME, "op_streams"))):
         per = run_query(report, NAME, "devices")
         streams = run_query(report, NAME, "streams")
@@ -114,10 +116,24 @@ def run(report: Report, *, settings: Settings | None = None) -> OverlapResult | 
                    findings=tuple(_findings(dev_rows, sync, result, settings or DEFAULTS)))
 
 
-def _busy(report: Report) -> pa.Table:
-    """Per device: kernel, copy and any busy time, time with >= 2 kernels, peak kernels.
+def _measure(report: Report) -> Callable[[Report], pa.Table]:
+    """:func:`method` or :func:`accelerated`, as the engine chooses for the operations'
+    rows."""
+    probe = report.probe
+    return pick(method, accelerated, sum(probe[v].source_rows or 0
+                                         for v in ("kernels", "memcpys", "memsets")))
 
-    When a later analysis expects it (``Report.handover``), the pass also keeps each
+
+def method(report: Report) -> pa.Table:
+    """Per device: kernel, copy and any busy time, time with >= 2 kernels, peak kernels
+    (the query busy of overlap.sql, over the temporary view ops)."""
+    return run_query(report, NAME, "busy")
+
+
+def accelerated(report: Report) -> pa.Table:
+    """:func:`method`'s table from a sorted pass over each device's operations.
+
+    When a later analysis expects it (``Workspace.handover``), the pass also keeps each
     device's union as ``gpu_busy`` (``intervals.Coverage``) for ranges: the operations it
     counts are these, less those that start at or before 0 (ranges.sql, rg_busy_intervals).
     """
@@ -133,7 +149,7 @@ def _busy_pass(report: Report, runs: Iterator[tuple[tuple[int, ...], dict[str, n
                ) -> pa.Table:
     """:func:`_busy` over each device's operations in start order (``runs``)."""
     devices: dict[int, tuple[intervals.Busy, intervals.Union, intervals.Union]] = {}
-    gpu_busy = intervals.Coverage() if report.expects(intervals.GPU_BUSY) else None
+    gpu_busy = intervals.Coverage() if report.workspace.expects(intervals.GPU_BUSY) else None
     with contextlib.closing(runs):  # closed early (out of order), it ends its query
         for (device,), op in runs:
             kernels, copies, either = devices.setdefault(
@@ -148,7 +164,7 @@ def _busy_pass(report: Report, runs: Iterator[tuple[tuple[int, ...], dict[str, n
                 after = int(np.searchsorted(start, 0, side="right"))
                 gpu_busy.feed(device, start[after:], end[after:])
     if gpu_busy is not None:
-        report.hand(intervals.GPU_BUSY, gpu_busy.done())
+        report.workspace.hand(intervals.GPU_BUSY, gpu_busy.done())
     return pa.table({
         "device_id": list(devices),
         "kernel_ns": [k.ns for k, _, _ in devices.values()],

@@ -11,9 +11,11 @@ kernels, own copies, other work, idle with own work pending, idle); the slowest
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 import re
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,27 +26,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..engine import threads
+from ..engine.accelerate import pick
+from ..engine.schedule import forked
+from ..engine.steps import expose, registered, shared, step_file, step_writer, steps, temp_views
 from ..errors import UsageError
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
 from . import _compiled, intervals, sweep
-from .base import (
-    EMPTY,
-    NOT_CAPTURED,
-    OK,
-    AnalysisResult,
-    expose,
-    figure,
-    load_sql,
-    records,
-    registered,
-    run_query,
-    shared,
-    step_file,
-    step_writer,
-    steps,
-    temp_views,
-)
+from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, figure, load_sql, records, run_query
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -524,29 +513,56 @@ def decompose(report: Report, unit: Unit, scope: str = "auto") -> tuple[pa.Table
 
 def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
     """The instances table of the units registered as _ranges_units (``ids``: their
-    instance numbers, sorted)."""
+    instance numbers, sorted): :func:`method` or :func:`accelerated`, as the engine
+    chooses for the rows of kernels and API calls."""
+    rows = sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls"))
+    return pick(method, accelerated, rows)(report, scope, ids)
+
+
+@contextlib.contextmanager
+def _units(report: Report, scope: str) -> Iterator[None]:
+    """The steps both ways start from: rg_units, and the views rg_calls and rg_ops."""
     with ExitStack() as stack:
-        stack.enter_context(steps(report, NAME, ("rg_units",), {"scope": scope}))
+        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_units",), {"scope": scope}))
         report.con.execute("SET VARIABLE rg_scope = ?", [scope])
         stack.callback(report.con.execute, "RESET VARIABLE rg_scope")
-        stack.enter_context(temp_views(report, NAME, ("rg_calls",)))
+        stack.enter_context(temp_views(report, load_sql(NAME), ("rg_calls", "rg_ops")))
+        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_launched_other",)))
+        yield
+
+
+def method(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
+    """The instances table by the SQL of ranges.sql: the steps rg_own (an ASOF join),
+    rg_cpu, rg_busy and rg_own_union as queries."""
+    sql = load_sql(NAME)
+    with _units(report, scope), temp_views(report, sql, ("rg_launched", "rg_busy_intervals")), \
+            steps(report, NAME, sql, ("rg_own", "rg_own_sums", "rg_udev", "rg_cpu_pieces", "rg_cpu",
+                                      "rg_busy_pieces", "rg_own_pieces", "rg_own_union",
+                                      "rg_busy")):
+        return run_query(report, NAME, "instances")
+
+
+def accelerated(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
+    """:func:`method`'s table with the steps made by sorted passes and compiled loops: the
+    placement by a search among the sorted instances (``_own``), the CPU side by a sweep
+    (``sweep.covered_sums``), the GPU side by ``intervals.Coverage`` and the compiled
+    loops of ``_gpu_side``."""
+    with _units(report, scope), ExitStack() as stack:
         groups = int(ids.max()) + 1 if len(ids) else 1
-        # The CPU side (the sweep: DuckDB's read and a compiled loop, both cores) runs in a
+        # The CPU side (the sweep: DuckDB's read and a compiled loop, every core) runs in a
         # thread beside the GPU side, whose passes are mostly numpy and compiled loops on
         # one core, so the two use both cores; the views either reads are built first
-        other = stack.enter_context(report.forked("api_calls", "kernels", "memcpys", "memsets",
-                                                  "cuda_graphs"))
+        other = stack.enter_context(forked(report, "api_calls", "kernels", "memcpys", "memsets",
+                                           "cuda_graphs"))
         shared(report, other, "rg_units", "rg_calls")
         other.con.execute("SET VARIABLE rg_scope = ?", [scope])
         # an error on this side interrupts the sweep's queries (``engine.threads``)
         pool = stack.enter_context(threads.Workers(1, stage="ranges: CPU sweep",
                                                    on_cancel=other.con.interrupt))
-        stack.enter_context(temp_views(report, NAME, ("rg_ops",)))
-        stack.enter_context(steps(report, NAME, ("rg_launched_other",)))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
         placed = _own(report, own, scope, groups)
         expose(report, "rg_own", own)
-        stack.enter_context(steps(report, NAME, ("rg_own_sums", "rg_udev")))
+        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_own_sums", "rg_udev")))
         sums = pool.submit(_sweep, other, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)
         for name, table in zip(("rg_busy", "rg_own_union"), _gpu_side(report, placed)):
             stack.enter_context(registered(report, name, table))
@@ -574,7 +590,7 @@ def _own(report: Report, target: Path, scope: str, groups: int) -> np.ndarray:
     first = {int(k): (lo, hi) for k, lo, hi in zip(*intervals.runs(keys))}
     starts, ends, ids = (np.asarray(units[c], dtype=np.int64)
                          for c in ("start_ns", "end_ns", "instance"))
-    launched = report.sql(load_sql(NAME)["rg_launched"], {"scope": scope}).to_arrow_reader(
+    launched = report.sql(load_sql(NAME)["rg_launched"]).to_arrow_reader(
         sweep.BATCH_ROWS)
     counts = np.zeros(groups, dtype=np.int64)
     with step_writer(target, _OWN_SCHEMA) as write:
@@ -634,7 +650,7 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
     of DuckDB joining rg_own to each instance's device and window and sorting it by
     instance, or window functions partitioned by instance."""
     sql = load_sql(NAME)
-    busy = (report.take(intervals.GPU_BUSY)
+    busy = (report.workspace.take(intervals.GPU_BUSY)
             or intervals.Coverage.of_query(report, sql["rg_busy_intervals"]))
     udev = report.sql("SELECT instance, device_id, start_ns, end_ns FROM rg_udev "
                       "WHERE device_id IS NOT NULL ORDER BY instance").to_arrow_table()

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .base import AnalysisResult, _bind, load_sql
+from ..engine.steps import bind
+from .base import AnalysisResult, load_sql
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -80,7 +81,7 @@ def unit_timelines(
 
 def _query(report: Report, name: str, params: dict[str, Any]) -> list[tuple]:
     sql = load_sql(NAME)[name]
-    return report.execute(sql, _bind(sql, params))
+    return report.execute(sql, bind(sql, params))
 
 
 def _num(v: Any) -> float | None:

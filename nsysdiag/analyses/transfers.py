@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, _bind, figure, load_sql, not_captured, records, run_query
+from ..engine.steps import bind
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .link import Link, parse_nvbandwidth, resolve_links
 
 if TYPE_CHECKING:
@@ -313,7 +314,7 @@ def run(
 
 
 def _bind_params(sql: str, params: dict) -> dict | None:
-    return _bind(sql, params)
+    return bind(sql, params)
 
 
 def _links_table(links: list[Link]):

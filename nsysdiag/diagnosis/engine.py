@@ -27,11 +27,10 @@ import numpy as np
 from ..analyses.base import AnalysisResult
 from ..analyses.capture import CaptureResult
 from ..analyses.graphs import GraphsResult
-from ..analyses.intervals import GPU_BUSY
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import RangesResult
 from ..analyses.whole_run import WholeRunResult
-from ..engine import threads
+from ..engine import schedule
 from ..formatting import fmt_ns
 from ..report import Report
 from ..settings import Settings
@@ -95,30 +94,14 @@ def _diagnose(
         ("graphs", {"settings": settings}),
         ("capture", {"baseline": str(baseline) if baseline else None, "settings": settings}),
     )
-    ranges_options = {"range_name": range_name, "settings": settings}
-    done: dict[str, AnalysisResult] = {}
-    # Launch gaps' pass is mostly numpy on one core: it runs in a thread of its own,
-    # beside the analyses of `beside` (mostly DuckDB on both cores), so the two kinds of
-    # work overlap. Not beside ranges: the two memory peaks would add up. Every view
-    # they read is built first, since a build sets options of the whole database
-    # (launch gaps' in-order read sets one too, preserve_insertion_order, which only keeps
-    # the others' rows in order meanwhile).
-    with report.forked("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
-                       "api_calls", "nvtx_ranges") as other, \
-            threads.Workers(1, stage="launch_gaps", on_cancel=other.con.interrupt) as pool:
-        gaps = pool.submit(_run, other, "launch_gaps", **gaps_options)
-        # overlap's pass makes each GPU's busy union, which ranges reads instead of a
-        # sorted pass of its own
-        with report.handover(GPU_BUSY):
-            for name, kw in beside:
-                done[name] = _run(report, name, **kw)
-            # the whole run's breakdown (on overlap's unions): the answer without a unit
-            done["whole_run"] = _run(report, "whole_run", settings=settings)
-            done["launch_gaps"] = gaps.result()
-            done["ranges"] = _run(report, "ranges", **ranges_options)
-            # after ranges: its unit windows tell gaps inside units from those between
-            done["gpu_idle"] = _run(report, "gpu_idle", range_name=range_name,
-                                    settings=settings, detail=False)
+    # the whole run's breakdown (on overlap's unions: the answer without a unit) beside
+    # launch gaps; gpu_idle after ranges, whose unit windows tell gaps inside units from
+    # those between them
+    done = schedule.diagnosis_analyses(
+        report, _run, ("launch_gaps", gaps_options),
+        (*beside, ("whole_run", {"settings": settings})),
+        (("ranges", {"range_name": range_name, "settings": settings}),
+         ("gpu_idle", {"range_name": range_name, "settings": settings, "detail": False})))
     results = {name: done[name]
                for name in ("launch_gaps", *(n for n, _ in beside), "ranges", "gpu_idle",
                             "whole_run")}
@@ -126,11 +109,9 @@ def _diagnose(
     ranges = results.get("ranges")
     durations = _durations(ranges)
     classifier = None
-    # jitter (DuckDB, both cores) runs beside the mixture fits of the tail (one core)
-    with report.forked("kernels") as other, \
-            threads.Workers(1, stage="jitter", on_cancel=other.con.interrupt) as pool:
-        jitter = (pool.submit(_run, other, "jitter", settings=settings)
-                  if probe.present("kernels") else None)
+    # jitter (DuckDB, every core) runs beside the mixture fits of the tail (one core)
+    with schedule.beside(report, _run if probe.present("kernels") else None, "jitter",
+                         views=("kernels",), stage="jitter", settings=settings) as jitter:
         if durations is not None and durations.size:
             classifier = classify_tail(durations, rng=settings.seed, min_n=settings.min_units,
                                        tight_ratio=settings.tail_ratio)

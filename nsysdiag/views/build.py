@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from ..adapters.base import Source
 from ..engine import threads
+from ..engine.database import sql_string
 from ..errors import InputError, StageTimeout
 from . import _compiled
 from .definitions import (
@@ -44,9 +45,6 @@ VIEW_FORMAT = 10
 #: encoding of integers): faster to write, smaller, and faster to scan and sort. The
 #: measurements are in docs/performance.md.
 PARQUET_OPTIONS = "FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, PARQUET_VERSION V2"
-#: How analysis steps (scratch files on disk, read once or twice) are written: uncompressed,
-#: since lz4 cost more to write and read than the bytes it saved
-STEP_OPTIONS = "FORMAT parquet, COMPRESSION uncompressed, PARQUET_VERSION V2"
 
 
 class _Unlisted(Exception):
@@ -85,11 +83,6 @@ def _placed(reader: pa.RecordBatchReader, columns: tuple[str, ...], ids: np.ndar
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     return pa.RecordBatchReader.from_batches(schema, batches())
-
-
-def sql_string(value: str) -> str:
-    """A SQL string literal."""
-    return "'" + value.replace("'", "''") + "'"
 
 
 class ViewStore:

@@ -27,32 +27,6 @@
 -- start_ns - end_ns of the previous kernel on the stream, when positive, before non-graph
 -- kernels.
 --
--- The running maximum and the per-stream predecessor are one sorted pass in numpy
--- (analyses/launch_gaps.py, with analyses/intervals.py and analyses/_compiled.py), since
--- a window function over one partition per GPU runs on one core. The pass reads
---   sequence         the device sequence: every kernel and graph-level execution, unit
---                    0 kernel, 1 graph node, 2 graph-level execution, sorted by start_ns,
---                    then end_ns (NULL last); a NULL end extends no busy period
---                    (end_ns = $no_end); a NULL correlation id reads -1, a NULL
---                    launch_end_ns $no_end; in_stream: a kernel with a known context and
---                    stream (each stream's kernels come in this order too, so the same
---                    pass follows them instead of a second read sorted per stream)
--- and keeps in memory
---   the gaps         from the sequence, the units that start after busy_until_ns (the
---                    furthest end among the earlier units): the sequence (global_pid,
---                    device_id, pid), kind (kernel, graph_launch, graph_node: the pass
---                    tells the first node of a launch by the first start among the
---                    launch's graph kernels, graph_first), gap_ns = start_ns -
---                    busy_until_ns, start_ns, launched_before_idle (a main gap is
---                    prelaunched when launch_end_ns < busy_until_ns; NULL when the launch
---                    call is unknown)
---   stream gaps      per stream, the own kernels that start after the end of the kernel
---                    before them: global_pid, device_id, context_id, stream_id, gap_ns
--- Rows with a NULL process, device or start are left out; a kernel with a NULL context or
--- stream counts on its GPU but in no stream.
--- The figures of the gaps are taken in numpy (analyses/figures.py, equal to DuckDB's
--- quantile_cont, avg, sum), instead of writing the gaps out for six queries to read
--- back; the kernel counts come from stream_counts.
 -- Outputs (ns unless named otherwise; shares in %; "main gaps": the gaps of kind kernel;
 -- percentiles are quantile_cont's, linear between the two nearest ranks):
 --   summary       main gaps: count, p50/p90/p99/p999/max/mean/total, shares above the
@@ -73,7 +47,162 @@
 --                 of ns, bin b = floor(log10(gap_ns) * 5 + 1e-9) covers
 --                 [10^(b/5), 10^((b+1)/5)) ns; share_pct of the main gaps
 
+-- The queries gaps ... histogram below are the method. The accelerated pass
+-- (launch_gaps.accelerated: a sorted pass in numpy, analyses/intervals.py and
+-- analyses/_compiled.py, with figures.py's equivalents of quantile_cont, avg and sum)
+-- computes the same tables from the queries sequence, graph_first and stream_counts at the
+-- end of this file; nsysdiag/engine/accelerate.py chooses between the two by input size,
+-- and tests/test_accelerated.py compares them table for table.
+
+-- @query gaps
+-- (a step) Every gap of the device sequences: the units that start after busy_until_ns,
+-- the running maximum of end_ns over the earlier units of their process and GPU. A NULL
+-- end extends no busy period (max ignores it); rows with a NULL process, device or start
+-- are left out. kind as defined above; launched_before_idle: the launch call returned
+-- before the GPU went idle (NULL when unknown, and for graph gaps).
+WITH sequence AS (
+    SELECT global_pid, device_id, correlation_id, unit, start_ns, end_ns, launch_end_ns,
+           max(end_ns) OVER (PARTITION BY global_pid, device_id ORDER BY start_ns, end_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until_ns
+    FROM (SELECT global_pid, device_id, correlation_id, start_ns, end_ns, launch_end_ns,
+                 CASE WHEN graph_node_id IS NULL THEN 'kernel' ELSE 'graph_node' END AS unit
+          FROM kernels
+          UNION ALL
+          SELECT global_pid, device_id, correlation_id, gpu_start_ns, gpu_end_ns, NULL,
+                 'graph'
+          FROM cuda_graphs
+          WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL)
+    WHERE global_pid IS NOT NULL AND device_id IS NOT NULL AND start_ns IS NOT NULL),
+first_nodes AS (
+    SELECT global_pid, correlation_id, min(start_ns) AS first_start_ns
+    FROM kernels
+    WHERE graph_node_id IS NOT NULL AND correlation_id IS NOT NULL
+    GROUP BY global_pid, correlation_id)
+SELECT s.global_pid, s.device_id, (s.global_pid >> 24) & 16777215 AS pid,
+       CASE WHEN s.unit = 'kernel' THEN 'kernel'
+            WHEN s.unit = 'graph' OR s.start_ns = f.first_start_ns THEN 'graph_launch'
+            ELSE 'graph_node' END AS kind,
+       s.start_ns - s.busy_until_ns AS gap_ns, s.start_ns,
+       s.launch_end_ns < s.busy_until_ns AS launched_before_idle
+FROM sequence s
+LEFT JOIN first_nodes f
+  ON s.unit = 'graph_node' AND f.global_pid = s.global_pid
+ AND f.correlation_id = s.correlation_id
+WHERE s.start_ns > s.busy_until_ns
+
+-- @query stream_gaps
+-- (a step) Per stream, the gap before each kernel launched on its own: start_ns minus the
+-- end of the kernel before it on the stream (lag; graph nodes count as predecessors),
+-- when positive. Kernels with a NULL context or stream are in no stream.
+SELECT global_pid, device_id, context_id, stream_id, start_ns - previous_end_ns AS gap_ns
+FROM (SELECT global_pid, device_id, context_id, stream_id, graph_node_id, start_ns,
+             lag(end_ns) OVER (PARTITION BY global_pid, device_id, context_id, stream_id
+                               ORDER BY start_ns, end_ns) AS previous_end_ns
+      FROM kernels
+      WHERE global_pid IS NOT NULL AND device_id IS NOT NULL AND start_ns IS NOT NULL
+        AND context_id IS NOT NULL AND stream_id IS NOT NULL)
+WHERE graph_node_id IS NULL AND start_ns > previous_end_ns
+
+-- @query summary
+SELECT count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, q[4] AS p999_ns,
+       max_ns, mean_ns, total_ns, share_above_normal_pct, share_above_p99_threshold_pct,
+       coalesce(q[3] > $p99_ns, false) AS cpu_bound, kernels, graph_kernels,
+       prelaunched_gaps, prelaunched_idle_pct, starved_gaps,
+       starved_q[1] AS starved_p50_ns, starved_q[2] AS starved_p99_ns,
+       $normal_ns::BIGINT AS normal_threshold_ns, $p99_ns::BIGINT AS p99_threshold_ns
+FROM (SELECT count(*) AS count, quantile_cont(gap_ns, [0.5, 0.9, 0.99, 0.999]) AS q,
+             max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns,
+             coalesce(sum(gap_ns), 0)::BIGINT AS total_ns,
+             100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / nullif(count(*), 0)
+                 AS share_above_normal_pct,
+             100.0 * count(*) FILTER (WHERE gap_ns > $p99_ns) / nullif(count(*), 0)
+                 AS share_above_p99_threshold_pct,
+             count(*) FILTER (WHERE launched_before_idle) AS prelaunched_gaps,
+             100.0 * coalesce(sum(gap_ns) FILTER (WHERE launched_before_idle), 0)
+                 / nullif(sum(gap_ns) FILTER (WHERE launched_before_idle IS NOT NULL), 0)
+                 AS prelaunched_idle_pct,
+             count(*) FILTER (WHERE NOT launched_before_idle) AS starved_gaps,
+             quantile_cont(gap_ns, [0.5, 0.99]) FILTER (WHERE NOT launched_before_idle)
+                 AS starved_q
+      FROM gaps WHERE kind = 'kernel'),
+     (SELECT coalesce(sum(kernels), 0)::BIGINT AS kernels,
+             coalesce(sum(graph_kernels), 0)::BIGINT AS graph_kernels
+      FROM stream_counts)
+
+-- @query per_device
+SELECT k.device_id, k.pid, k.kernels, k.graph_kernels, coalesce(g.gaps, 0) AS gaps,
+       g.q[1] AS p50_ns, g.q[2] AS p90_ns, g.q[3] AS p99_ns, g.q[4] AS p999_ns, g.max_ns,
+       g.mean_ns, coalesce(g.total_ns, 0) AS total_ns, g.share_above_normal_pct
+FROM (SELECT global_pid, device_id, any_value(pid) AS pid, sum(kernels)::BIGINT AS kernels,
+             sum(graph_kernels)::BIGINT AS graph_kernels
+      FROM stream_counts GROUP BY global_pid, device_id) k
+LEFT JOIN (SELECT global_pid, device_id, count(*) AS gaps,
+                  quantile_cont(gap_ns, [0.5, 0.9, 0.99, 0.999]) AS q, max(gap_ns) AS max_ns,
+                  avg(gap_ns) AS mean_ns, sum(gap_ns)::BIGINT AS total_ns,
+                  100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / count(*)
+                      AS share_above_normal_pct
+           FROM gaps WHERE kind = 'kernel' GROUP BY global_pid, device_id) g
+  ON g.global_pid = k.global_pid AND g.device_id = k.device_id
+ORDER BY k.device_id, k.pid, k.global_pid
+
+-- @query device_counts
+-- Main gaps per GPU, every GPU that ran kernels (gaps_per_device in the summary)
+SELECT d.device_id, count(g.gap_ns) AS gaps
+FROM (SELECT DISTINCT device_id FROM stream_counts) d
+LEFT JOIN (SELECT device_id, gap_ns FROM gaps WHERE kind = 'kernel') g
+  ON g.device_id = d.device_id
+GROUP BY d.device_id
+ORDER BY d.device_id
+
+-- @query graph
+SELECT kind, count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, mean_ns
+FROM (SELECT kind, count(*) AS count, quantile_cont(gap_ns, [0.5, 0.9, 0.99]) AS q,
+             max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns
+      FROM gaps
+      WHERE kind <> 'kernel'
+      GROUP BY kind)
+ORDER BY kind
+
+-- @query per_stream
+SELECT k.device_id, k.pid, k.context_id, k.stream_id, k.kernels, coalesce(g.gaps, 0) AS gaps,
+       g.q[1] AS p50_ns, g.q[2] AS p90_ns, g.q[3] AS p99_ns, g.max_ns, g.mean_ns,
+       g.share_above_normal_pct
+FROM stream_counts k
+LEFT JOIN (SELECT global_pid, device_id, context_id, stream_id, count(*) AS gaps,
+                  quantile_cont(gap_ns, [0.5, 0.9, 0.99]) AS q, max(gap_ns) AS max_ns,
+                  avg(gap_ns) AS mean_ns,
+                  100.0 * count(*) FILTER (WHERE gap_ns > $normal_ns) / count(*)
+                      AS share_above_normal_pct
+           FROM stream_gaps GROUP BY ALL) g
+  ON g.global_pid = k.global_pid AND g.device_id = k.device_id
+ AND g.context_id = k.context_id AND g.stream_id = k.stream_id
+ORDER BY k.device_id, k.pid, k.context_id, k.stream_id, k.global_pid
+
+-- @query distribution
+SELECT device_id, pid, gap_ns, start_ns, launched_before_idle
+FROM gaps
+WHERE kind = 'kernel'
+ORDER BY device_id, pid, start_ns
+
+-- @query histogram
+WITH gap_bins AS (SELECT floor(log10(gap_ns) * 5 + 1e-9)::BIGINT AS bin
+                  FROM gaps WHERE kind = 'kernel')
+SELECT b.bin, pow(10, b.bin / 5) AS bin_lo_ns, pow(10, (b.bin + 1) / 5) AS bin_hi_ns,
+       coalesce(c.gaps, 0) AS gaps,
+       100.0 * coalesce(c.gaps, 0) / sum(coalesce(c.gaps, 0)) OVER () AS share_pct
+FROM (SELECT unnest(range(min(bin), max(bin) + 1)) AS bin FROM gap_bins) b
+LEFT JOIN (SELECT bin, count(*) AS gaps FROM gap_bins GROUP BY bin) c USING (bin)
+ORDER BY b.bin
+
+-- The accelerated pass reads these three.
+
 -- @query sequence
+-- The device sequence as the pass reads it, sorted by start_ns then end_ns (NULL last):
+-- every kernel and graph-level execution, unit 0 kernel, 1 graph node, 2 graph-level
+-- execution; a NULL end reads $no_end (below every timestamp: it extends no busy period),
+-- a NULL correlation id -1, a NULL launch_end_ns $no_end; in_stream: a kernel with a
+-- known context and stream (each stream's kernels come in this order too, so the same
+-- pass follows them).
 SELECT global_pid, device_id, coalesce(correlation_id, -1) AS correlation_id, unit,
        start_ns, end_ns AS sort_end, coalesce(end_ns, $no_end) AS end_ns,
        coalesce(launch_end_ns, $no_end) AS launch_end_ns,

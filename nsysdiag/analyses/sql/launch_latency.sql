@@ -27,22 +27,23 @@
 --                                                  started first)
 --                     queue_ns                     max(api_end_to_kernel_start_ns, 0)
 --                   (the four are NULL for an unmatched kernel)
--- The depth series are one sorted pass per series in analyses/launch_latency.py (_depth,
--- with the compiled loop analyses/_compiled.py: queue_depth), GPU by GPU
--- (queue_devices): per GPU, +1 at the return of each queued launch and -1 at its
--- kernel's start, and each matched launch marks the depth right after its return
--- (queue_launches); per stream, the same for the queued launches with a known process,
--- context and stream (queue_streams). Each series counts time from its first to its last
--- +1 or -1 event. (One compiled pass instead of DuckDB sorting the events and numpy
--- netting them, which was most of the analysis' time.) The pass registers, for the
--- queries below,
+-- The depth series (query depth, a step) per GPU and per stream: the events of each
+-- instant netted, the depth after an instant the running sum of the nets, the span to the
+-- next instant counted at that depth. Each series counts time from its first +1 event to
+-- its last -1 event. The query depth registers, for the queries below,
 --   _depth_hist      level, series keys, depth, time_ns: time at each depth after an
 --                    instant t with first <= t < last, until the next instant
 --   _depth_at_launch depth, launches: device depth right after each matched launch
 --                    call returned (counting its own kernel when that had not started
 --                    yet), i.e. after the instant of each launch
 --   _depth_changes   level, series keys, t_ns, depth: every instant whose events do not
---                    net to zero, with the depth after it ($streams / detail only)
+--                    net to zero, with the depth after it
+-- The queries depth ... _depth_changes and latency are the method. The accelerated pass
+-- (launch_latency.accelerated: a compiled loop per series, analyses/_compiled.py
+-- queue_depth, over the events of queue_devices, queue_launches and queue_streams, and the
+-- kernel metrics of latency in numpy, with figures.py's equivalents of quantile_cont and
+-- avg, the graph metrics from graph_latency) makes the same four tables;
+-- nsysdiag/engine/accelerate.py chooses between the two by input size.
 -- Kernels without a device id are left out of the queue.
 -- Outputs:
 --   summary          kernels, matched, unmatched, unmatched_pct (% of kernels), queued
@@ -72,6 +73,59 @@ SELECT k.pid, k.global_pid, k.device_id, k.context_id, k.stream_id, k.correlatio
 FROM kernels k
 WHERE k.graph_node_id IS NULL
 
+-- @query depth
+-- (a step) One row per instant of each series: level ('device': all processes on a GPU;
+-- 'stream'), its keys, the instant t, net (the sum of the instant's +1 and -1 events), marks (the
+-- matched launch calls that returned at it, device level), depth (after t), next_t (the
+-- series' next instant), first_t and last_t (its first +1 and last -1).
+WITH events AS (
+    SELECT 'device' AS level, device_id, NULL::BIGINT AS global_pid,
+           NULL::BIGINT AS context_id, NULL::BIGINT AS stream_id, api_end_ns AS t,
+           CASE WHEN start_ns > api_end_ns THEN 1 ELSE 0 END AS step, 1 AS marks
+    FROM launches WHERE api_end_ns IS NOT NULL AND device_id IS NOT NULL
+    UNION ALL
+    SELECT 'device', device_id, NULL, NULL, NULL, start_ns, -1, 0
+    FROM launches WHERE start_ns > api_end_ns AND device_id IS NOT NULL
+    UNION ALL
+    SELECT 'stream', device_id, global_pid, context_id, stream_id, unnest([api_end_ns, start_ns]),
+           unnest([1, -1]), 0
+    FROM launches
+    WHERE start_ns > api_end_ns AND device_id IS NOT NULL AND global_pid IS NOT NULL
+      AND context_id IS NOT NULL AND stream_id IS NOT NULL),
+instants AS (
+    SELECT level, device_id, global_pid, context_id, stream_id, t, sum(step)::BIGINT AS net,
+           sum(marks)::BIGINT AS marks, bool_or(step = 1) AS up, bool_or(step = -1) AS down
+    FROM events GROUP BY ALL)
+SELECT level, device_id, global_pid,
+       CASE WHEN level = 'stream' THEN (global_pid >> 24) & 16777215 END AS pid,
+       context_id, stream_id, t, net, marks,
+       sum(net) OVER w::BIGINT AS depth, lead(t) OVER w AS next_t,
+       min(t) FILTER (WHERE up) OVER s AS first_t, max(t) FILTER (WHERE down) OVER s AS last_t
+FROM instants
+WINDOW s AS (PARTITION BY level, device_id, global_pid, context_id, stream_id),
+       w AS (s ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+
+-- @query _depth_hist
+SELECT level, device_id, global_pid, pid, context_id, stream_id, depth,
+       sum(next_t - t)::BIGINT AS time_ns
+FROM depth
+WHERE t >= first_t AND t < last_t
+GROUP BY ALL
+HAVING sum(next_t - t) <> 0
+ORDER BY level, device_id, global_pid, context_id, stream_id, depth
+
+-- @query _depth_at_launch
+SELECT depth, sum(marks)::BIGINT AS launches
+FROM depth
+WHERE level = 'device' AND marks > 0
+GROUP BY depth
+ORDER BY depth
+
+-- @query _depth_changes
+SELECT level, device_id, global_pid, pid, context_id, stream_id, t AS t_ns, depth
+FROM depth
+WHERE net <> 0
+
 -- @query queue_devices
 SELECT device_id, count(*) AS launches
 FROM launches
@@ -94,25 +148,40 @@ WHERE device_id = $device AND start_ns > api_end_ns
   AND global_pid IS NOT NULL AND context_id IS NOT NULL AND stream_id IS NOT NULL
 
 -- @query latency
--- The latency table (one row per metric) is made in analyses/launch_latency.py: the four
--- kernel metrics from one read of the launches, with figures.quantiles (DuckDB's
--- quantile_cont, figure for figure, from numpy's partial sorts, which cost less than four
--- list-valued quantiles here), count, max and mean (avg); NULLs skipped. The graph
--- metrics come from this query.
-SELECT metric, count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, mean_ns
-FROM (
-    SELECT 'graph_api_duration' AS metric, count(api_end_ns - api_start_ns) AS count,
-           quantile_cont(api_end_ns - api_start_ns, [0.5, 0.9, 0.99]) AS q,
-           max(api_end_ns - api_start_ns) AS max_ns, avg(api_end_ns - api_start_ns) AS mean_ns,
-           1 AS pos
-    FROM cuda_graphs WHERE api_start_ns IS NOT NULL
+-- One row per metric, NULLs skipped.
+WITH l AS (
+    SELECT 'api_duration' AS metric, count(api_duration_ns) AS count,
+           quantile_cont(api_duration_ns, [0.5, 0.9, 0.99]) AS q, max(api_duration_ns) AS max_ns,
+           avg(api_duration_ns) AS mean_ns, 1 AS pos FROM launches
     UNION ALL
-    SELECT 'graph_launch_to_start', count(launch_to_start_ns),
-           quantile_cont(launch_to_start_ns, [0.5, 0.9, 0.99]), max(launch_to_start_ns),
-           avg(launch_to_start_ns), 2
-    FROM cuda_graphs WHERE api_start_ns IS NOT NULL)
-WHERE count > 0
+    SELECT 'api_start_to_kernel_start', count(api_start_to_kernel_start_ns),
+           quantile_cont(api_start_to_kernel_start_ns, [0.5, 0.9, 0.99]),
+           max(api_start_to_kernel_start_ns), avg(api_start_to_kernel_start_ns), 2 FROM launches
+    UNION ALL
+    SELECT 'api_end_to_kernel_start', count(api_end_to_kernel_start_ns),
+           quantile_cont(api_end_to_kernel_start_ns, [0.5, 0.9, 0.99]),
+           max(api_end_to_kernel_start_ns), avg(api_end_to_kernel_start_ns), 3 FROM launches
+    UNION ALL
+    SELECT 'queue', count(queue_ns), quantile_cont(queue_ns, [0.5, 0.9, 0.99]), max(queue_ns),
+           avg(queue_ns), 4 FROM launches
+    UNION ALL
+    SELECT metric, count, q, max_ns, mean_ns, pos FROM graph_latency)
+SELECT metric, count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, mean_ns
+FROM l WHERE count > 0
 ORDER BY pos
+
+-- @query graph_latency
+-- (a view) The graph metrics of latency.
+SELECT 'graph_api_duration' AS metric, count(api_end_ns - api_start_ns) AS count,
+       quantile_cont(api_end_ns - api_start_ns, [0.5, 0.9, 0.99]) AS q,
+       max(api_end_ns - api_start_ns) AS max_ns, avg(api_end_ns - api_start_ns) AS mean_ns,
+       5 AS pos
+FROM cuda_graphs WHERE api_start_ns IS NOT NULL
+UNION ALL
+SELECT 'graph_launch_to_start', count(launch_to_start_ns),
+       quantile_cont(launch_to_start_ns, [0.5, 0.9, 0.99]), max(launch_to_start_ns),
+       avg(launch_to_start_ns), 6
+FROM cuda_graphs WHERE api_start_ns IS NOT NULL
 
 -- @query summary
 SELECT *
@@ -191,3 +260,9 @@ SELECT pid, correlation_id, device_id, stream_id, api_start_ns,
 FROM cuda_graphs
 WHERE api_start_ns IS NOT NULL
 ORDER BY api_start_ns
+
+-- @query graph_latency_rows
+-- The rows of latency that the accelerated pass takes from SQL.
+SELECT metric, count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, mean_ns
+FROM graph_latency WHERE count > 0
+ORDER BY pos

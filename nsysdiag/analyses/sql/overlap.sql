@@ -6,17 +6,13 @@
 --
 -- Busy time is the measure of a union of intervals, found with the running maximum of end
 -- times (gaps-and-islands): sorted by start, each interval adds the part of it beyond the
--- furthest end seen so far, greatest(0, end - greatest(start, running_max_end)). The
--- sorted passes run in numpy (analyses/intervals.py, which states the definitions).
---   kernel_busy_ns  union of kernel (and graph-level launch) intervals
---   copy_busy_ns    union of memcpy + memset intervals
---   any_busy_ns     union of both
---   both_busy_ns    kernel_busy_ns + copy_busy_ns - any_busy_ns: time with a copy and a
---                   kernel in flight at once (the intersection of the two unions)
---   exposed_copy_ns copy_busy_ns - both_busy_ns: copy time not hidden behind compute
---   overlap_pct     100 * both_busy_ns / copy_busy_ns
+-- furthest end seen so far, greatest(0, end - greatest(start, running_max_end)).
 -- Kernel concurrency: concurrent_kernel_ns is the time with >= 2 kernels in flight (an
 -- interval is in flight on [start, end)), max_concurrent_kernels the peak.
+-- The query busy is the method; the accelerated pass (overlap.accelerated: a sorted pass
+-- in numpy, analyses/intervals.py, which also hands each device's union on to ranges)
+-- computes the same table; nsysdiag/engine/accelerate.py chooses between the two by
+-- input size.
 -- A stream is (global_pid, stream_id).
 --
 -- devices: one row per device (device_id NULL: all devices together).
@@ -26,13 +22,9 @@
 --   copies, bytes and copy time per API name; synchronous = a memcpy API without 'Async'.
 
 -- @query ops
--- A view (a projection, cheaper to read three times than to write out): every operation
--- of each device, as an interval of class 'kernel' (kernels and
--- graph-level launches) or 'copy' (memcpys and memsets); the busy times, their intersection
--- and the kernel concurrency come from a pass over each device's operations in start order
--- (analyses/overlap.py, analyses/intervals.py) and are registered as _overlap_busy
--- (device_id, kernel_ns, copy_ns, any_ns, concurrent_ns, max_in_flight) for `devices`.
--- The pass reads the kernels as the view stores them (start order) and merges the other
+-- A view: every operation of each device with a valid interval, of class 'kernel'
+-- (kernels and graph-level launches) or 'copy' (memcpys and memsets). The accelerated
+-- pass reads the kernels as the view stores them (start order) and merges the other
 -- operations (other_ops, sorted: a few) in; should a kernel come out of order, it reads
 -- ops sorted instead.
 SELECT device_id, 'kernel' AS cls, global_pid, stream_id, start_ns, end_ns
@@ -81,6 +73,59 @@ SELECT device_id, (global_pid >> 24) & 16777215 AS pid, global_pid, stream_id,
        max(end_ns) FILTER (WHERE end_ns >= start_ns) AS valid_last_ns
 FROM all_ops
 GROUP BY device_id, global_pid, stream_id
+
+-- @query busy
+-- Per device: kernel_ns, copy_ns, any_ns (the unions of its kernels, its copies, both),
+-- concurrent_ns (the union of the pieces [start, least(end, running max end)) of its
+-- kernels: a point inside two kernels lies in the piece of the later-starting one) and
+-- max_in_flight (the peak of the kernels started at or before an instant less those
+-- ended by then); registered as _overlap_busy for `devices`.
+WITH o AS (
+    SELECT device_id, cls = 'kernel' AS kernel, start_ns, end_ns FROM ops
+    WHERE device_id IS NOT NULL),
+before AS (
+    SELECT device_id, kernel, start_ns, end_ns,
+           max(end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, end_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS any_before,
+           max(end_ns) OVER (PARTITION BY device_id, kernel ORDER BY start_ns, end_ns
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS own_before
+    FROM o),
+twice AS (  -- the pieces of the kernels covered by an earlier kernel
+    SELECT device_id, start_ns, piece_end_ns,
+           max(piece_end_ns) OVER (PARTITION BY device_id ORDER BY start_ns, piece_end_ns
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+               AS piece_before
+    FROM (SELECT device_id, start_ns, least(end_ns, coalesce(own_before, start_ns))
+                     AS piece_end_ns
+          FROM before WHERE kernel)),
+in_flight AS (
+    SELECT device_id, sum(step) OVER (PARTITION BY device_id ORDER BY t
+                                      RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+               AS kernels
+    FROM (SELECT device_id, start_ns AS t, 1 AS step FROM o WHERE kernel
+          UNION ALL
+          SELECT device_id, end_ns, -1 FROM o WHERE kernel)),
+unions AS (
+    SELECT device_id,
+           coalesce(sum(greatest(0, end_ns - greatest(start_ns, coalesce(own_before, start_ns))))
+                    FILTER (WHERE kernel), 0)::BIGINT AS kernel_ns,
+           coalesce(sum(greatest(0, end_ns - greatest(start_ns, coalesce(own_before, start_ns))))
+                    FILTER (WHERE NOT kernel), 0)::BIGINT AS copy_ns,
+           sum(greatest(0, end_ns - greatest(start_ns, coalesce(any_before, start_ns))))::BIGINT
+               AS any_ns
+    FROM before GROUP BY device_id)
+SELECT u.device_id, u.kernel_ns, u.copy_ns, u.any_ns,
+       coalesce(t.concurrent_ns, 0)::BIGINT AS concurrent_ns,
+       greatest(coalesce(f.max_in_flight, 0), 0)::BIGINT AS max_in_flight
+FROM unions u
+LEFT JOIN (SELECT device_id,
+                  sum(greatest(0, piece_end_ns
+                                  - greatest(start_ns, coalesce(piece_before, start_ns))))
+                      AS concurrent_ns
+           FROM twice GROUP BY device_id) t ON t.device_id = u.device_id
+LEFT JOIN (SELECT device_id, max(kernels) AS max_in_flight FROM in_flight GROUP BY device_id) f
+  ON f.device_id = u.device_id
+ORDER BY u.device_id
 
 -- @query devices
 WITH busy AS (SELECT * FROM _overlap_busy),

@@ -175,8 +175,7 @@ ORDER BY u.instance, o.name;
 
 -- @query rg_units
 -- The rg_* queries are steps of `instances` (materialized one by one, so that each heavy
--- join or window gets the whole memory budget; the CPU sums come from analyses/sweep.py,
--- the busy times from intervals.Coverage).
+-- join or window gets the whole memory budget).
 -- rg_units: the instances with the key their CUDA calls are matched on, and the scope.
 SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key,
        $scope AS scope
@@ -248,16 +247,15 @@ JOIN calls c ON c.global_pid = o.global_pid AND c.correlation_id = o.correlation
 -- Every GPU operation with the key's call that launched it: a kernel's is the launch call
 -- the kernels view carries (several calls with its id, runtime and driver, count as one
 -- from the first entry to the last return); the others come from rg_launched_other.
--- Streamed (no join: the kernels are read as they are), not written out.
+-- A view (no join: the kernels are read as they are), not written out.
 -- Each instance's own work, the step rg_own (instance, kernel, device_id, start_ns, end_ns,
--- api_end_ns), is matched from these in analyses/ranges.py (_own): the call goes to the
--- instance of its key with the latest start_ns <= the call's start_ns (ties: the higher
--- instance number), when that instance also contains the call's end; an operation of no
--- instance has a NULL one (or is left out), which the joins and groups on instance below
--- leave aside. (An ASOF join would say the same in SQL, but it sorts every launched
--- operation to place it among the instances.)
+-- api_end_ns), is placed from these (query rg_own): the call goes to the instance of its
+-- key with the latest start_ns <= the call's start_ns (ties: the higher instance number),
+-- when that instance also contains the call's end; an operation of no instance has a NULL
+-- one (or is left out), which the joins and groups on instance below leave aside.
 SELECT *
-FROM (SELECT CASE WHEN $scope = 'thread' THEN launch_global_tid ELSE global_pid END AS key,
+FROM (SELECT CASE WHEN getvariable('rg_scope') = 'thread' THEN launch_global_tid
+                  ELSE global_pid END AS key,
              launch_start_ns AS api_start_ns, launch_end_ns AS api_end_ns, true AS kernel,
              device_id, start_ns, end_ns
       FROM kernels WHERE start_ns > 0 AND launch_end_ns IS NOT NULL)
@@ -308,6 +306,164 @@ SELECT * FROM udev
 -- pending_busy_ns). A counting sort puts rg_own in instance order and a compiled loop
 -- (analyses/_compiled.py: own_pieces, own_work) does the rest, instead of a join to
 -- rg_udev sorted by instance or window functions partitioned by instance in SQL.
+
+-- The method of the instances' CPU and GPU sides: the queries rg_cpu_pieces ...
+-- rg_own_union below. The accelerated pass (ranges.accelerated: analyses/sweep.py for the
+-- CPU side over rg_cpu_intervals and rg_cpu_probes, a search among the sorted instances
+-- for the placement over rg_launched, intervals.Coverage and the compiled loops
+-- own_pieces and own_work of analyses/_compiled.py for the GPU side) makes the same steps
+-- rg_own, rg_cpu, rg_busy and rg_own_union; nsysdiag/engine/accelerate.py chooses between
+-- the two by input size.
+
+-- @query rg_cpu_pieces
+-- (a step) The key's calls cut into disjoint pieces: taken by start (ties: the longer
+-- first, then the lower class), each call keeps the part beyond the furthest end of the
+-- calls before it, [piece_start, piece_end), credited to its class; cum0_ns .. cum3_ns:
+-- the running totals of each class's pieces up to this one (included).
+WITH pieces AS (
+    SELECT key, cls, greatest(start_ns, coalesce(reach_ns, start_ns)) AS piece_start,
+           end_ns AS piece_end
+    FROM (SELECT key, cls, start_ns, end_ns,
+                 max(end_ns) OVER (PARTITION BY key ORDER BY start_ns, end_ns DESC, cls
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                     AS reach_ns
+          FROM rg_calls
+          WHERE key IS NOT NULL AND start_ns IS NOT NULL AND end_ns >= start_ns)
+    WHERE end_ns > greatest(start_ns, coalesce(reach_ns, start_ns)))
+SELECT key, cls, piece_start, piece_end,
+       sum(piece_end - piece_start) FILTER (WHERE cls = 0) OVER w AS cum0_ns,
+       sum(piece_end - piece_start) FILTER (WHERE cls = 1) OVER w AS cum1_ns,
+       sum(piece_end - piece_start) FILTER (WHERE cls = 2) OVER w AS cum2_ns,
+       sum(piece_end - piece_start) FILTER (WHERE cls = 3) OVER w AS cum3_ns
+FROM pieces
+WINDOW w AS (PARTITION BY key ORDER BY piece_start ROWS UNBOUNDED PRECEDING)
+
+-- @query rg_cpu
+-- (a step) Per instance, the time of each class inside its window: covered(end) -
+-- covered(start), where covered(t), the length of a class's pieces before instant t, is
+-- the running total at the last piece that starts at or before t (an ASOF join) less the
+-- part of that piece after t.
+WITH probes AS (
+    SELECT u.instance, u.start_ns AS t, -1 AS sign,
+           coalesce(p.cum0_ns, 0) AS c0, coalesce(p.cum1_ns, 0) AS c1,
+           coalesce(p.cum2_ns, 0) AS c2, coalesce(p.cum3_ns, 0) AS c3, p.cls,
+           p.piece_end - least(u.start_ns, p.piece_end) AS after_ns
+    FROM rg_units u ASOF LEFT JOIN rg_cpu_pieces p
+      ON p.key = u.key AND p.piece_start <= u.start_ns
+    UNION ALL
+    SELECT u.instance, u.end_ns, 1,
+           coalesce(p.cum0_ns, 0), coalesce(p.cum1_ns, 0), coalesce(p.cum2_ns, 0),
+           coalesce(p.cum3_ns, 0), p.cls, p.piece_end - least(u.end_ns, p.piece_end)
+    FROM rg_units u ASOF LEFT JOIN rg_cpu_pieces p
+      ON p.key = u.key AND p.piece_start <= u.end_ns)
+SELECT instance,
+       sum(sign * (c0 - CASE WHEN cls = 0 THEN after_ns ELSE 0 END))::BIGINT AS cpu_launch_ns,
+       sum(sign * (c1 - CASE WHEN cls = 1 THEN after_ns ELSE 0 END))::BIGINT AS cpu_memcpy_ns,
+       sum(sign * (c2 - CASE WHEN cls = 2 THEN after_ns ELSE 0 END))::BIGINT AS cpu_sync_ns,
+       sum(sign * (c3 - CASE WHEN cls = 3 THEN after_ns ELSE 0 END))::BIGINT AS cpu_other_api_ns
+FROM probes
+GROUP BY instance
+
+-- @query rg_own
+-- (a step) Each launched operation placed in the instance of its key with the latest
+-- start_ns <= its call's start (ties: the higher instance number), when that instance
+-- also contains the call's end: an ASOF join.
+WITH units AS (
+    SELECT key, start_ns, max(instance) AS instance, arg_max(end_ns, instance) AS end_ns
+    FROM rg_units
+    WHERE key IS NOT NULL AND start_ns IS NOT NULL
+    GROUP BY key, start_ns)
+SELECT u.instance, l.kernel, l.device_id, l.start_ns, l.end_ns, l.api_end_ns
+FROM (SELECT * FROM rg_launched WHERE api_start_ns IS NOT NULL) l
+ASOF JOIN units u ON u.key = l.key AND u.start_ns <= l.api_start_ns
+WHERE l.api_end_ns <= u.end_ns
+
+-- @query rg_busy_pieces
+-- (a step) Each device's busy time (the union of rg_busy_intervals) as disjoint pieces,
+-- cut as the CPU side's, with cum_ns, the running total of their lengths (included).
+WITH pieces AS (
+    SELECT key AS device_id, greatest(start_ns, coalesce(reach_ns, start_ns)) AS piece_start,
+           end_ns AS piece_end
+    FROM (SELECT key, start_ns, end_ns,
+                 max(end_ns) OVER (PARTITION BY key ORDER BY start_ns, end_ns DESC
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                     AS reach_ns
+          FROM rg_busy_intervals
+          WHERE key IS NOT NULL AND start_ns IS NOT NULL AND end_ns >= start_ns)
+    WHERE end_ns > greatest(start_ns, coalesce(reach_ns, start_ns)))
+SELECT device_id, piece_start, piece_end,
+       sum(piece_end - piece_start) OVER (PARTITION BY device_id ORDER BY piece_start
+                                          ROWS UNBOUNDED PRECEDING) AS cum_ns
+FROM pieces
+
+-- @query rg_own_pieces
+-- (a step) Per instance, its own work on its device as two pieces clipped to its window
+-- (ranges.sql, Own work): ws (from the work's start), ps (from its launch call's return)
+-- and e; with the parts of the pending pieces [ps, e) beyond the furthest end of those
+-- before them by ps, [pending_start, e): the merged pending stretches, cut into disjoint
+-- pieces.
+WITH own AS (
+    SELECT o.instance, o.kernel, greatest(o.start_ns, u.start_ns) AS ws,
+           greatest(o.api_end_ns, u.start_ns) AS ps, least(o.end_ns, u.end_ns) AS e
+    FROM rg_own o
+    JOIN rg_udev u ON u.instance = o.instance AND u.device_id = o.device_id
+    WHERE o.instance IS NOT NULL)
+SELECT instance, kernel, ws, ps, e,
+       CASE WHEN e > ps THEN
+           greatest(ps, coalesce(max(e) FILTER (WHERE e > ps) OVER (
+               PARTITION BY instance ORDER BY ps, e DESC
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), ps)) END AS pending_start
+FROM own
+
+-- @query rg_own_union
+-- (a step) Per instance with own work on its device: the unions of the pieces [ws, e) of
+-- its kernels and of all of it (running maximum cut; pieces that end where they start
+-- count nowhere).
+SELECT instance,
+       coalesce(sum(greatest(0, e - greatest(ws, coalesce(kernel_reach, ws))))
+                FILTER (WHERE kernel AND e > ws), 0)::BIGINT AS kernel_union_ns,
+       coalesce(sum(greatest(0, e - greatest(ws, coalesce(any_reach, ws))))
+                FILTER (WHERE e > ws), 0)::BIGINT AS any_union_ns
+FROM (SELECT instance, kernel, ws, e,
+             max(e) FILTER (WHERE e > ws) OVER (
+                 PARTITION BY instance ORDER BY ws, e DESC
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS any_reach,
+             max(e) FILTER (WHERE e > ws) OVER (
+                 PARTITION BY instance, kernel ORDER BY ws, e DESC
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS kernel_reach
+      FROM rg_own_pieces)
+GROUP BY instance
+
+-- @query rg_busy
+-- (a step) Per instance with a device: busy_ns, the device's busy time inside its window;
+-- pending_ns, the length of its pending stretches; pending_busy_ns, the busy time inside
+-- them. The busy time inside [a, b) is covered(b) - covered(a), covered(t) as on the CPU
+-- side: the running total at the device's last busy piece that starts at or before t
+-- (an ASOF join) less the part of that piece after t.
+WITH u AS (SELECT instance, device_id, start_ns, end_ns FROM rg_udev
+           WHERE device_id IS NOT NULL),
+stretches AS (  -- the instances' windows and their pending pieces, each an interval [a, b)
+    SELECT instance, device_id, start_ns AS a, end_ns AS b, false AS pending FROM u
+    UNION ALL
+    SELECT p.instance, u.device_id, p.pending_start, p.e, true
+    FROM rg_own_pieces p JOIN u USING (instance)
+    WHERE p.e > p.pending_start),
+ends AS (
+    SELECT instance, device_id, pending, -1 AS sign, a AS t, a, b FROM stretches
+    UNION ALL
+    SELECT instance, device_id, pending, 1, b, a, b FROM stretches),
+covered AS (
+    SELECT e.instance, e.pending, e.sign, e.a, e.b,
+           coalesce(c.cum_ns - (c.piece_end - least(e.t, c.piece_end)), 0) AS covered_ns
+    FROM ends e
+    ASOF LEFT JOIN rg_busy_pieces c ON c.device_id = e.device_id AND c.piece_start <= e.t)
+SELECT u.instance,
+       coalesce(sum(sign * covered_ns) FILTER (WHERE NOT pending), 0)::BIGINT AS busy_ns,
+       coalesce(sum(b - a) FILTER (WHERE pending AND sign = 1), 0)::BIGINT AS pending_ns,
+       coalesce(sum(sign * covered_ns) FILTER (WHERE pending), 0)::BIGINT AS pending_busy_ns
+FROM u LEFT JOIN covered USING (instance)
+GROUP BY u.instance
+ORDER BY u.instance
 
 -- @query instances
 -- key: the thread (scope 'thread') or the process (scope 'process') whose API calls count.
