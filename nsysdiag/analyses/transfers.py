@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..settings import DEFAULTS, Settings
 from ..engine.steps import bind
+from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .link import Link, parse_nvbandwidth, resolve_links
 
