@@ -325,7 +325,8 @@ def test_auto_choice_prefers_the_outermost_repeated_range(builder, tmp_path):
     with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
         assert ranges.durations(rep) == ("request", pytest.approx(np.full(20, 9000)), "nvtx_auto")
         cands = run_query(rep, "ranges", "candidates",
-                          {"min_instances": 20, "min_median_ns": 1000}).to_pylist()
+                          {"min_instances": 20, "min_median_ns": 1000,
+                           "cuda_traced": True}).to_pylist()
         unit = ranges.select_unit(rep)
     # qualifying and outermost first, then by total time: forward 140 us, layer 60 us
     assert [(c["name"], c["n"], c["inside_frac"], c["usual_parent"], c["qualifies"])
@@ -369,7 +370,8 @@ def test_operator_and_library_ranges_are_not_units(builder, tmp_path):
         b.launch(s + 100, s + 200, s + 300, s + 900)
     with nsysdiag.open(b.write(tmp_path / "m.sqlite"), cache=False) as rep:
         cands = run_query(rep, "ranges", "candidates",
-                          {"min_instances": 20, "min_median_ns": 1000}).to_pylist()
+                          {"min_instances": 20, "min_median_ns": 1000,
+                           "cuda_traced": True}).to_pylist()
         res = ranges.run(rep)
     assert [(c["name"], c["domain"], c["operator_like"], c["qualifies"]) for c in cands] == [
         ("MPI_Allreduce", "MPI", True, False)]
@@ -388,8 +390,8 @@ def test_short_ranges_and_ranges_without_gpu_work_are_not_units(builder, tmp_pat
         b.nvtx(s + 1000, s + 4000, "log")
     with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
         cands = {c["name"]: c for c in run_query(
-            rep, "ranges", "candidates", {"min_instances": 20, "min_median_ns": 1000}
-        ).to_pylist()}
+            rep, "ranges", "candidates",
+            {"min_instances": 20, "min_median_ns": 1000, "cuda_traced": True}).to_pylist()}
         unit = ranges.select_unit(rep)
     assert unit.name == "step"
     assert (cands["null_count"]["median_ns"], cands["null_count"]["qualifies"]) == (500, False)
@@ -632,9 +634,10 @@ def test_corpus_runs(path):
         assert res.summary["unit_source"] in ("nvtx_auto", "sync_fallback")
         if res.summary["unit_source"] == "nvtx_auto":
             # an automatic NVTX unit lasts at least a microsecond and launches GPU work
+            # (which an NVTX-only capture cannot show)
             assert np.median(inst.column("duration_ns").to_numpy()) >= 1000
             own = (inst.column("n_kernels").to_numpy() + inst.column("n_copies").to_numpy()) > 0
-            assert own.mean() >= 0.5
+            assert own.mean() >= 0.5 or "GPU work not traced" in res.unit_reason
         check_components(res)
 
 

@@ -324,10 +324,12 @@ def select_unit(
         return Unit(range_name, "nvtx_named", units, None, "named with --range")
     rejected = ""
     if names:
+        cuda_traced = report.probe.present("api_calls")
         cands = run_query(report, NAME, "candidates", {
             "min_instances": min_instances, "min_median_ns": settings.unit_min_median_ns,
+            "cuda_traced": cuda_traced,
         }).to_pylist()
-        choice = choose_unit([Candidate.of(r) for r in cands], settings)
+        choice = choose_unit([Candidate.of(r) for r in cands], settings, cuda_traced)
         if choice.unit is not None:
             return Unit(choice.unit, "nvtx_auto",
                         run_query(report, NAME, "units_nvtx", {"name": choice.unit}),
@@ -376,14 +378,14 @@ class Candidate:
     def nested(self) -> bool:
         return self.inside_frac >= 0.5
 
-    def why_not(self, settings: Settings) -> str:
+    def why_not(self, settings: Settings, cuda_traced: bool = True) -> str:
         """Why this name is not a unit (empty when it is one)."""
         if self.operator_like:
             where = f"domain {self.domain}" if self.domain else "its name"
             return f"an operator or library range ({where})"
         if self.median_ns < settings.unit_min_median_ns:
             return f"median {_duration(self.median_ns)}, too short for a unit of work"
-        if self.gpu_share < 0.5:
+        if cuda_traced and self.gpu_share < 0.5:
             return (f"launches GPU work in only {100 * self.gpu_share:.0f}% of its instances"
                     if self.gpu_share else "launches no GPU work")
         if self.nested:
@@ -399,10 +401,12 @@ class UnitChoice(NamedTuple):
     reason: str
 
 
-def choose_unit(cands: list[Candidate], settings: Settings = DEFAULTS) -> UnitChoice:
+def choose_unit(cands: list[Candidate], settings: Settings = DEFAULTS,
+                cuda_traced: bool = True) -> UnitChoice:
     """The unit among the repeated range names: the qualifying, outermost one covering the
     most time (``cands`` in the order of ranges.sql ``candidates``: qualifying first, then
-    not nested, then by total time)."""
+    not nested, then by total time). Without a CUDA trace (an NVTX-only capture) no range
+    shows GPU work, and that rule is not applied."""
     if not cands:
         return UnitChoice(None, None, "")
     units = [c for c in cands if c.qualifies and not c.nested]
@@ -410,18 +414,19 @@ def choose_unit(cands: list[Candidate], settings: Settings = DEFAULTS) -> UnitCh
         best = cands[0]
         return UnitChoice(None, None, f"no repeated NVTX range qualifies as a unit: "
                           f"{len(cands)} repeated; the first, {best.name} "
-                          f"({best.n} times), is {best.why_not(settings)}")
+                          f"({best.n} times), is {best.why_not(settings, cuda_traced)}")
     chosen = units[0]
     rest = [c for c in cands if c is not chosen]
     runner = rest[0] if rest else None
-    reason = (f"repeats {chosen.n} times, launches GPU work in "
-              f"{100 * chosen.gpu_share:.0f}% of its instances "
-              f"({chosen.gpu_calls_mean:.3g} calls each), median {_duration(chosen.median_ns)}")
+    work = (f"launches GPU work in {100 * chosen.gpu_share:.0f}% of its instances "
+            f"({chosen.gpu_calls_mean:.3g} calls each)" if cuda_traced
+            else "GPU work not traced (NVTX only)")
+    reason = f"repeats {chosen.n} times, {work}, median {_duration(chosen.median_ns)}"
     if len(units) > 1:
         reason += (f"; of {len(units)} outermost qualifying ranges it covers the most time "
                    f"({_duration(chosen.total_ns)})")
     if runner is not None:
-        why = runner.why_not(settings) or f"covers less time ({_duration(runner.total_ns)})"
+        why = runner.why_not(settings, cuda_traced) or f"covers less time ({_duration(runner.total_ns)})"
         reason += f"; runner-up {runner.name}: {why}"
     return UnitChoice(chosen.name, runner.name if runner else None, reason)
 

@@ -53,7 +53,8 @@ LIMIT 5;
 -- the ranges nsys writes for CUDA, cuBLAS, cuDNN, NCCL, MPI, OpenMP, OpenACC, and the
 -- domains of RAPIDS libraries: libcudf, cudf_python, rmm, ...).
 -- qualifies: repeated, median at least $min_median_ns, GPU work in at least half its
--- probes, not operator_like. inside_frac: share of its probes lying inside an instance of
+-- probes (when $cuda_traced: an NVTX-only capture shows no GPU work to look for), not
+-- operator_like. inside_frac: share of its probes lying inside an instance of
 -- another QUALIFYING name (same process; identical intervals: the alphabetically first
 -- name counts as the outer one); usual_parent: that name most often (ties: the shorter).
 WITH closed AS (
@@ -93,8 +94,8 @@ judged AS (
                AS operator_like
     FROM counts k JOIN gpu g USING (name)),
 qual AS (
-    SELECT *, median_ns >= $min_median_ns AND gpu_share >= 0.5 AND NOT operator_like
-                  AS qualifies
+    SELECT *, median_ns >= $min_median_ns AND (gpu_share >= 0.5 OR NOT $cuda_traced)
+              AND NOT operator_like AS qualifies
     FROM judged),
 outer_cand AS (SELECT c.* FROM cand c SEMI JOIN qual q ON q.name = c.name AND q.qualifies),
 inside AS (
