@@ -17,6 +17,8 @@ ANALYSES = (
     "graphs",
     "jitter",
     "ranges",
+    "interference",
+    "workload",
 )
 
 
