@@ -78,6 +78,7 @@ LAYER_COLORS = {
     "cpu": "#e8890c",
     "gpu": "#ae3ec9",
     "pcie": "#1098ad",
+    "workload": "#3b5bdb",
     "undetermined": "#7b8794",
     "graph": "#1098ad",
     "info": "#7b8794",
@@ -88,6 +89,7 @@ LAYER_NAMES = {
     "cpu": "CPU scheduling",
     "gpu": "GPU execution",
     "pcie": "PCIe transfers",
+    "workload": "Workload size",
     "undetermined": "Undetermined",
 }
 #: CUDA API categories of the ``api_calls`` view and their colours in the timelines

@@ -14,6 +14,7 @@ _COLORS = {
     "cpu": "yellow",
     "gpu": "magenta",
     "pcie": "cyan",
+    "workload": "bright_blue",
     "undetermined": "white",
     "critical": "red",
     "warning": "yellow",
