@@ -1,0 +1,89 @@
+"""Interference by name and more work vs slower work, on hand-built traces whose answers
+are computed by hand, and the diagnosis' verdicts on simulated mechanisms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nsysdiag
+
+MS = 1_000_000
+
+
+def _requests(b, durations_ms, *, kernels=None, kernel_ms=None, background=()):
+    """One request per duration: an NVTX range on the main thread, its own kernels (launched
+    inside it, back to back on stream 7); ``background``: (request index, start offset ms,
+    length ms) GEMMs on stream 13 launched by another thread."""
+    t = 0
+    for i, d in enumerate(durations_ms):
+        span = int(d * MS)
+        b.nvtx(t, t + span, "request")
+        n = kernels[i] if kernels is not None else 4
+        k = int((kernel_ms[i] if kernel_ms is not None else 0.1) * MS)
+        at = t + 10_000
+        for j in range(n):
+            launch = t + 1_000 + j * 2_000
+            at = max(at, launch + 1_000)
+            b.launch(launch, launch + 500, at, at + k, name="step")
+            at += k
+        for idx, off, length in background:
+            if idx == i:
+                s = t + int(off * MS)
+                b.launch(s - 5_000, s - 4_000, s, s + int(length * MS), name="gemm_bg",
+                         stream=13, tid=99)
+        t += span + 100_000
+    return b
+
+
+def test_interference_names_the_background_stream(builder, tmp_path):
+    # 40 requests; the 4 slowest (3 ms) have 2 ms of stream-13 GEMM inside them; one median
+    # request (1 ms) has a 0.2 ms one. slow set: max(tail 1, min(10, 40 / 10 = 4)) = 4
+    durations = [1.0] * 36 + [3.0] * 4
+    bg = [(36 + k, 0.5, 2.0) for k in range(4)] + [(10, 0.3, 0.2)]
+    path = _requests(builder("current"), durations, background=bg).write(tmp_path / "i.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        r = rep.analysis("interference")
+    assert r.ok and r.slow_n == 4
+    assert r.culprit_stream == 13 and r.culprit_names == ("gemm_bg",)
+    assert r.culprit_slow_units == 4
+    # median band (45th-55th percentile of 36 x 1 ms and 4 x 3 ms): the 36 requests of 1 ms
+    assert r.median_n == 36 and r.culprit_median_units == 1
+    assert r.culprit_slow_overlap_mean_ns == pytest.approx(2 * MS)
+    assert r.culprit_median_overlap_mean_ns == pytest.approx(0.2 * MS / 36)
+    # the request's own kernels on stream 7 are never other work
+    assert 7 not in r.table("per_stream").column("stream_id").to_pylist()
+    assert "4 of 4 slow units and 1 of 36 median-band units" in r.culprit_line()
+
+
+def _sizes(rng, n):
+    return rng.choice([4, 4, 4, 4, 4, 4, 4, 4, 12, 20], size=n)
+
+
+def test_workload_tail_is_told_from_jitter(builder, tmp_path):
+    rng = np.random.default_rng(3)
+    n = 200
+    # workload: slow requests launch more kernels of 0.25 ms each (requests of varying size)
+    k = _sizes(rng, n)
+    dur = [0.2 + 0.25 * x * rng.uniform(1.0, 1.04) for x in k]
+    work = _requests(builder("current"), dur, kernels=list(k), kernel_ms=[0.25] * n)
+    # jitter: 4 kernels each, in some requests they run 3-5x slower
+    slow = rng.uniform(size=n) < 0.1
+    kms = [0.25 * (rng.uniform(3, 5) if s else rng.uniform(1.0, 1.04)) for s in slow]
+    dur_j = [0.2 + 4 * x for x in kms]
+    jit = _requests(builder("current"), dur_j, kernels=[4] * n, kernel_ms=kms)
+    with nsysdiag.open(work.write(tmp_path / "w.sqlite"), cache=False) as rep:
+        w = rep.analysis("workload")
+    with nsysdiag.open(jit.write(tmp_path / "j.sqlite"), cache=False) as rep:
+        j = rep.analysis("workload")
+    # the 10 slowest units launch 20 kernels (20 requests of 20 drawn), the median band 4
+    assert w.kind == "more_work" and w.kernel_ratio == pytest.approx(5.0)
+    assert w.per_kernel_ratio == pytest.approx(1.0, abs=0.05)
+    assert w.r_kernels > 0.9 and w.slope_ns_per_kernel == pytest.approx(0.25 * MS, rel=0.1)
+    assert j.kind == "slower_work" and j.kernel_ratio == pytest.approx(1.0)
+    assert j.per_kernel_ratio > 2.5 and j.r_kernels is None
+    dw = nsysdiag.diagnose(tmp_path / "w.sqlite", cache=False)
+    dj = nsysdiag.diagnose(tmp_path / "j.sqlite", cache=False)
+    assert dw.verdict.layer == "workload", dw.verdict.summary
+    assert "5x the kernels" in dw.verdict.summary
+    assert dj.verdict.layer == "gpu", dj.verdict.summary
