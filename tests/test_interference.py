@@ -87,3 +87,36 @@ def test_workload_tail_is_told_from_jitter(builder, tmp_path):
     assert dw.verdict.layer == "workload", dw.verdict.summary
     assert "5x the kernels" in dw.verdict.summary
     assert dj.verdict.layer == "gpu", dj.verdict.summary
+
+
+def _mechanism(b, rng, n, *, weights: bool):
+    """Requests of 4 kernels (0.25 ms each); in 15% of them either a 4 ms weight load
+    (cudaMemcpy HtoD of 100 MB, pinned) or 4 ms of Python work outside CUDA (a thread
+    holding the GIL: no CUDA call, the GPU idle) comes first: a bimodal tail."""
+    t = 0
+    for _ in range(n):
+        extra = rng.uniform(3.5, 4.5) * MS if rng.uniform() < 0.15 else 0
+        jitter = rng.uniform(0, 0.05) * MS
+        at = t + 10_000
+        if extra and weights:
+            corr = b.api(at, at + int(extra) + 5_000, "cudaMemcpy_v3020")
+            b.memcpy(at + 2_000, at + 2_000 + int(extra), 100 << 20, corr=corr)
+        at += int(extra)
+        for j in range(4):
+            launch = at + j * 2_000
+            k0 = max(launch + 1_000, at + j * 250_000)
+            b.launch(launch, launch + 500, k0, k0 + 250_000, name="step")
+        end = at + 4 * 250_000 + 20_000 + int(jitter)
+        b.nvtx(t, end, "request")
+        t = end + 100_000
+    return b
+
+
+@pytest.mark.parametrize("weights,layer", [(True, "pcie"), (False, "cpu")])
+def test_what_grew_decides_not_the_shape(builder, tmp_path, weights, layer):
+    path = _mechanism(builder("current"), np.random.default_rng(5), 300,
+                      weights=weights).write(tmp_path / "m.sqlite")
+    d = nsysdiag.diagnose(path, cache=False)
+    assert d.verdict.layer == layer, d.verdict.summary
+    assert d.tail.shape == "multimodal"
+    assert "the shape (multimodal) points at gpu" in d.verdict.summary
