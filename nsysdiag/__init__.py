@@ -5,12 +5,11 @@
 >>> rep.sql("SELECT count(*) FROM kernels")       # doctest: +SKIP
 """
 
-__version__ = "0.1.0"
-
 from typing import TYPE_CHECKING
 
-from .errors import InputError, MissingDataError, NsysdiagError, UsageError  # noqa: E402
-from .settings import Settings  # noqa: E402
+from ._version import __version__
+from .errors import InputError, MissingDataError, NsysdiagError, UsageError
+from .settings import Settings
 
 if TYPE_CHECKING:
     from .report import Report, ReportInfo, open

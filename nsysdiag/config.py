@@ -27,15 +27,16 @@ def spill_dir() -> Path:
 
 
 MEMORY_ENV = "NSYSDIAG_MEMORY_LIMIT"
-#: with the rest of the process (Arrow batches, numpy passes, the compiled decoders' LLVM
-#: runtime) a 10M-kernel diagnose peaks at about 1.85 GB; 1200MB gave 2.0 GB, no faster
+#: DuckDB's share of the process' memory, leaving room for the rest (Arrow batches, numpy
+#: passes, the compiled decoders' LLVM runtime); a higher limit raised the peak without
+#: making a big diagnose faster (docs/performance.md)
 DEFAULT_MEMORY_LIMIT = "1000MB"
 
 
 def memory_limit() -> str:
     """DuckDB's memory limit: ``$NSYSDIAG_MEMORY_LIMIT`` (e.g. ``4GB``), default 1000MB.
 
-    Past the limit DuckDB spills sorts, joins and windows to ``<cache dir>/spill``, so a
-    10-million-kernel trace stays within about 2 GB of memory.
+    Past the limit DuckDB spills sorts, joins and windows to ``<cache dir>/spill``, so the
+    memory a big trace needs stays bounded.
     """
     return os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY_LIMIT

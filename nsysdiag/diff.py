@@ -49,8 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
-from .render.tables import dumps, format_rows
-from .render.text import fmt_ns
+from .formatting import dumps, fmt_ns, format_rows
 
 if TYPE_CHECKING:
     from .analyses.base import AnalysisResult
@@ -358,13 +357,10 @@ def _is_diagnosis(x: Any) -> bool:
     return isinstance(x, Diagnosis)
 
 
-def _kernel_summary(report: Report) -> AnalysisResult | None:
+def _kernel_summary(report: Report) -> AnalysisResult:
     from .analyses import module
 
-    try:
-        return module("kernel_summary").run(report)
-    except (ImportError, AttributeError):
-        return None
+    return module("kernel_summary").run(report)
 
 
 def _load(

@@ -15,9 +15,8 @@ def jit(inline: bool = False, allocates: bool = False):
 
     Only a loop that ``allocates`` arrays runs with numba's runtime (NRT): its atomic
     reference counts, which numba's pruning leaves in branching code (numba issues 2345,
-    2350: ``_nrt=False`` is the workaround given there), were a third of the SQLite
-    decoder's time with two threads sharing one buffer (10M kernels: 22M calls decoded in
-    0.85 s, without them 0.5 s).
+    2350: ``_nrt=False`` is the workaround given there), cost the SQLite decoder much of
+    its time when two threads share one buffer (docs/performance.md).
     """
     options = {"nogil": True, **({"inline": "always"} if inline else {}),
                **({} if allocates else {"_nrt": False})}

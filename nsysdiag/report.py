@@ -1,4 +1,9 @@
-"""`Report`: one opened export, its normalized views, and SQL over them."""
+"""`Report`: one opened export, its normalized views, and SQL over them.
+
+Its readable forms (``str(report.info())``, the notebook table of ``Report._repr_html_``)
+are built here from the neutral helpers of :mod:`nsysdiag.formatting`: the domain never
+imports the renderers (``[tool.importlinter]`` in pyproject.toml).
+"""
 
 from __future__ import annotations
 
@@ -14,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from . import __version__
+from ._version import __version__
 from .adapters.base import Source
 from .adapters.detect import open_source
 from .config import MEMORY_ENV, memory_limit, spill_dir
 from .config import cache_dir as default_cache_dir
 from .errors import InputError, StageTimeout, UsageError
+from .formatting import fmt_bytes, fmt_ns, format_rows, html_table
 from .views.build import VIEW_FORMAT, ViewStore, sql_string
 from .views.definitions import VIEWS
 from .views.probe import Probe, cached_probe
@@ -76,9 +82,64 @@ class ReportInfo:
         return asdict(self)
 
     def __str__(self) -> str:
-        from .render.text import info_text
-
-        return info_text(self)
+        """The text ``nsysdiag info`` prints."""
+        info = self
+        lines = [
+            f"report      {info.path}",
+            f"format      {info.format}",
+            f"nsys        {info.nsys_version or 'unknown (exporter older than 2022.1)'}",
+            f"schema      {info.schema_version or 'unknown'}",
+            f"time span   {fmt_ns(info.duration_ns)}"
+            + (f"  [{info.start_ns} .. {info.end_ns}] ns" if info.start_ns is not None else ""),
+            "",
+            "GPUs",
+        ]
+        if info.gpus:
+            lines.append(
+                format_rows(
+                    ["id", "name", "bus", "memory", "SMs", "cc"],
+                    [
+                        [
+                            g["device_id"],
+                            g["name"],
+                            g["bus_location"],
+                            fmt_bytes(g["total_memory_bytes"]),
+                            g["sm_count"],
+                            g["compute_capability"],
+                        ]
+                        for g in info.gpus
+                    ],
+                )
+            )
+        else:
+            lines.append("  none recorded")
+        lines += ["", "processes with CUDA activity"]
+        if info.processes:
+            lines.append(
+                format_rows(
+                    ["pid", "name", "kernels", "api_calls"],
+                    [[p["pid"], p["name"], p["kernels"], p["api_calls"]] for p in info.processes],
+                )
+            )
+        else:
+            lines.append("  none")
+        lines += ["", "captured"]
+        lines.append(
+            format_rows(
+                ["view", "status", "source rows", "note"],
+                [
+                    [
+                        k,
+                        v["status"],
+                        info.row_counts[k],
+                        (v["reason"] + (f" [{v['hint']}]" if v["hint"] else "")),
+                    ]
+                    for k, v in info.captured.items()
+                ],
+                max_width=100,
+            )
+        )
+        return "\n".join(lines)
 
 
 class Report:
@@ -141,7 +202,10 @@ class Report:
         ``params`` (``$name`` or ``?`` placeholders), never by formatting them into SQL.
         """
         try:
-            names = duckdb.get_table_names(query)
+            # on the report's own connection: DuckDB's default connection is shared by all
+            # threads, and two threads naming tables on it at once deadlocked (one held the
+            # GIL waiting for the connection, the other the connection waiting for the GIL)
+            names = self.con.get_table_names(query)
         except duckdb.Error:
             # the parser refuses some parameterized statements (LIMIT $n): match names instead
             names = {v for v in VIEWS if re.search(rf"\b{v}\b", query)}
@@ -370,9 +434,12 @@ class Report:
         return f"<nsysdiag.Report {str(self.path)!r} ({self.source.kind})>"
 
     def _repr_html_(self) -> str:
-        from .render.notebook import report_html
-
-        return report_html(self)
+        rows = [[k, v.status, v.source_rows, v.reason] for k, v in self.probe.views.items()]
+        return html_table(
+            ["view", "status", "source rows", "note"],
+            rows,
+            caption=f"nsysdiag report {self.path} ({self.source.kind})",
+        )
 
 
 def open(path: str | Path, **kwargs: Any) -> Report:  # noqa: A001 - mirrors builtins.open on purpose

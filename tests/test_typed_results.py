@@ -23,8 +23,6 @@ from nsysdiag.diagnosis.schema import diagnosis_schema
 from nsysdiag.diff import diff
 from nsysdiag.errors import UsageError
 from nsysdiag.render.html import render_html
-from nsysdiag.render.notebook import diagnosis_html
-from nsysdiag.render.terminal import diagnosis_text
 from nsysdiag.settings import Settings
 
 SHIPPED = json.loads(
@@ -108,9 +106,9 @@ def test_consumers_read_attributes_only(scenario, labelled, tmp_path, request):
     request.getfixturevalue("summary_forbidden")
     with pytest.raises(AssertionError, match="summary read by key"):
         _ = next(iter(d.analyses.values())).summary
-    text = diagnosis_text(d)
+    text = str(d)
     page = render_html(d)
-    diagnosis_html(d)
+    d._repr_html_()
     result = diff(d, d, cache_dir=tmp_path)
     assert d.verdict.summary in text and "Launch gap" in page
     assert not result.regressed

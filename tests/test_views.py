@@ -420,3 +420,35 @@ def test_qcu_driver_functions_stay_apart():
         "ON s.id = r.nameId WHERE s.value LIKE 'cuGetProcAddress%' GROUP BY 1").fetchall()
     assert got == {_nsys_api_name(n): c for n, c in raw}
     assert len(got) == 2
+
+
+def test_sql_names_views_on_its_own_connection(standard_export, monkeypatch):
+    """Report.sql finds the views a query names on the report's connection, never on
+    DuckDB's default one, which every thread shares (two threads naming tables on it at
+    once deadlocked: one held the GIL, the other the connection)."""
+    import contextlib
+    import threading
+
+    import duckdb
+
+    def shared(*_a, **_k):
+        raise AssertionError("duckdb's default connection used")
+
+    monkeypatch.setattr(duckdb, "get_table_names", shared)
+    with nsysdiag.open(standard_export, cache=False) as rep, contextlib.ExitStack() as stack:
+        forks = [stack.enter_context(rep.forked("kernels", "api_calls")) for _ in range(2)]
+        counts: list[int] = []
+
+        def count(other) -> None:
+            for _ in range(50):
+                counts.append(other.execute("SELECT count(*) FROM kernels")[0][0])
+
+        workers = [threading.Thread(target=count, args=(f,)) for f in forks]
+        for w in workers:
+            w.start()
+        for _ in range(50):
+            rep.execute("SELECT count(*) FROM api_calls")
+        for w in workers:
+            w.join(timeout=60)
+        assert not any(w.is_alive() for w in workers)
+    assert counts == [counts[0]] * 100 and counts[0] > 0

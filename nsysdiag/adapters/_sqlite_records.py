@@ -1,6 +1,6 @@
 """The compiled part of ``sqlite_pages``: SQLite b-tree pages and records, in numba.
 
-Imported only when a big table is read (importing numba costs about 0.3 s); compiled
+Imported only when a big table is read (importing numba is slow); compiled
 and cached as ``nsysdiag.jit`` says.
 """
 

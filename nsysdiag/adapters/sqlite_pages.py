@@ -1,9 +1,8 @@
 """Integer columns of big SQLite tables, decoded straight from the file's b-tree pages.
 
-Why: building the two big views of a 10-million-kernel export spent most of its time in
-SQLite's own row decoding (its virtual machine steps every column of every row, then the
-ADBC driver copies each value into Arrow): about 9 s of wall time on two cores for the
-kernel and runtime tables. The records of these tables are small rows of integers, so a
+Why: building the two big views of a big export spent most of its time in SQLite's own
+row decoding (its virtual machine steps every column of every row, then the ADBC driver
+copies each value into Arrow). The records of these tables are small rows of integers, so a
 compiled loop over the leaf pages (numba, ``nogil``, two threads) decodes the same columns
 several times faster. The on-disk format is SQLite's documented, stable file format
 (https://www.sqlite.org/fileformat2.html, unchanged since SQLite 3.0 in 2004); only the
@@ -59,7 +58,7 @@ class TableLayout:
 
 
 def _records():
-    """The compiled decoders (numba is imported on first use only: about 0.3 s)."""
+    """The compiled decoders (numba is imported on first use only: importing it is slow)."""
     from . import _sqlite_records
 
     return _sqlite_records

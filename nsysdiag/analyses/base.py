@@ -9,14 +9,15 @@ An analysis is a module in this package with
   are the figures it measures (each documented with its unit, :func:`figure`);
 * ``SETTINGS``: the fields of :class:`nsysdiag.settings.Settings` it judges with;
 * ``run(report, *, settings=None, **options) -> RESULT`` (or a bare
-  :class:`AnalysisResult` when there is nothing to measure);
-* ``CLI_OPTIONS``: click options for its command (``nsysdiag <name> PATH``), whose
-  parameter names match ``run``'s keyword arguments.
+  :class:`AnalysisResult` when there is nothing to measure), its keyword arguments
+  documented (the command line maps them to the options of ``nsysdiag <name> PATH`` in
+  ``nsysdiag/cli/options.py``).
 
 Results are frozen: the figures are attributes (units in the names); ``summary`` is their
 JSON form, made from the fields; ``tables`` named Arrow tables (per device, per stream,
 the full distribution, ...), which a result class may also give as typed records
-(:func:`records`).
+(:func:`records`). Their ``__str__`` and ``_repr_html_`` are built from
+:mod:`nsysdiag.formatting`, not from the renderers, which sit above the analyses.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import pyarrow.parquet as pq
 
 from ..engine import threads
 from ..errors import InputError
-from ..render.tables import dumps, format_rows
+from ..formatting import dumps, format_rows, html_table
 from ..views.build import STEP_OPTIONS, sql_string
 
 if TYPE_CHECKING:
@@ -163,11 +164,10 @@ def step_file(report: Report, module: str, name: str) -> Iterator[Path]:
 @contextlib.contextmanager
 def step_writer(target: Path, schema: pa.Schema) -> Iterator[Callable[[pa.Table], None]]:
     """A function that writes tables to a step that Python writes, in a thread of its own:
-    Arrow encodes without the GIL, so the next table is computed meanwhile (ranges' own
-    work at 10M kernels: 0.93-1.0 -> 0.79-0.87 s). No dictionary pages: step columns are
-    mostly distinct integers, and trying a dictionary first cost more than half the write (10M
-    gap rows: 2.3 -> 1.0 s). Uncompressed, as ``STEP_OPTIONS``: lz4 took 30% longer to
-    write (10M kernels: launch_gaps 4.3 -> 4.0 s). Integers delta-encoded, as DuckDB's
+    Arrow encodes without the GIL, so the next table is computed meanwhile. No dictionary
+    pages: step columns are mostly distinct integers, and trying a dictionary first costs
+    more than the write itself. Uncompressed, as ``STEP_OPTIONS``: lz4 costs more to write
+    than the bytes it saves. Integers delta-encoded, as DuckDB's
     format version 2 writes them: timestamps and ids in rough order take a few bits each,
     so the file is a fraction of the size and each read of it faster."""
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if pa.types.is_integer(f.type)}
@@ -344,8 +344,6 @@ class AnalysisResult:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from ..render.notebook import html_table
-
         parts = [
             html_table(
                 ["figure", "value"],

@@ -1,9 +1,8 @@
 """Figures of integer distributions held in numpy arrays, equal to DuckDB's aggregates.
 
-Where an analysis' sorted pass leaves a distribution in memory (launch gaps: ten million
-kernels give about 8.5 million gaps), its figures are taken here instead of writing the
-values out for SQL to read back (launch gaps: the steps' write and six queries over them
-took 1.7 s at ten million kernels). Each function gives what the DuckDB aggregate named in
+Where an analysis' sorted pass leaves a distribution in memory (launch gaps: about one
+gap per kernel), its figures are taken here instead of writing the values out for SQL to
+read back (a step's write and a query per figure). Each function gives what the DuckDB aggregate named in
 its docstring gives, value for value (``tests/test_figures.py`` compares them).
 """
 

@@ -9,21 +9,16 @@ no graph launch, for the diagnosis to branch on.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
-
-from ..report import Report
 from ..settings import DEFAULTS, Settings
 from .base import EMPTY, OK, AnalysisResult, figure, not_captured, run_query
 
+if TYPE_CHECKING:
+    from ..report import Report
+
 NAME = "graphs"
 
-CLI_OPTIONS = [
-    click.option(
-        "--top", type=int, default=10, show_default=True, help="Graphs to list, by total GPU time."
-    ),
-]
 
 #: the settings this analysis reads (its results are cached per their values)
 SETTINGS = ("graphs_outside_pct",)

@@ -114,7 +114,6 @@ def _ms(ns: float | None) -> str:
 
 
 RESULT = InterferenceResult
-CLI_OPTIONS: list = []
 
 
 def slow_count(n: int, tail_n: int, settings: Settings) -> int:

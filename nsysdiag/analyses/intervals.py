@@ -3,8 +3,8 @@ count that events raise and lower (a queue's depth over time).
 
 The analyses measure unions of intervals (a GPU's busy time), the time two or more ran at
 once and the peak number in flight. In SQL these are window functions over one partition
-per GPU, which DuckDB runs on one core: at ten million kernels one query spent 13 s in
-them. Here DuckDB sorts the intervals once and streams them in batches; numpy carries a
+per GPU, which DuckDB runs on one core, so a big trace spends most of its time there.
+Here DuckDB sorts the intervals once and streams them in batches; numpy carries a
 few numbers from batch to batch, so memory holds one batch at a time.
 
 Definitions (intervals are half-open, ``[start, end)``, taken in start order):
@@ -93,7 +93,7 @@ class Coverage:
     ``t``. The union is kept as its pieces (each interval beyond the furthest end before it)
     with running totals, so an instant is answered by one search among the pieces
     (``_compiled.covered``): no sort of the instants, which in ``ranges`` number twice the
-    pending stretches (17 million at ten million kernels) against ten million intervals.
+    pending stretches, more than there are intervals.
 
     Built from a query (:meth:`of_query`) or fed by a sorted pass that reads the intervals
     anyway (:meth:`feed`, then :meth:`done`): the union does not depend on the order of

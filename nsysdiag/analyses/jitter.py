@@ -10,13 +10,15 @@ process competing for SMs), as measured by the overlap analysis.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import click
 import pyarrow as pa
 
-from ..report import Report
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, not_captured, records, run_query
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 #: the settings this analysis reads (its results are cached per their values)
 SETTINGS = ("jitter_top", "slow_ratio")
@@ -77,22 +79,6 @@ class JitterResult(AnalysisResult):
 
 RESULT = JitterResult
 
-CLI_OPTIONS = [
-    click.option(
-        "--top",
-        type=int,
-        default=DEFAULTS.jitter_top,
-        show_default=True,
-        help="Kernel names to examine, by total GPU time.",
-    ),
-    click.option(
-        "--slow",
-        type=float,
-        default=DEFAULTS.slow_ratio,
-        show_default=True,
-        help="A launch is slow above this multiple of its kernel's median.",
-    ),
-]
 
 
 def run(report: Report, *, top: int | None = None, slow: float | None = None,

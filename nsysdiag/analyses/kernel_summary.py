@@ -7,12 +7,13 @@ demangled kernel name, largest total GPU time first. CUDA graph nodes are includ
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import click
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from ..report import Report
 from .base import OK, AnalysisResult, figure, not_captured, records, run_query
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "kernel_summary"
 
@@ -67,14 +68,6 @@ class KernelSummaryResult(AnalysisResult):
 
 RESULT = KernelSummaryResult
 
-CLI_OPTIONS = [
-    click.option(
-        "--top",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Show only the N kernel names with the most GPU time [default: all].",
-    ),
-]
 
 
 def run(report: Report, *, top: int | None = None,

@@ -12,16 +12,17 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import numpy as np
 import pyarrow as pa
 
-from ..report import Report
 from ..settings import DEFAULTS, Settings, us_to_ns
 from . import _compiled, figures, intervals
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "launch_gaps"
 
@@ -44,23 +45,6 @@ _STARVED_Q = (0.5, 0.99)
 
 #: the settings this analysis reads (its results are cached per their values)
 SETTINGS = ("gap_normal_ns", "gap_p99_ns", "prelaunched_idle_pct")
-
-CLI_OPTIONS = [
-    click.option(
-        "--normal-threshold-us",
-        type=click.FloatRange(min=0),
-        default=DEFAULTS.gap_normal_ns / 1e3,
-        show_default=True,
-        help="Gaps above this are not normal (us).",
-    ),
-    click.option(
-        "--p99-threshold-us",
-        type=click.FloatRange(min=0),
-        default=DEFAULTS.gap_p99_ns / 1e3,
-        show_default=True,
-        help="A P99 gap above this signals a CPU-side bottleneck (us).",
-    ),
-]
 
 
 @dataclass(frozen=True)
@@ -178,8 +162,8 @@ def gap_summary(
 
 @dataclass
 class _Gaps:
-    """The gaps of the sequence pass, in memory (ten million kernels: about 8.5 million
-    main gaps of 9 bytes, 17 with their starts, and as many stream gaps of 12): the main
+    """The gaps of the sequence pass, in memory (about one main gap per kernel, of 9 bytes,
+    17 with its start, and as many stream gaps of 12): the main
     gaps in the order of the pass (by sequence, then start), the graph gaps and the stream
     gaps."""
 
@@ -227,8 +211,8 @@ def _sequence_pass(report: Report, streams: bool, starts: bool = False) -> _Gaps
     one sorted read serves both). The main gaps' starts only with ``starts``.
 
     The kernels are read as the view stores them, in the export's order, which is start
-    order in every export seen (``ViewSpec.in_export_order``; 10M kernels: 0.2 s instead of
-    1.6 s sorted), unless graph-level executions join them or a row comes out of order
+    order in every export seen (``ViewSpec.in_export_order``), so no sort is paid, unless
+    graph-level executions join them or a row comes out of order
     (``intervals.OutOfOrder``): then sorted."""
     rows, graph_rows = report.execute(load_sql(NAME)["sequence_rows"])[0]
     if not graph_rows:
@@ -300,8 +284,8 @@ def _pass(report: Report, rows: int, streams: bool, starts: bool, in_order: bool
 
 class _Columns:
     """Columns filled run by run into arrays allocated once for at most ``capacity`` rows
-    (their pages are touched only as they fill: joining the pieces at the end held two
-    copies, 180 MB more at ten million kernels)."""
+    (their pages are touched only as they fill), instead of joining pieces at the end,
+    which holds two copies."""
 
     def __init__(self, capacity: int, dtypes: dict[str, type]) -> None:
         self.n = 0

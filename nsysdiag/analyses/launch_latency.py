@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import numpy as np
 import pyarrow as pa
 
 from ..errors import UsageError
-from ..report import Report
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
 from . import figures, intervals
@@ -33,6 +31,9 @@ from .base import (
     run_query,
     temp_views,
 )
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "launch_latency"
 
@@ -122,15 +123,6 @@ class LaunchLatencyResult(AnalysisResult):
 RESULT = LaunchLatencyResult
 
 
-CLI_OPTIONS = [
-    click.option(
-        "--top",
-        type=click.IntRange(min=1),
-        default=None,
-        help="per_name: only the N kernel names launched most often [default: all].",
-    ),
-]
-
 
 def run(report: Report, *, top: int | None = None, detail: bool = True,
         settings: Settings | None = None) -> LaunchLatencyResult | AnalysisResult:
@@ -145,7 +137,7 @@ def run(report: Report, *, top: int | None = None, detail: bool = True,
     detail : bool
         With False (what the diagnosis uses), skip the per-stream queue depth and the
         per-kernel, per-name and depth-series tables (per name: one quantile sort per
-        name, a second at 10M kernels); the summary is the same.
+        name,); the summary is the same.
     settings : Settings, optional
         ``shallow_queue_depth`` and ``deep_queue_depth``: the depths at launch the
         findings call near-empty and deep.
@@ -288,8 +280,8 @@ def _device_events(report: Report, sql: str, device: int, launches: int
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One GPU's queue events: the returns of the queued launches (+1), of the others (0)
     and the starts of the queued kernels (-1). Filled batch by batch into two arrays of
-    one slot per launch (queued returns from the front, the others from the back): ten
-    million launches hold 160 MB, not a table of them."""
+    one slot per launch (queued returns from the front, the others from the back): two
+    integers per launch, not a table of them."""
     up, down = np.empty(launches, dtype=np.int64), np.empty(launches, dtype=np.int64)
     front, back = 0, launches
     for batch in report.sql(sql, {"device": device}).to_arrow_reader(intervals.BATCH_ROWS):

@@ -10,21 +10,22 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..render.text import fmt_ns
-from ..report import Report
+from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
 from . import intervals
 from .base import OK, AnalysisResult, figure, not_captured, registered, run_query, temp_views
 
+if TYPE_CHECKING:
+    from ..report import Report
+
 NAME = "overlap"
 
-CLI_OPTIONS: list = []
 
 #: the settings this analysis reads (its results are cached per their values)
 SETTINGS = ("sync_copy_pct", "low_overlap_pct")

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import click
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -203,40 +202,6 @@ RESULT = RangesResult
 
 
 _NVTX_HINT = "annotate requests/iterations with NVTX ranges and run nsys profile --trace=cuda,nvtx"
-
-CLI_OPTIONS = (
-    click.option(
-        "--range",
-        "range_name",
-        default=None,
-        metavar="NAME",
-        help="NVTX range that delimits one request/iteration (NAME or DOMAIN:NAME); "
-        "default: chosen automatically.",
-    ),
-    click.option(
-        "--tail-pct",
-        "tail_pct",
-        type=float,
-        default=DEFAULTS.tail_pct,
-        show_default=True,
-        help="Percent of slowest instances compared with the median band.",
-    ),
-    click.option(
-        "--min-instances",
-        "min_instances",
-        type=int,
-        default=MIN_INSTANCES,
-        show_default=True,
-        help="Instances a range name needs to be chosen automatically.",
-    ),
-    click.option(
-        "--scope",
-        type=click.Choice(SCOPES),
-        default="auto",
-        show_default=True,
-        help="Whose CUDA calls count into a range: its thread or its whole process.",
-    ),
-)
 
 
 @dataclass(frozen=True)
@@ -436,8 +401,7 @@ def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
         groups = int(ids.max()) + 1 if len(ids) else 1
         # The CPU side (the sweep: DuckDB's read and a compiled loop, both cores) runs in a
         # thread beside the GPU side, whose passes are mostly numpy and compiled loops on
-        # one core (10M kernels: ranges 3.8 -> 3.6 s on average, five alternating pairs);
-        # the views either reads are built first
+        # one core, so the two use both cores; the views either reads are built first
         other = stack.enter_context(report.forked("api_calls", "kernels", "memcpys", "memsets",
                                                   "cuda_graphs"))
         shared(report, other, "rg_units", "rg_calls")
@@ -509,7 +473,7 @@ def _own(report: Report, target: Path, scope: str, groups: int) -> np.ndarray:
                 counts += np.bincount(instance[placed], minlength=groups)
                 # mostly placed: the batch is written whole, rows of no instance with a NULL
                 # one (which every query of rg_own leaves out), instead of copying each
-                # column without them (10M kernels: 0.15 s)
+                # column without them
                 whole = 2 * n >= batch.num_rows
                 rows = None if whole else np.flatnonzero(placed)
                 write(pa.table({
@@ -534,10 +498,9 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
     The own work on each instance's device is read from rg_own once and put in instance
     order by a counting sort (``_compiled.own_pieces``: each instance's rows get the slots
     after its offset), clipped to the window as ranges.sql (Own work) says; a compiled
-    loop (``_compiled.own_work``) makes the unions and stretches of each instance. (DuckDB
-    joined rg_own to each instance's device and window and sorted it by instance in 0.75 s
-    at ten million kernels; window functions partitioned by instance did the unions in SQL,
-    2.7 s.)"""
+    loop (``_compiled.own_work``) makes the unions and stretches of each instance, instead
+    of DuckDB joining rg_own to each instance's device and window and sorting it by
+    instance, or window functions partitioned by instance."""
     sql = load_sql(NAME)
     busy = (report.take(intervals.GPU_BUSY)
             or intervals.Coverage.of_query(report, sql["rg_busy_intervals"]))

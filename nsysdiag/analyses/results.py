@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.feather as feather
 
-from .. import __version__
+from .._version import __version__
 from ..settings import DEFAULTS
 from . import module
 from .base import AnalysisResult

@@ -3,15 +3,15 @@
 ``ranges`` asks, for every instance, how much of its thread's time went into CUDA calls of
 each kind (nested or overlapping calls counted once). (Its GPU's busy time, one class read
 at millions of instants, comes from ``intervals.Coverage`` instead.) In SQL that is a
-running maximum, a running sum and an ASOF join: sorts of what can be 20 million calls,
+running maximum, a running sum and an ASOF join: sorts of every call of the trace,
 windows over one huge partition that DuckDB runs on one core and spills to disk. Here the
 instants are held in memory, sorted, and the intervals stream past them, as stored where
 each key's come in order (a view written in the export's order), else sorted by DuckDB; a
 compiled loop (``_compiled.sweep_keys``) carries each key's running maximum and running
 sums from batch to batch, answers each instant as the sweep passes it and adds the answer,
-signed, to its group. Memory: the instants and a batch of intervals. (The loop replaced
-per-batch numpy expressions: at 10M kernels and 22M calls the two sweeps ``ranges`` then
-ran took 5.6 s, 2.3 s with the loop; reading the calls as stored, 0.43 s.)
+signed, to its group. Memory: the instants and a batch of intervals. (A compiled loop,
+not per-batch numpy expressions, and the calls read as stored, not sorted: see
+docs/performance.md.)
 
 Definitions (the same as the SQL they replace): intervals of one key are taken by start
 (ties: longer first, then lower class); each keeps the part beyond the furthest end seen so

@@ -10,14 +10,14 @@ other copies of the same direction (a shared host link).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
-
-from ..report import Report
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .link import Link, parse_nvbandwidth, resolve_links
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "transfers"
 
@@ -201,16 +201,6 @@ _PER_DIRECTION = tuple(f for f in DirectionFigures.__dataclass_fields__
                        if f not in ("direction", "link_gbps"))
 
 RESULT = TransfersResult
-
-CLI_OPTIONS = [
-    click.option(
-        "--baseline",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="nvbandwidth -j JSON output measured on the traced machine "
-        "(host_to_device_memcpy_ce / device_to_host_memcpy_ce).",
-    ),
-]
 
 
 def run(

@@ -101,7 +101,6 @@ def _us(ns: float | None) -> str:
 
 
 RESULT = WorkloadResult
-CLI_OPTIONS: list = []
 
 
 def run(report: Report, *, settings: Settings | None = None,

@@ -146,7 +146,7 @@ class BatchSummary:
 
 
 def _save_part(parts: Path, key: str, record: dict[str, Any]) -> None:
-    from ..render.tables import dumps
+    from ..formatting import dumps
 
     text = dumps(record)
     write_atomic(parts / f"{key}.json", lambda tmp: Path(tmp).write_text(text))

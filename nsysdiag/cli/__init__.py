@@ -3,9 +3,8 @@
 The command line's process (and the batch workers it starts, which inherit its
 environment) is nsysdiag's own, so it chooses settings that library callers keep for
 themselves. They must be set before numpy and DuckDB are imported, which is why the
-package's top level imports neither. On a cold ``diagnose`` of ten million kernels (2-core
-VM, ``docs/performance.md``) the first two took the system time from 8.2 to 6.0 s and the
-wall time from 27.0 to 24.8 s, peak memory unchanged:
+package's top level imports neither. The first two cut the system time of a big cold
+``diagnose`` without changing its peak memory (``docs/performance.md``):
 
 * ``NUMPY_MADVISE_HUGEPAGE=0``: numpy asks for transparent huge pages for arrays of 4 MB
   or more; where the kernel compacts memory to find them on demand (``defrag`` set to

@@ -15,7 +15,8 @@ import traceback
 import click
 import duckdb
 
-from .. import __version__, analyses
+from .. import analyses
+from .._version import __version__
 from ..analyses.base import NOT_CAPTURED, AnalysisResult
 from ..engine import threads
 from ..errors import (
@@ -26,9 +27,10 @@ from ..errors import (
     NsysdiagError,
     UsageError,
 )
-from ..render.tables import FORMATS, dumps, format_rows
+from ..formatting import FORMATS, dumps, format_rows
 from ..report import Report
 from ..settings import DEFAULTS
+from .options import ANALYSIS_OPTIONS
 
 
 class Settings:
@@ -61,10 +63,30 @@ class Settings:
 
 pass_settings = click.make_pass_decorator(Settings)
 
+
+class _Group(click.Group):
+    """The top-level group. Each analysis command (one per module of
+    ``nsysdiag.analyses``) is made when first asked for, which :func:`main` does inside its
+    error handling: an analysis that fails to import is a bug, reported like any other (one
+    line, exit 70), never a command that silently disappears or a traceback at start-up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *(n.replace("_", "-") for n in analyses.ANALYSES)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        name = cmd_name.replace("-", "_")
+        if cmd_name not in self.commands and name in analyses.ANALYSES:
+            self.add_command(_analysis_command(name))
+        return self.commands.get(cmd_name)
+
+
 PATH_ARG = click.argument("path", type=click.Path(dir_okay=True, path_type=str))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="nsysdiag")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output on stderr.")
@@ -220,7 +242,8 @@ def diagnose(
             ),
         )
         if html_out:
-            from ..render.html import collect_timelines, write_html
+            from ..diagnosis.timelines import collect_timelines
+            from ..render.html import write_html
 
             write_html(result, html_out, timelines=collect_timelines(rep, result))
     if as_json:
@@ -439,26 +462,22 @@ def _analysis_command(name: str) -> click.Command:
         help=doc,
         short_help=doc.splitlines()[0],
     )
-    for opt in getattr(mod, "CLI_OPTIONS", ()):
+    for opt in ANALYSIS_OPTIONS.get(name, ()):
         opt(cmd)
     return cmd
-
-
-for _name in analyses.ANALYSES:
-    try:
-        cli.add_command(_analysis_command(_name))
-    except ModuleNotFoundError:  # an analysis still being written
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turning errors into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
-    # the modules' objects live as long as the process: the collector need not look at
-    # them again (each full collection of a cold diagnose walked them all: 0.1 s)
-    gc.freeze()
     debug = "--debug" in args
     try:
+        ctx = click.Context(cli)
+        for name in cli.list_commands(ctx):
+            cli.get_command(ctx, name)  # imports every analysis module now
+        # the modules' objects live as long as the process: the collector need not look at
+        # them again (docs/performance.md)
+        gc.freeze()
         rv = cli.main(args=args, prog_name="nsysdiag", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
     except click.exceptions.Exit as exc:

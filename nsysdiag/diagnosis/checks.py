@@ -23,7 +23,7 @@ from ..analyses.overlap import OverlapResult
 from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
 from ..analyses.workload import WorkloadResult
-from ..render.text import fmt_ns
+from ..formatting import fmt_ns
 from .model import Finding
 
 if TYPE_CHECKING:

@@ -42,12 +42,10 @@ SHAPE_LAYER = {"right_skewed": "cpu", "multimodal": "gpu", "flat_tail": "pcie"}
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
-def _run(report: Report, name: str, **kw: Any) -> AnalysisResult | None:
-    """Run one analysis; a failure in one analysis must not sink the diagnosis."""
-    try:
-        return report.analysis(name, **kw)
-    except (ImportError, AttributeError):
-        return None
+def _run(report: Report, name: str, **kw: Any) -> AnalysisResult:
+    """Run one analysis. Missing data is the analysis' own status (``not_captured``,
+    ``empty``); an exception is an input error or a bug and reaches the caller."""
+    return report.analysis(name, **kw)
 
 
 def diagnose(
@@ -95,10 +93,10 @@ def _diagnose(
         ("graphs", {"settings": settings}),
     )
     ranges_options = {"range_name": range_name, "settings": settings}
-    done: dict[str, AnalysisResult | None] = {}
+    done: dict[str, AnalysisResult] = {}
     # Launch gaps' pass is mostly numpy on one core: it runs in a thread of its own,
-    # beside the next four analyses (mostly DuckDB on both cores; 10M kernels: about
-    # 0.4 s sooner). Not beside ranges: the two peaks together would pass 2 GB. Every view
+    # beside the next four analyses (mostly DuckDB on both cores), so the two kinds of work
+    # overlap. Not beside ranges: the two memory peaks would add up. Every view
     # the five read is built first, since a build sets options of the whole database
     # (launch gaps' in-order read sets one too, preserve_insertion_order, which only keeps
     # the others' rows in order meanwhile).
@@ -106,15 +104,14 @@ def _diagnose(
                        "api_calls") as other, \
             threads.Workers(1, stage="launch_gaps", on_cancel=other.con.interrupt) as pool:
         gaps = pool.submit(_run, other, "launch_gaps", **gaps_options)
-        # overlap's pass makes each GPU's busy union, which ranges reads (instead of a
-        # sorted pass of its own: 0.6-1 s at ten million kernels)
+        # overlap's pass makes each GPU's busy union, which ranges reads instead of a
+        # sorted pass of its own
         with report.handover(GPU_BUSY):
             for name, kw in beside:
                 done[name] = _run(report, name, **kw)
             done["launch_gaps"] = gaps.result()
             done["ranges"] = _run(report, "ranges", **ranges_options)
-    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")
-               if done[name] is not None}
+    results = {name: done[name] for name in ("launch_gaps", *(n for n, _ in beside), "ranges")}
 
     ranges = results.get("ranges")
     durations = _durations(ranges)
@@ -127,8 +124,8 @@ def _diagnose(
         if durations is not None and durations.size:
             classifier = classify_tail(durations, rng=settings.seed,
                                        tight_ratio=settings.tail_ratio)
-        if jitter is not None and (done_jitter := jitter.result()) is not None:
-            results["jitter"] = done_jitter
+        if jitter is not None:
+            results["jitter"] = jitter.result()
     tail = _tail_summary(ranges, durations, classifier, settings)
     results.update(_culprit_analyses(report, ranges, range_name, settings))
 

@@ -3,15 +3,24 @@
 The JSON form (``Diagnosis.to_dict``) is a versioned contract described by
 ``nsysdiag/schema/diagnosis-v1.schema.json``: fields are only ever added within a major
 version.
+
+The readable forms live here too, built from the neutral helpers of
+:mod:`nsysdiag.formatting`: ``Diagnosis.lines`` lays out the plain-text report
+(``__str__``) and ``_repr_html_`` a compact table for notebooks. The domain never imports
+the renderers; the terminal renderer (:mod:`nsysdiag.render.terminal`) colours the same
+lines through ``lines(style=...)`` and the HTML report (:mod:`nsysdiag.render.html`) reads
+the fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..render.tables import dumps
+from ..formatting import dumps, fmt_ns, html_table
 from ..settings import Settings
 
 if TYPE_CHECKING:
@@ -191,12 +200,78 @@ class Diagnosis:
     def to_json(self, indent: int | None = 2) -> str:
         return dumps(self.to_dict(), indent=indent)
 
-    def __str__(self) -> str:
-        from ..render.terminal import diagnosis_text
+    def lines(
+        self, *, max_findings: int = 8, style: Callable[[str, str | None], str] | None = None
+    ) -> list[str]:
+        """The plain-text report, line by line: verdict first, then the tail, the findings
+        with their evidence and fixes, and what was not captured.
 
-        return diagnosis_text(self)
+        Parameters
+        ----------
+        max_findings : int
+            Findings listed; the rest are counted.
+        style : callable, optional
+            ``style(text, key)`` is applied to every piece of text that comes from the
+            trace or the verdict: ``key`` is the layer or severity it names (to emphasise)
+            or None (plain). Default: the text unchanged.
+        """
+
+        def c(text: str, key: str) -> str:
+            return style(text, key) if style else text
+
+        def e(text: str) -> str:
+            return style(text, None) if style else text
+
+        v, t = self.verdict, self.tail
+        lines = [
+            f"{c('VERDICT: ' + v.layer.upper(), v.layer)}  (confidence {v.confidence:.2f})",
+            e(v.summary),
+            "",
+            e(f"trace      {self.path}"),
+        ]
+        if t.unit:
+            lines += [
+                e(f"unit       {t.unit} ({t.unit_source}), n = {t.n}"),
+                f"latency    P50 {fmt_ns(t.p50_ns)}  P90 {fmt_ns(t.p90_ns)}  "
+                f"P99 {fmt_ns(t.p99_ns)}  P99/P50 {t.p99_over_p50:.2f} ({t.level})"
+                if t.p99_over_p50
+                else "latency    -",
+                f"shape      {t.shape} (confidence {t.shape_confidence:.2f})",
+            ]
+        g = self.launch_gaps
+        if g.count:
+            lines.append(
+                f"launch gaps {g.count} gaps, P50 {fmt_ns(g.p50_ns)}, P99 {fmt_ns(g.p99_ns)}"
+            )
+        lines.append(f"CUDA Graphs {'in use' if self.cuda_graphs.in_use else 'not used'}")
+        lines.append("")
+        shown = self.findings[:max_findings]
+        lines.append(f"FINDINGS ({len(self.findings)}, most important first)")
+        for i, f in enumerate(shown, 1):
+            lines.append(f"{i}. {c(f.severity.upper(), f.severity)} [{f.layer}] {e(f.title)}")
+            lines += [f"     - {e(x)}" for x in f.evidence]
+            if f.fix:
+                lines.append(f"     fix: {e(f.fix)}")
+        if len(self.findings) > max_findings:
+            lines.append(f"... {len(self.findings) - max_findings} more (use --json for all)")
+        missing = [k for k, s in self.captured.items() if s == "not_captured"]
+        if missing:
+            lines += ["", f"not captured: {', '.join(missing)}"]
+        return lines
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
 
     def _repr_html_(self) -> str:
-        from ..render.notebook import diagnosis_html
-
-        return diagnosis_html(self)
+        """A compact HTML view for notebooks: the verdict, the tail and the findings."""
+        v, t = self.verdict, self.tail
+        head = (
+            f"<p><b>Verdict: {html.escape(v.layer)}</b> (confidence {v.confidence:.2f}) - "
+            f"{html.escape(v.summary)}</p>"
+        )
+        tail = html_table(
+            ["unit", "n", "p50_ns", "p99_ns", "p99/p50", "shape"],
+            [[t.unit, t.n, t.p50_ns, t.p99_ns, t.p99_over_p50, t.shape]],
+        )
+        rows = [[f.severity, f.layer, f.title, "; ".join(f.evidence)] for f in self.findings]
+        return head + tail + html_table(["severity", "layer", "finding", "evidence"], rows)

@@ -15,7 +15,9 @@ Sections, each skipped with a note when its analysis did not run or has no data:
 4. transfer bandwidth by copy kind against the host link;
 5. the tail attribution: median band vs slowest units, stacked by component;
 6. timelines of a few slowest units (and a median one) - these need the open report, so
-   they are gathered by :func:`collect_timelines` before the report is closed;
+   they are gathered by :func:`collect_timelines` before the report is closed (it lives
+   in :mod:`nsysdiag.diagnosis.timelines`, its queries in the analyses layer, and is
+   re-exported here: this module runs no SQL, it draws what it is given);
 7. kernel duration jitter;
 8. findings with evidence and fixes; what was captured; settings.
 
@@ -45,6 +47,8 @@ from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
 from ..analyses.transfers import TransfersResult
+from ..diagnosis.timelines import collect_timelines
+from ..formatting import fmt_bytes, fmt_ns
 from .svg import (
     BAR,
     CURVE,
@@ -63,10 +67,8 @@ from .svg import (
     stacked_hbars,
     timeline,
 )
-from .text import fmt_bytes, fmt_ns
 
 if TYPE_CHECKING:
-    import pyarrow as pa
 
     from ..diagnosis.model import Diagnosis
     from ..report import Report
@@ -123,10 +125,6 @@ SHAPE_TEXT = {
     "insufficient_data": "Too few units to judge the shape.",
 }
 
-#: most events of one kind kept per timeline (the rest are counted, not drawn)
-MAX_TIMELINE_EVENTS = 2500
-
-
 # ============================================================================ public API
 
 
@@ -165,7 +163,7 @@ def render_html(
     ]
     nav = "".join(f'<a href="#{sid}">{esc(label)}</a>' for sid, label, _ in sections)
     body = "".join(f'<section id="{sid}">{html_}</section>' for sid, _, html_ in sections)
-    from .. import __version__
+    from .._version import __version__
 
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
@@ -235,70 +233,6 @@ def write_html(
             os.unlink(tmp)
         raise
     return dest
-
-
-def collect_timelines(
-    report: Report,
-    diagnosis: Diagnosis,
-    n: int = 3,
-    *,
-    median: bool = True,
-    max_events: int = MAX_TIMELINE_EVENTS,
-) -> list[dict]:
-    """CPU and GPU activity inside the windows of the slowest units (and one median unit).
-
-    Call it while ``report`` is open (the diagnosis does not keep it); pass the result to
-    :func:`render_html` / :func:`write_html`.
-
-    Parameters
-    ----------
-    report : Report
-        The open report ``diagnosis`` was computed from.
-    diagnosis : Diagnosis
-        Gives the unit of latency and, through the ``ranges`` analysis, its instances.
-    n : int, default 3
-        How many of the slowest units.
-    median : bool, default True
-        Add the unit closest to the median latency, for contrast.
-    max_events : int
-        At most this many events of each kind (CPU calls, GPU work, NVTX) per unit.
-
-    Returns
-    -------
-    list of dict
-        One dict per unit, slowest first (the median one last): ``label``, ``name``,
-        ``rank`` (1-based among the slowest; 0 for the median unit), ``start_ns``,
-        ``end_ns``, ``duration_ns``, ``pid``, ``tid`` (None when unknown), and the events
-        overlapping the window: ``nvtx`` (``start_ns``, ``end_ns``, ``name``, ``tid``),
-        ``cpu`` (CUDA API calls on the unit's thread: ``start_ns``, ``end_ns``, ``name``,
-        ``category``, ``tid``), ``gpu`` (kernels, memcpys, memsets of the process:
-        ``start_ns``, ``end_ns``, ``kind``, ``name``, ``device_id``, ``stream_id``,
-        ``bytes``), ``truncated`` (events left out over ``max_events``) and ``note``.
-        Empty when the diagnosis has no unit of latency.
-    """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n!r}")
-    try:
-        units = _select_units(report, diagnosis, n, median)
-        return [_unit_timeline(report, u, max_events) for u in units]
-    except Exception as exc:  # noqa: BLE001 - the timelines are an extra: never sink the report
-        return [
-            {
-                "label": "timelines unavailable",
-                "name": "",
-                "rank": -1,
-                "start_ns": 0,
-                "end_ns": 0,
-                "duration_ns": 0,
-                "pid": None,
-                "tid": None,
-                "nvtx": [],
-                "cpu": [],
-                "gpu": [],
-                "truncated": 0,
-                "note": f"could not collect timelines: {type(exc).__name__}: {exc}",
-            }
-        ]
 
 
 # ============================================================================ helpers
@@ -1251,214 +1185,6 @@ def _section_captured(d: Diagnosis) -> str:
         + _html_table(["setting", "value"], settings)
         + "</div></div>"
     )
-
-
-# ============================================================================ timelines
-
-
-def _select_units(report: Report, d: Diagnosis, n: int, median: bool) -> list[dict]:
-    """Windows of the ``n`` slowest units and of one median unit."""
-    unit = d.tail.unit
-    ranges = (d.analyses or {}).get("ranges")
-    picked: list[dict] = []
-    if ranges is not None and ranges.ok:
-        for name in ("slowest", "instances"):
-            t = ranges.tables.get(name)
-            if (
-                t is not None
-                and t.num_rows
-                and "start_ns" in t.column_names
-                and ("end_ns" in t.column_names or "duration_ns" in t.column_names)
-            ):
-                picked = _rows_by_duration(t, n, slowest=True)
-                break
-        inst = ranges.tables.get("instances")
-        if (
-            median
-            and d.tail.p50_ns
-            and inst is not None
-            and inst.num_rows
-            and "start_ns" in inst.column_names
-            and "duration_ns" in inst.column_names
-        ):
-            dur = np.asarray(inst.column("duration_ns").to_numpy(zero_copy_only=False), dtype=float)
-            i = int(np.nanargmin(np.abs(dur - d.tail.p50_ns)))
-            row = inst.slice(i, 1).to_pylist()[0]
-            picked.append({**row, "_rank": 0})
-    if not picked and unit:
-        if not report.probe.present("nvtx_ranges"):
-            return []
-        cols = ("start_ns", "end_ns", "pid", "tid")
-        base = (
-            "SELECT start_ns, end_ns, pid, tid FROM nvtx_ranges "
-            "WHERE name = $u AND end_ns IS NOT NULL "
-        )
-        slow = report.execute(
-            base + "ORDER BY end_ns - start_ns DESC, start_ns LIMIT $n", {"u": unit, "n": n}
-        )
-        picked = [{**dict(zip(cols, r, strict=False)), "_rank": k + 1} for k, r in enumerate(slow)]
-        if median and d.tail.p50_ns:
-            mid = report.execute(
-                base + "ORDER BY abs((end_ns - start_ns) - $p), start_ns LIMIT 1",
-                {"u": unit, "p": float(d.tail.p50_ns)},
-            )
-            picked += [{**dict(zip(cols, r, strict=False)), "_rank": 0} for r in mid]
-    units = []
-    for row in picked:
-        s = _num(row.get("start_ns"))
-        e = _num(row.get("end_ns"))
-        if e is None and s is not None and _num(row.get("duration_ns")) is not None:
-            e = s + float(row["duration_ns"])
-        if s is None or e is None:
-            continue
-        pid, tid = row.get("pid"), row.get("tid")
-        if tid is None and row.get("global_tid") is not None:
-            g = int(row["global_tid"])
-            pid, tid = (g >> 24) & 0xFFFFFF, g & 0xFFFFFF
-        if (pid is None or tid is None) and unit and report.probe.present("nvtx_ranges"):
-            hit = report.execute(
-                "SELECT pid, tid FROM nvtx_ranges WHERE name = $u AND start_ns = $s LIMIT 1",
-                {"u": unit, "s": int(s)},
-            )
-            if hit:
-                pid, tid = hit[0]
-        rank = int(row.get("_rank", 0))
-        skipped = int(row.get("_skipped", 0) or 0)
-        units.append(
-            {
-                "start_ns": int(s),
-                "end_ns": int(e),
-                "pid": pid,
-                "tid": tid,
-                "rank": rank,
-                "name": unit or "unit",
-                "skipped_note": (
-                    f"{skipped} slower unit(s) passed over: CUDA was not traced while they ran"
-                    if skipped
-                    else ""
-                ),
-                "label": (
-                    f"#{rank} slowest {unit or 'unit'}" if rank else f"median {unit or 'unit'}"
-                ),
-            }
-        )
-    return units
-
-
-def _rows_by_duration(t: pa.Table, n: int, *, slowest: bool) -> list[dict]:
-    """The ``n`` longest (or shortest) rows; rows with ``cuda_covered`` false (CUDA was not
-    traced during the unit, so its timeline would be empty) are passed over and counted in
-    the first row's ``_skipped``."""
-    if "duration_ns" in t.column_names:
-        dur = np.asarray(t.column("duration_ns").to_numpy(zero_copy_only=False), dtype=float)
-    else:
-        dur = np.asarray(
-            t.column("end_ns").to_numpy(zero_copy_only=False), dtype=float
-        ) - np.asarray(t.column("start_ns").to_numpy(zero_copy_only=False), dtype=float)
-    dur = np.where(np.isfinite(dur), dur, -np.inf)
-    order = np.argsort(-dur if slowest else dur, kind="stable")
-    covered = (
-        t.column("cuda_covered").to_pylist()
-        if "cuda_covered" in t.column_names
-        else [None] * t.num_rows
-    )
-    out: list[dict] = []
-    skipped = 0
-    for i in order:
-        if len(out) >= n:
-            break
-        if covered[int(i)] is False:
-            skipped += 1
-            continue
-        out.append({**t.slice(int(i), 1).to_pylist()[0], "_rank": len(out) + 1})
-    if out and skipped:
-        out[0]["_skipped"] = skipped
-    return out
-
-
-def _unit_timeline(report: Report, u: dict, max_events: int) -> dict:
-    probe = report.probe
-    s, e, pid, tid = u["start_ns"], u["end_ns"], u["pid"], u["tid"]
-    out = {
-        **{k: v for k, v in u.items() if k != "skipped_note"},
-        "duration_ns": e - s,
-        "nvtx": [],
-        "cpu": [],
-        "gpu": [],
-        "truncated": 0,
-        "note": "",
-    }
-    win = {"s": s, "e": e, "lim": max_events + 1}
-    notes = [u["skipped_note"]] if u.get("skipped_note") else []
-    where_thread = "pid = $pid AND tid = $tid" if tid is not None else "pid = $pid"
-    params = {**win, "pid": pid, **({"tid": tid} if tid is not None else {})}
-    if pid is None:
-        out["note"] = "; ".join([*notes, "the unit's process is unknown: no events shown"])
-        return out
-
-    def take(rows: list, cols: tuple[str, ...], key: str) -> None:
-        if len(rows) > max_events:
-            out["truncated"] += len(rows) - max_events
-            rows = rows[:max_events]
-        out[key] = [dict(zip(cols, r, strict=False)) for r in rows]
-
-    if probe.present("nvtx_ranges"):
-        take(
-            report.execute(
-                f"SELECT start_ns, end_ns, name, tid FROM nvtx_ranges WHERE {where_thread} "
-                "AND end_ns IS NOT NULL AND end_ns > $s AND start_ns < $e "
-                "ORDER BY start_ns LIMIT $lim",
-                params,
-            ),
-            ("start_ns", "end_ns", "name", "tid"),
-            "nvtx",
-        )
-    if probe.present("api_calls"):
-        take(
-            report.execute(
-                f"SELECT start_ns, end_ns, name, category, tid FROM api_calls WHERE {where_thread} "
-                "AND end_ns > $s AND start_ns < $e ORDER BY start_ns LIMIT $lim",
-                params,
-            ),
-            ("start_ns", "end_ns", "name", "category", "tid"),
-            "cpu",
-        )
-    else:
-        notes.append("CUDA API calls not captured")
-    if tid is None:
-        notes.append("the unit's thread is unknown: CPU calls of every thread of the process")
-    gparts = []
-    if probe.present("kernels"):
-        gparts.append(
-            "SELECT start_ns, end_ns, 'kernel' AS kind, "
-            "coalesce(nullif(short_name, ''), name) AS name, device_id, stream_id, "
-            "NULL::BIGINT AS bytes FROM kernels "
-            "WHERE pid = $pid AND end_ns > $s AND start_ns < $e"
-        )
-    if probe.present("memcpys"):
-        gparts.append(
-            "SELECT start_ns, end_ns, 'memcpy', copy_kind, device_id, stream_id, bytes "
-            "FROM memcpys WHERE pid = $pid AND end_ns > $s AND start_ns < $e"
-        )
-    if probe.present("memsets"):
-        gparts.append(
-            "SELECT start_ns, end_ns, 'memset', 'memset', device_id, stream_id, bytes "
-            "FROM memsets WHERE pid = $pid AND end_ns > $s AND start_ns < $e"
-        )
-    if gparts:
-        q = " UNION ALL ".join(f"({p})" for p in gparts) + " ORDER BY start_ns LIMIT $lim"
-        take(
-            report.execute(q, {**win, "pid": pid}),
-            ("start_ns", "end_ns", "kind", "name", "device_id", "stream_id", "bytes"),
-            "gpu",
-        )
-    for key in ("nvtx", "cpu", "gpu"):
-        for ev in out[key]:
-            for k in ("start_ns", "end_ns", "device_id", "stream_id", "bytes", "tid"):
-                if ev.get(k) is not None and not isinstance(ev[k], (int, float)):
-                    ev[k] = int(ev[k])
-    out["note"] = "; ".join(notes)
-    return out
 
 
 # ============================================================================ style

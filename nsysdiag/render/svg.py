@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .text import fmt_ns
+from ..formatting import fmt_ns
 
 #: default plot size (viewBox units)
 WIDTH, HEIGHT = 760, 300

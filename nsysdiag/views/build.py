@@ -39,14 +39,13 @@ from .launch import LaunchCalls, arrow_values
 #: bump when a view's columns or meaning change, so old caches are not reused
 VIEW_FORMAT = 10
 
-#: How views are written. zstd level 1: at 5M kernels 17% faster to write than the default
-#: level 3 for 5% more bytes (snappy: as fast, twice the bytes). Format version 2 (delta
-#: encoding of integers): at 10M kernels the kernels view is written in 1.6 s instead of
-#: 2.1 s, 35% smaller, and scans and sorts of it run 10-50% faster.
+#: How views are written. zstd level 1: faster to write than the default level 3 for a few
+#: percent more bytes (snappy is as fast with twice the bytes). Format version 2 (delta
+#: encoding of integers): faster to write, smaller, and faster to scan and sort. The
+#: measurements are in docs/performance.md.
 PARQUET_OPTIONS = "FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, PARQUET_VERSION V2"
 #: How analysis steps (scratch files on disk, read once or twice) are written: uncompressed,
-#: since lz4 cost more to write and read than the bytes it saved (10M kernels: ranges
-#: 7.5 -> 7.3 s)
+#: since lz4 cost more to write and read than the bytes it saved
 STEP_OPTIONS = "FORMAT parquet, COMPRESSION uncompressed, PARQUET_VERSION V2"
 
 
@@ -179,7 +178,7 @@ class ViewStore:
         try:
             with threads.Workers(1, stage=f"building view {spec.name}: string ids") as pool:
                 # the ids of the strings the view uses are read from the export while the
-                # launch calls are read from api_calls and sorted (10M kernels: about 0.1 s)
+                # launch calls are read from api_calls and sorted
                 ids = (pool.submit(self._string_ids, spec)
                        if strings is not None and not guess else None)
                 calls = LaunchCalls(self.con) if spec.launch_calls else None

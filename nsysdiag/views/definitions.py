@@ -133,8 +133,8 @@ def _gpu_common(a: str) -> str:
        nullif({a}.greenContextId, 0) AS green_context_id"""
 
 
-#: computed when a GPU operation view is read (ViewSpec.derived): at 10M kernels writing
-#: the two cost 0.14 s of the 1.4 s write
+#: computed when a GPU operation view is read (ViewSpec.derived) instead of stored: they
+#: follow from stored columns, and writing them costs more than computing them on read
 _GPU_DERIVED = {"duration_ns": "end_ns - start_ns", "pid": _PID.format(g="global_pid")}
 
 
@@ -164,8 +164,7 @@ KERNELS = ViewSpec(
     ),
     depends=("api_calls",),
     # The launch call is looked up here, once, for every analysis that needs it (launch
-    # gaps, launch latency, ranges): each joining ten million kernels to their calls cost
-    # seconds.
+    # gaps, launch latency, ranges), instead of each joining the kernels to their calls.
     launch_calls=True,
     sql=f"""
 SELECT {_gpu_common('k')}, k.graphId AS graph_id,
@@ -325,7 +324,7 @@ FROM {_timed('raw_runtime')} r""",
     # every API name of every corpus export is a CUDA API identifier
     strings=Strings(("nameId",), table="_api_names",
                     likely="regexp_matches(value, '^cu[A-Za-z0-9_]*$')", fallback="unknown"),
-    # written, the four cost 0.85 s for the 22M calls of a 10M-kernel trace
+    # computed on read, not stored: writing them costs more than computing them
     derived={
         "duration_ns": "end_ns - start_ns",
         "pid": _PID.format(g="global_tid"),

@@ -6,8 +6,8 @@ call inside it) count as one, from the first entry to the last return, made by t
 that entered first. The calls are merged per key once, sorted, and each batch of kernels,
 as it is read, finds its keys by a galloping search (``_compiled``): calls and kernels both
 come almost in correlation order, so the sort and the searches cost little more than a
-pass. DuckDB's aggregate and hash join did this in 2.4 s of the 4.5 s that the view of ten
-million kernels took to build.
+pass, where DuckDB's aggregate and hash join took half the view's build time
+(docs/performance.md).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ class LaunchCalls:
         order = None if _compiled.ascending(code, correlation) else _key_order(code, correlation)
         if order is not None:
             code, correlation = code[order], correlation[order]
-        # each column is put in key order, one at a time (ten million calls: 80 MB each)
+        # each column is put in key order, one at a time, so that one column's copy is alive
+        # at once
         (start, start_ok), (end, end_ok), (tid, _) = (
             _in_order(*_values(calls.pop(c)), order) for c in ("start_ns", "end_ns", "global_tid"))
         del order
@@ -116,8 +117,8 @@ def _in_order(values: np.ndarray, ok: np.ndarray | None,
 
 def _values(column: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """(int64 values, validity or None when all are valid) of a column of ``fetchnumpy``
-    (a masked array where there are NULLs). (Read as Arrow, the calls were faster to read
-    but the view slower to build: 10M kernels, 2.7-2.9 against 3.1-4.0 s.)"""
+    (a masked array where there are NULLs). Not Arrow: read as Arrow the calls came
+    faster but the view was slower to build (docs/performance.md)."""
     if isinstance(column, np.ma.MaskedArray) and np.ma.is_masked(column):
         ok = ~np.ma.getmaskarray(column)
         return np.ma.getdata(column).astype(np.int64, copy=False), ok

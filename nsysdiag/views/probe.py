@@ -125,7 +125,7 @@ def probe(source: Source, graph_nodes: Callable[[], bool | None] | None = None,
     """Probe a source for the status of every normalized view.
 
     ``cuda_graphs`` is decided when first asked for: node-level graph tracing shows only
-    as graph node ids on the kernels, and scanning ten million kernels for one took 0.6 s
+    as graph node ids on the kernels, and finding one means scanning the kernels
     (``graph_nodes`` may answer from elsewhere first, as the report does from its kernels
     view once built; None from it means it cannot). ``decided`` is called once every
     status is known.
@@ -166,7 +166,7 @@ def cached_probe(source: Source, directory: Path,
     """The probe of ``source``, kept as ``probe.json`` in its view cache directory (once
     every status is decided).
 
-    Counting the rows of a 20-million-row table costs SQLite seconds; the cache directory
+    Counting the rows of a big table costs SQLite a read of every row; the cache directory
     is keyed by the input's identity, so the stored answer stays valid.
     """
     stored = directory / "probe.json"

@@ -10,8 +10,7 @@
 
 -- @query per_kernel
 -- The figures of every name repeated 20 times come from one pass, and the $top with the
--- most GPU time are kept (choosing them first cost a second pass and a join: 0.65 -> 0.4 s
--- at ten million kernels).
+-- most GPU time are kept (choosing them first would cost a second pass and a join).
 WITH k AS (
     SELECT name, duration_ns FROM kernels WHERE duration_ns > 0),
 stats AS (

@@ -28,17 +28,15 @@
 -- kernels.
 --
 -- The running maximum and the per-stream predecessor are one sorted pass in numpy
--- (analyses/launch_gaps.py, with analyses/intervals.py and analyses/_compiled.py): a
--- window function over one partition per GPU runs on one core, 5 s at ten million
--- kernels. The pass reads
+-- (analyses/launch_gaps.py, with analyses/intervals.py and analyses/_compiled.py), since
+-- a window function over one partition per GPU runs on one core. The pass reads
 --   sequence         the device sequence: every kernel and graph-level execution, unit
 --                    0 kernel, 1 graph node, 2 graph-level execution, sorted by start_ns,
 --                    then end_ns (NULL last); a NULL end extends no busy period
 --                    (end_ns = $no_end); a NULL correlation id reads -1, a NULL
 --                    launch_end_ns $no_end; in_stream: a kernel with a known context and
 --                    stream (each stream's kernels come in this order too, so the same
---                    pass follows them; a second read sorted per stream cost 1.1 s at
---                    ten million kernels)
+--                    pass follows them instead of a second read sorted per stream)
 -- and keeps in memory
 --   the gaps         from the sequence, the units that start after busy_until_ns (the
 --                    furthest end among the earlier units): the sequence (global_pid,
@@ -53,8 +51,8 @@
 -- Rows with a NULL process, device or start are left out; a kernel with a NULL context or
 -- stream counts on its GPU but in no stream.
 -- The figures of the gaps are taken in numpy (analyses/figures.py, equal to DuckDB's
--- quantile_cont, avg, sum; writing 8.5 million gaps out for six queries to read back cost
--- 1.7 s at ten million kernels); the kernel counts come from stream_counts.
+-- quantile_cont, avg, sum), instead of writing the gaps out for six queries to read
+-- back; the kernel counts come from stream_counts.
 -- Outputs (ns unless named otherwise; shares in %; "main gaps": the gaps of kind kernel;
 -- percentiles are quantile_cont's, linear between the two nearest ranks):
 --   summary       main gaps: count, p50/p90/p99/p999/max/mean/total, shares above the

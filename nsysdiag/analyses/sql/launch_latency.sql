@@ -32,9 +32,10 @@
 -- (queue_devices): per GPU, +1 at the return of each queued launch and -1 at its
 -- kernel's start, and each matched launch marks the depth right after its return
 -- (queue_launches); per stream, the same for the queued launches with a known process,
--- context and stream (queue_streams). Each series counts time from its first to its last +1 or -1 event. (DuckDB
--- sorted the twenty million events of ten million kernels and numpy netted them: 2 s of
--- the analysis' 2.6 s.) The pass registers, for the queries below,
+-- context and stream (queue_streams). Each series counts time from its first to its last
+-- +1 or -1 event. (One compiled pass instead of DuckDB sorting the events and numpy
+-- netting them, which was most of the analysis' time.) The pass registers, for the
+-- queries below,
 --   _depth_hist      level, series keys, depth, time_ns: time at each depth after an
 --                    instant t with first <= t < last, until the next instant
 --   _depth_at_launch depth, launches: device depth right after each matched launch
@@ -95,9 +96,9 @@ WHERE device_id = $device AND start_ns > api_end_ns
 -- @query latency
 -- The latency table (one row per metric) is made in analyses/launch_latency.py: the four
 -- kernel metrics from one read of the launches, with figures.quantiles (DuckDB's
--- quantile_cont, figure for figure: four list-valued quantiles here took 0.8 s of two
--- cores at ten million kernels, one read and numpy's partial sorts 0.5 s of one), count,
--- max and mean (avg); NULLs skipped. The graph metrics come from this query.
+-- quantile_cont, figure for figure, from numpy's partial sorts, which cost less than four
+-- list-valued quantiles here), count, max and mean (avg); NULLs skipped. The graph
+-- metrics come from this query.
 SELECT metric, count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, mean_ns
 FROM (
     SELECT 'graph_api_duration' AS metric, count(api_end_ns - api_start_ns) AS count,

@@ -21,8 +21,7 @@
 --
 -- devices: one row per device (device_id NULL: all devices together).
 -- streams: per device and stream: kernels, graph launches, copies, their busy time sums.
--- (Both add up op_streams, one pass over the operations: two cost 0.2 s more at ten
--- million kernels.)
+-- (Both add up op_streams, one pass over the operations instead of one each.)
 -- copy_apis: the API call behind each memcpy (joined on global_pid + correlation_id):
 --   copies, bytes and copy time per API name; synchronous = a memcpy API without 'Async'.
 
@@ -35,7 +34,7 @@
 -- (device_id, kernel_ns, copy_ns, any_ns, concurrent_ns, max_in_flight) for `devices`.
 -- The pass reads the kernels as the view stores them (start order) and merges the other
 -- operations (other_ops, sorted: a few) in; should a kernel come out of order, it reads
--- ops sorted instead (10M kernels: 0.5 s).
+-- ops sorted instead.
 SELECT device_id, 'kernel' AS cls, global_pid, stream_id, start_ns, end_ns
 FROM kernels WHERE end_ns >= start_ns
 UNION ALL
@@ -57,8 +56,8 @@ FROM memsets WHERE end_ns >= start_ns
 -- memsets, also those without a valid interval): what `streams` shows, and the counts of
 -- the operations with a valid interval (end_ns >= start_ns: those of `ops`) that `devices`
 -- adds up; one pass over the operations for both (registered as _overlap_streams).
--- src: 0 kernel, 1 graph-level launch, 2 copy or memset (integers: eleven filters of ten
--- million rows); pid follows from global_pid (the views' pid), not grouped on.
+-- src: 0 kernel, 1 graph-level launch, 2 copy or memset (integers: the eleven filters
+-- over every operation compare integers, not strings); pid follows from global_pid (the views' pid), not grouped on.
 WITH all_ops AS (
     SELECT device_id, global_pid, stream_id, 0 AS src, duration_ns, start_ns, end_ns
     FROM kernels
@@ -134,8 +133,7 @@ WITH api AS (
            arg_min(category, CASE api WHEN 'runtime' THEN 0 ELSE 1 END) AS category
     FROM api_calls a
     -- on the correlation id alone: the calls of other processes with a copy's id make
-    -- groups that the join below leaves out (10M kernels: 0.4 -> 0.28 s, no process id
-    -- computed for every call)
+    -- groups that the join below leaves out, and no process id is computed for every call
     SEMI JOIN memcpys m ON m.correlation_id = a.correlation_id
     GROUP BY global_pid, correlation_id),
 m AS (

@@ -123,7 +123,7 @@ FROM _ranges_units
 -- Every CUDA call with the key it counts for (the scope: the variable rg_scope, set by
 -- analyses/ranges.py, since a view takes no parameters) and the CPU component it counts
 -- into, cls: 0 launch, 1 memcpy, 2 sync, 3 other (the order of CPU_COMPONENTS). A view,
--- not a step: read twice, it costs less than writing twenty million calls out. No join:
+-- not a step: reading it twice costs less than writing every call out. No join:
 -- the sweep reads the calls as api_calls stores them, in the export's order, which a
 -- join would not keep; calls of keys without instances count nowhere (the sweep skips
 -- them, _own places no work of theirs).
@@ -147,8 +147,8 @@ FROM rg_units
 
 -- @query rg_ops
 -- (a view) Every GPU operation with its launch key; kernel: a kernel or a graph-level
--- execution (else a copy or memset; a boolean, since a string per row cost time at ten
--- million kernels); kernel_row: a row of kernels, which carries its launch call.
+-- execution (else a copy or memset; a boolean, cheaper per row than a string);
+-- kernel_row: a row of kernels, which carries its launch call.
 SELECT true AS kernel, device_id, global_pid, correlation_id, start_ns, end_ns,
        true AS kernel_row
 FROM kernels WHERE start_ns > 0
@@ -191,8 +191,8 @@ JOIN calls c ON c.global_pid = o.global_pid AND c.correlation_id = o.correlation
 -- instance of its key with the latest start_ns <= the call's start_ns (ties: the higher
 -- instance number), when that instance also contains the call's end; an operation of no
 -- instance has a NULL one (or is left out), which the joins and groups on instance below
--- leave aside. (An ASOF join did this in SQL: it sorted ten million launched operations
--- to place them among a hundred thousand instances.)
+-- leave aside. (An ASOF join would say the same in SQL, but it sorts every launched
+-- operation to place it among the instances.)
 SELECT *
 FROM (SELECT CASE WHEN $scope = 'thread' THEN launch_global_tid ELSE global_pid END AS key,
              launch_start_ns AS api_start_ns, launch_end_ns AS api_end_ns, true AS kernel,
@@ -209,8 +209,7 @@ SELECT device_id AS key, start_ns, end_ns FROM rg_ops
 
 -- @query rg_own_sums
 -- Step: the own work's counts, time sums and span per instance, device and kind, for
--- rg_udev and instances (one pass over rg_own for both: two cost 0.1 s more at ten
--- million kernels).
+-- rg_udev and instances (one pass over rg_own for both, instead of one each).
 SELECT instance, device_id, kernel, count(*) AS n, sum(end_ns - start_ns) AS t,
        min(start_ns) AS first_ns, max(end_ns) AS last_ns
 FROM rg_own
@@ -244,8 +243,8 @@ SELECT * FROM udev
 -- first pieces, of the kernels and of all (rg_own_union: instance, kernel_union_ns,
 -- any_union_ns), and the second merged into stretches, measured into rg_busy (pending_ns,
 -- pending_busy_ns). A counting sort puts rg_own in instance order and a compiled loop
--- (analyses/_compiled.py: own_pieces, own_work) does the rest (a join to rg_udev sorted
--- by instance in SQL cost 0.75 s at ten million kernels, window functions 2.7 s).
+-- (analyses/_compiled.py: own_pieces, own_work) does the rest, instead of a join to
+-- rg_udev sorted by instance or window functions partitioned by instance in SQL.
 
 -- @query instances
 -- key: the thread (scope 'thread') or the process (scope 'process') whose API calls count.

@@ -1,8 +1,16 @@
-"""Rows to text: aligned table, CSV or JSON (the three --format choices)."""
+"""Neutral text helpers: durations and sizes for people, strict JSON, rows as a text
+table, CSV or JSON, and small escaped HTML tables.
+
+They sit below every stage of the pipeline and import nothing of nsysdiag, so that domain
+objects (analysis results, the diagnosis, the diff) can give a readable ``__str__`` and
+``_repr_html_`` without importing the renderers, and the renderers and the command line
+use the same units.
+"""
 
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
@@ -78,3 +86,38 @@ def format_rows(
     out = [line(columns), line(["-" * w for w in widths])]
     out += [line(r) for r in cells]
     return "\n".join(out)
+
+
+def fmt_ns(ns: float | int | None) -> str:
+    """A duration in ns as a human unit: 850 ns, 12.3 us, 4.56 ms, 7.89 s."""
+    if ns is None:
+        return "-"
+    v = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.0f} ns"
+
+
+def fmt_bytes(n: float | int | None) -> str:
+    if n is None:
+        return "-"
+    v = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return f"{v:.1f} TiB"
+
+
+def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> str:
+    """A small escaped HTML table."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{'' if v is None else html.escape(str(v))}</td>" for v in r)
+        + "</tr>"
+        for r in rows
+    )
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
