@@ -268,7 +268,8 @@ def _verdict(
     corroborated = (
         attr.get(best, 0.0) >= settings.corroborate_attribution
         and ev.check_score(best) >= settings.corroborate_check
-        and (best != "cpu" or tail.shape == "right_skewed" or _evidence_decides(best, attr))
+        and (best != "cpu" or tail.shape == "right_skewed"
+             or _slow_mode_decides(tail, best, attr))
     )
     if tail.level == "normal" or (tail.level == "elevated" and not corroborated):
         conf = 0.9 if tail.level == "normal" else 0.7
@@ -333,6 +334,13 @@ def _evidence_decides(layer: str, attr: dict[str, float]) -> bool:
     """What grew in the slow units decides: ``layer`` explains most of their extra
     latency (at least ``_DECISIVE_SHARE``), so a shape pointing elsewhere is outvoted."""
     return attr.get(layer, 0.0) >= _DECISIVE_SHARE
+
+
+def _slow_mode_decides(tail: TailSummary, layer: str, attr: dict[str, float]) -> bool:
+    """An elevated tail with a slow mode of its own (multimodal or flat tail, not the
+    tight body of a healthy trace) whose growth ``layer`` decides: the shape's map would
+    send it elsewhere (a thread holding the GIL on some requests is cpu, not gpu)."""
+    return tail.shape in ("multimodal", "flat_tail") and _evidence_decides(layer, attr)
 
 
 def _shape_disagreement(tail: TailSummary, shape_layer: str, best: str) -> str:
