@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..report import Report
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, records, registered, run_query, steps
 from .ranges import RangesResult
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "interference"
 #: the settings this analysis reads (its results are cached per their values)

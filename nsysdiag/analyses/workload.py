@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..report import Report
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, records, registered, run_query
 from .interference import slow_count
 from .ranges import RangesResult
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 NAME = "workload"
 #: the settings this analysis reads (its results are cached per their values)
