@@ -3,6 +3,8 @@ are computed by hand, and the diagnosis' verdicts on simulated mechanisms."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -120,3 +122,25 @@ def test_what_grew_decides_not_the_shape(builder, tmp_path, weights, layer):
     assert d.verdict.layer == layer, d.verdict.summary
     assert d.tail.shape == "multimodal"
     assert "the shape (multimodal) points at gpu" in d.verdict.summary
+
+
+def test_bundled_example_names_the_interfering_stream(capsys):
+    """examples/gpu-jitter.sqlite: a background stream (13) runs GEMM bursts (nvjet) part of
+    the time; the verdict's evidence names it, in the terminal and the JSON."""
+    from conftest import ROOT
+
+    from nsysdiag.cli.main import main
+
+    path = ROOT / "examples" / "gpu-jitter.sqlite"
+    assert main(["--no-cache", "-q", "diagnose", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"]["layer"] == "gpu"
+    assert "stream 13 of python3" in doc["verdict"]["summary"]
+    assert "nvjet" in doc["verdict"]["summary"]
+    inter = doc["evidence"]["interference"]["summary"]
+    assert inter["culprit_stream"] == 13 and inter["culprit_names"][0].startswith("nvjet")
+    # it ran in (nearly) every slow request and (nearly) no median one
+    assert inter["culprit_slow_units"] >= 0.8 * inter["slow_n"]
+    assert inter["culprit_median_units"] <= 0.2 * inter["median_n"]
+    gpu = [f for f in doc["findings"] if f["title"].startswith("Other GPU work")]
+    assert gpu and gpu[0]["layer"] == "gpu" and "stream 13" in gpu[0]["evidence"][0]
