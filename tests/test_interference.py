@@ -144,3 +144,27 @@ def test_bundled_example_names_the_interfering_stream(capsys):
     assert inter["culprit_median_units"] <= 0.2 * inter["median_n"]
     gpu = [f for f in doc["findings"] if f["title"].startswith("Other GPU work")]
     assert gpu and gpu[0]["layer"] == "gpu" and "stream 13" in gpu[0]["evidence"][0]
+
+
+@pytest.mark.parametrize("slow,median,kind,share", [
+    # 12 kernels of 100 ns against 4: growth 800 ns, all of it 8 more kernels x 100 ns
+    ((12, 100), (4, 100), "more_work", 1.0),
+    # the same 4 kernels at 300 ns: growth 800 ns, none of it more kernels
+    ((4, 300), (4, 100), "slower_work", 0.0),
+    # 6 kernels of 200 ns against 4 of 100: growth 800 ns, 2 x 100 = 200 ns more work
+    ((6, 200), (4, 100), "slower_work", 0.25),
+    # fewer kernel time in the slow units: no growth
+    ((4, 90), (4, 100), "no_growth", None),
+])
+def test_workload_split_by_hand(slow, median, kind, share):
+    from nsysdiag.analyses.workload import judge
+    from nsysdiag.settings import DEFAULTS
+
+    (ks, ps), (km, pm) = slow, median
+    out = judge({"slow_n": 10, "median_n": 20, "slow_kernels": ks, "median_kernels": km,
+                 "slow_kernel_ns": ks * ps, "median_kernel_ns": km * pm,
+                 "slow_per_kernel_ns": ps, "median_per_kernel_ns": pm}, DEFAULTS)
+    assert out.get("kind", "no_growth") == kind
+    assert out.get("more_work_share") == (None if share is None else pytest.approx(share))
+    assert out["kernel_ratio"] == pytest.approx(ks / km)
+    assert out["work_ratio"] == pytest.approx(ks * pm / (km * pm))
