@@ -8,11 +8,11 @@ method's D1). The growth of own kernel time per unit, slow minus median, splits 
 * more work: (slow kernels - median kernels) x the median's time per kernel, and
 * slower work: slow kernels x (slow time per kernel - the median's),
 
-and ``kind`` is ``more_work`` when the first is at least half the growth, the slowest units
-launch at least ``workload_ratio`` times the kernels (or kernel time at the median's speed)
-and their kernels are not ``slow_ratio`` times slower; ``slower_work`` when the second
-dominates; ``no_growth`` when own kernel time did not grow. The relation of latency with
-work per unit (correlation, slope, a table in quintiles) is over every unit.
+and ``kind`` is ``more_work`` when the first is at least half the growth, ``slower_work``
+when the second is more, ``no_growth`` when own kernel time did not grow. A workload-size
+tail (:func:`is_workload_tail`) is more work of at least ``workload_ratio`` times the median
+band's kernel time at its speed, with kernels not ``slow_ratio`` times slower. The relation
+of latency with work per unit (correlation, slope, a table in quintiles) is over every unit.
 Definitions: docs/analyses/workload.md.
 """
 
@@ -32,8 +32,7 @@ if TYPE_CHECKING:
 
 NAME = "workload"
 #: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("tail_pct", "range_min_instances", "culprit_min_units", "workload_ratio",
-            "slow_ratio")
+SETTINGS = ("tail_pct", "range_min_instances", "culprit_min_units")
 KINDS = ("more_work", "slower_work", "no_growth")
 
 
@@ -116,7 +115,7 @@ def run(report: Report, *, settings: Settings | None = None,
         The opened trace.
     settings : Settings, optional
         ``tail_pct``, ``range_min_instances`` (the unit, as ranges chooses it),
-        ``culprit_min_units`` (slowest units compared), ``workload_ratio``, ``slow_ratio``.
+        ``culprit_min_units`` (slowest units compared).
     range_name : str, optional
         The unit's NVTX range (default: chosen as ranges does).
 
@@ -169,9 +168,13 @@ def judge(c: dict, settings: Settings) -> dict:
     more = (k_s - k_m) * p_m
     share = max(0.0, min(1.0, more / growth))
     out["more_work_share"] = share
-    if (share >= 0.5 and out["work_ratio"] >= settings.workload_ratio
-            and out["per_kernel_ratio"] < settings.slow_ratio):
-        out["kind"] = "more_work"
-    elif share < 0.5:
-        out["kind"] = "slower_work"
+    out["kind"] = "more_work" if share >= 0.5 else "slower_work"
     return out
+
+
+def is_workload_tail(w: WorkloadResult, settings: Settings) -> bool:
+    """A workload-size tail: the growth is more work (``more_work``), the slow units launch
+    at least ``workload_ratio`` times the median band's kernel time at its speed, and their
+    kernels do not run ``slow_ratio`` times slower."""
+    return (w.kind == "more_work" and (w.work_ratio or 0) >= settings.workload_ratio
+            and (w.per_kernel_ratio or 0) < settings.slow_ratio)

@@ -22,7 +22,7 @@ from ..analyses.launch_latency import LaunchLatencyResult
 from ..analyses.overlap import OverlapResult
 from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
-from ..analyses.workload import WorkloadResult
+from ..analyses.workload import WorkloadResult, is_workload_tail
 from ..formatting import fmt_ns
 from .model import Finding
 
@@ -404,7 +404,7 @@ class Evidence:
     def workload(self) -> list[Finding]:
         """More work vs slower work in the slow units (own kernels per unit)."""
         w = self.measured("workload", WorkloadResult)
-        f = _workload_finding(w) if w is not None else None
+        f = _workload_finding(w, self.settings) if w is not None else None
         return [f] if f is not None else []
 
     def graphs(self) -> list[Finding]:
@@ -455,13 +455,13 @@ def _interference_finding(r: InterferenceResult) -> Finding | None:
         check="D1", weight=slow_frac - median_frac)
 
 
-def _workload_finding(w: WorkloadResult) -> Finding | None:
+def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
     if w.kernel_ratio is None:
         return None
     ev = [w.line()]
     ev += [f"units with {b.min_kernels}-{b.max_kernels} kernels ({b.units}): median latency "
            f"{fmt_ns(b.p50_ns)}, {fmt_ns(b.mean_per_kernel_ns)} per kernel" for b in w.bins()]
-    if w.kind == "more_work":
+    if is_workload_tail(w, settings):
         return Finding(
             "workload", "warning",
             f"Workload size: slow units launch {w.kernel_ratio:.2g}x the kernels at the "
@@ -470,8 +470,9 @@ def _workload_finding(w: WorkloadResult) -> Finding | None:
             "work per unit (chunked prefill, batch size caps), or budget latency per unit "
             "of work.", check="D1", weight=w.work_ratio or 0)
     return Finding("gpu", "info", "More work or slower work: "
-                   + ("the same work runs slower" if w.kind == "slower_work"
-                      else "own kernel time did not grow"),
+                   + {"slower_work": "the same work runs slower",
+                      "more_work": "more work, short of a workload-size tail"}.get(
+                          w.kind, "own kernel time did not grow"),
                    tuple(ev), check="D1", weight=0.05)
 
 

@@ -29,7 +29,7 @@ from ..analyses.interference import InterferenceResult
 from ..analyses.intervals import GPU_BUSY
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
-from ..analyses.workload import WorkloadResult
+from ..analyses.workload import WorkloadResult, is_workload_tail
 from ..engine import threads
 from ..report import Report
 from ..settings import Settings
@@ -354,7 +354,7 @@ def _workload_explains(best: str, ev: checks.Evidence, settings: Settings) -> st
     and that work is what grew: own kernel time (gpu) or launch calls (cpu)."""
     w = ev.measured("workload", WorkloadResult)
     r = ev.measured("ranges", RangesResult)
-    if w is None or r is None or w.kind != "more_work":
+    if w is None or r is None or not is_workload_tail(w, settings):
         return None
     top = {"gpu": r.top_gpu_component, "cpu": r.top_cpu_component}.get(best)
     if top not in (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH):
