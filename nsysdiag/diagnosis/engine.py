@@ -127,7 +127,7 @@ def _diagnose(
         if jitter is not None:
             results["jitter"] = jitter.result()
     tail = _tail_summary(ranges, durations, classifier, settings)
-    results.update(_culprit_analyses(report, ranges, range_name, settings))
+    results.update(_culprit_analyses(report, ranges, tail, range_name, settings))
 
     graphs = results.get("graphs")
     graphs = graphs if isinstance(graphs, GraphsResult) else None
@@ -170,13 +170,14 @@ def _diagnose(
 _CULPRIT_SHARE = 0.1
 
 
-def _culprit_analyses(report: Report, ranges: AnalysisResult | None, range_name: str | None,
-                      settings: Settings) -> dict[str, AnalysisResult]:
-    """Interference and workload, when the tail is not tight and what they explain grew:
-    other GPU work (gpu_other) names its culprit; own kernel time or launch calls, more work
-    vs slower work. Skipped otherwise, so a healthy trace costs nothing more."""
+def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailSummary,
+                      range_name: str | None, settings: Settings) -> dict[str, AnalysisResult]:
+    """Interference and workload, when the tail is elevated or abnormal (enough units to
+    judge it) and what they explain grew: other GPU work (gpu_other) names its culprit; own
+    kernel time or launch calls, more work vs slower work. Skipped otherwise, so a healthy
+    trace costs nothing more."""
     if not isinstance(ranges, RangesResult) or not ranges.ok \
-            or (ranges.p99_over_p50 or 0) <= settings.elevated_ratio:
+            or tail.level not in ("elevated", "abnormal"):
         return {}
 
     def grew(c: Component) -> bool:
