@@ -121,3 +121,15 @@ def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: s
     )
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def cuda_version(value: str | None) -> str | None:
+    """``CudaDriverVersion`` as nsys records it (12020) in the usual form ("12.2").
+
+    >>> cuda_version("12020"), cuda_version("11080"), cuda_version(None)
+    ('12.2', '11.8', None)
+    """
+    if value is None or not str(value).strip().isdigit():
+        return value
+    n = int(value)
+    return f"{n // 1000}.{n % 1000 // 10}"

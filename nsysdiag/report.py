@@ -25,7 +25,7 @@ from .adapters.detect import open_source
 from .config import MEMORY_ENV, memory_limit, spill_dir
 from .config import cache_dir as default_cache_dir
 from .errors import InputError, StageTimeout, UsageError
-from .formatting import fmt_bytes, fmt_ns, format_rows, html_table
+from .formatting import cuda_version, fmt_bytes, fmt_ns, format_rows, html_table
 from .views.build import VIEW_FORMAT, ViewStore, sql_string
 from .views.definitions import VIEWS
 from .views.probe import Probe, cached_probe
@@ -77,6 +77,8 @@ class ReportInfo:
     row_counts: dict[str, int]
     captured: dict[str, dict]
     extra: dict[str, Any] = field(default_factory=dict)
+    driver_version: str | None = None  #: NVIDIA driver version (TARGET_INFO_SYSTEM_ENV)
+    cuda_version: str | None = None  #: CUDA version of the driver, e.g. 12.2
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -89,6 +91,8 @@ class ReportInfo:
             f"format      {info.format}",
             f"nsys        {info.nsys_version or 'unknown (exporter older than 2022.1)'}",
             f"schema      {info.schema_version or 'unknown'}",
+            f"driver      {info.driver_version or 'not recorded'}"
+            + (f"  (CUDA {info.cuda_version})" if info.cuda_version else ""),
             f"time span   {fmt_ns(info.duration_ns)}"
             + (f"  [{info.start_ns} .. {info.end_ns}] ns" if info.start_ns is not None else ""),
             "",
@@ -338,6 +342,24 @@ class Report:
                 return {r["name"]: r["value"] for r in rows.to_pylist() if r["name"]}
         return {}
 
+    def system_env(self) -> dict[str, str]:
+        """The capture host's facts nsys records (``TARGET_INFO_SYSTEM_ENV``: name -> value,
+        e.g. ``NvDriverVersion``, ``CudaDriverVersion``); empty when the export has none."""
+        if "TARGET_INFO_SYSTEM_ENV" not in self.source.tables():
+            return {}
+        rows = self.source.read("TARGET_INFO_SYSTEM_ENV",
+                                {"name": "text", "value": "text"}).read_all()
+        return {r["name"]: r["value"] for r in rows.to_pylist()
+                if r["name"] and r["value"] is not None}
+
+    def diagnostics(self) -> list[tuple[int, str]]:
+        """The capture's own warnings (``DIAGNOSTIC_EVENT``: severity, text; severity 1
+        information, 2 warning, 3 error); empty when the export has none."""
+        if "DIAGNOSTIC_EVENT" not in self.source.tables():
+            return []
+        rows = self.source.read("DIAGNOSTIC_EVENT", {"severity": "int", "text": "text"}).read_all()
+        return [(int(r["severity"] or 0), r["text"]) for r in rows.to_pylist() if r["text"]]
+
     def info(self) -> ReportInfo:
         """Versions, GPUs, processes, time span, row counts and what was captured."""
         meta = self._meta()
@@ -372,7 +394,10 @@ class Report:
                 for r in rows
             ]
         start, end = self._time_span(active)
+        env = self.system_env()
         return ReportInfo(
+            driver_version=env.get("NvDriverVersion"),
+            cuda_version=cuda_version(env.get("CudaDriverVersion")),
             path=str(self.path),
             format=self.source.kind,
             nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),

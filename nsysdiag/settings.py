@@ -48,6 +48,17 @@ class Settings:
     range_min_instances: int = _rule(20, "instances an NVTX range name needs to be chosen as "
                                          "the unit automatically")
     seed: int = _rule(0, "seed of the tail-shape classifier's random generator")
+    min_units: int = _rule(50, "units the tail figures must rest on for a verdict (and the "
+                               "tail-shape classifier for a shape; at least 10); fewer give "
+                               "the verdict 'insufficient'")
+    lone_outlier_ratio: float = _rule(
+        10.0, "the slowest unit is a lone outlier when it lasts more than this multiple of "
+              "the second slowest: it is reported alone and the slow-unit comparison (the "
+              "tail attribution) does not count (ratio)")
+    # -- the capture ---------------------------------------------------------------------------
+    incomplete_pct: float = _rule(
+        1.0, "share of launch calls without kernel records (or of kernels without launch "
+             "calls) from which the capture is incomplete and the verdict says so, %")
     # -- the verdict -------------------------------------------------------------------------
     min_score: float = _rule(0.35, "score (0-1) a layer needs to be named for an abnormal tail")
     corroborate_attribution: float = _rule(
@@ -94,6 +105,9 @@ class Settings:
         50.0, "share of copy time moving pageable host memory from which pageable copies "
               "dominate (CUDA calls' growth then counts as transfer time), %")
     min_finding_copies: int = _rule(3, "copies a device and direction needs to be judged")
+    uvm_pct: float = _rule(10.0, "share of the units' time (without units: of the GPU work's "
+                                 "span) spent in unified-memory migrations from which they are "
+                                 "a warning (below: information), %")
     # -- overlap and CUDA Graphs --------------------------------------------------------------
     sync_copy_pct: float = _rule(10.0, "share of copy time from synchronous copy APIs from "
                                        "which it is reported, %")
@@ -113,6 +127,8 @@ class Settings:
                 raise UsageError(f"{f.name} must be a number >= 0, got {value!r}")
             if f.type in ("int", int) and not isinstance(value, int):
                 raise UsageError(f"{f.name} must be an integer, got {value!r}")
+        if self.min_units < 10:
+            raise UsageError(f"min_units must be at least 10, got {self.min_units!r}")
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes`` (validated)."""

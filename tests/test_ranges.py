@@ -243,6 +243,37 @@ def test_sync_fallback(builder, tmp_path):
     assert "totals" not in res.tables
 
 
+def test_blocking_copies_and_memsets_are_sync_points(builder, tmp_path):
+    # no Synchronize call at all: synchronous cudaMemcpy [1000,2000], a launch [2500,2600],
+    # cudaMemcpyAsync [3000,3100] and cudaStreamWaitEvent [3200,3300] (no boundaries),
+    # cudaMemcpyFromSymbol [5000,6000] (a flag poll), cudaMemset [7000,7500] and the
+    # driver's cuMemcpyDtoH_v2 [9000,9400]; a cuMemsetD8Async [8000,8100] is no boundary.
+    # Boundaries end at 2000, 6000, 7500, 9400 -> three instances.
+    b = builder("current")
+    b.api(1000, 2000, "cudaMemcpy_v3020")
+    b.launch(2500, 2600, 2700, 2900)
+    b.api(3000, 3100, "cudaMemcpyAsync_v3020")
+    b.api(3200, 3300, "cudaStreamWaitEvent_v3020")
+    b.api(5000, 6000, "cudaMemcpyFromSymbol_v3020")
+    b.api(7000, 7500, "cudaMemset_v3020")
+    b.api(8000, 8100, "cuMemsetD8Async", driver=True)
+    b.api(9000, 9400, "cuMemcpyDtoH_v2", driver=True)
+    res = run(b, tmp_path)
+    assert (res.unit, res.unit_source) == ("sync-interval", "sync_fallback")
+    spans = [(r["start_ns"], r["end_ns"]) for r in res.table("instances").to_pylist()]
+    assert spans == [(2000, 6000), (6000, 7500), (7500, 9400)]
+
+
+def test_async_calls_alone_are_no_sync_points(builder, tmp_path):
+    b = builder("current")
+    b.api(1000, 2000, "cudaMemcpyAsync_v3020")
+    b.api(3000, 3100, "cudaMemsetAsync_v3020")
+    b.api(4000, 4100, "cudaStreamWaitEvent_v3020")
+    res = run(b, tmp_path)
+    assert res.status == "not_captured"
+    assert "no blocking host waits" in res.message
+
+
 def test_cross_thread_start_end_range(builder, tmp_path):
     # start/end range [1000,9000] started on thread 10, ended on thread 11; the work runs on
     # worker thread 12: launch [2000,3000] -> kernel [3500,6000], sync [6000,7000];

@@ -9,6 +9,7 @@ import importlib
 from types import ModuleType
 
 ANALYSES = (
+    "capture",
     "kernel_summary",
     "launch_gaps",
     "launch_latency",

@@ -1,7 +1,8 @@
 """Requests / iterations: what each one spent its time on, and what grew in the slowest.
 
 The unit is an NVTX range (``--range NAME``, or chosen automatically), or, without NVTX,
-the interval between two host synchronizations. Each instance is split on the CPU side
+the interval between two blocking host waits (synchronizations, synchronous copies and
+memsets). Each instance is split on the CPU side
 (launch, copy, sync and other CUDA calls, time outside CUDA) and on the GPU side (own
 kernels, own copies, other work, idle with own work pending, idle); the slowest
 ``--tail-pct`` percent are compared with the median band (45th to 55th percentile).
@@ -201,6 +202,17 @@ class RangesResult(AnalysisResult):
 RESULT = RangesResult
 
 
+#: API names (api_calls.name) of the calls that block the calling host thread until the
+#: GPU has done something: every *Synchronize (device, context, stream, event; the event
+#: and stream waits), synchronous copies (cudaMemcpy, cudaMemcpy2D/3D, cudaMemcpyPeer,
+#: cudaMemcpyFromSymbol/ToSymbol, cuMemcpyHtoD/DtoH/...: a cu(da)Memcpy name without Async)
+#: and synchronous memsets (cudaMemset*, cuMemsetD*, without Async). Each is a
+#: synchronization point: the intervals between them are the units when no NVTX range
+#: repeats. cudaStreamWaitEvent (a GPU-side wait) and the *Query polls do not block. A
+#: name matching this expression blocks unless it contains "Async" (DuckDB's regular
+#: expressions have no lookahead to say both in one).
+BLOCKING_WAITS = r"Synchronize|^cu(da)?Mem(cpy|set)"
+
 _NVTX_HINT = "annotate requests/iterations with NVTX ranges and run nsys profile --trace=cuda,nvtx"
 
 
@@ -261,7 +273,7 @@ def select_unit(
     range_name : str, optional
         An NVTX range name (or ``DOMAIN:NAME``). Without it the most frequent outermost
         range repeated at least ``min_instances`` times is used, else the intervals between
-        host synchronizations.
+        blocking host waits (:data:`BLOCKING_WAITS`).
     min_instances : int
         Instances a range name needs to be chosen automatically.
 
@@ -293,19 +305,19 @@ def select_unit(
         if cands.num_rows:
             name = cands.column("name")[0].as_py()
             return Unit(name, "nvtx_auto", run_query(report, NAME, "units_nvtx", {"name": name}))
-    units = run_query(report, NAME, "units_sync")
+    units = run_query(report, NAME, "units_sync", {"blocking": BLOCKING_WAITS})
     if units.num_rows:
         return Unit("sync-interval", "sync_fallback", units)
     if not names and not _has_syncs(report):
         return _no_unit(
             NOT_CAPTURED,
-            f"no closed NVTX ranges and no host synchronizations (capture with: {_NVTX_HINT})",
+            f"no closed NVTX ranges and no blocking host waits (capture with: {_NVTX_HINT})",
         )
     return _no_unit(
         EMPTY,
         f"no NVTX range repeats {min_instances} times"
         + (f" (most frequent: {top}; pass --range NAME)" if top else "")
-        + " and no thread synchronizes twice",
+        + " and no thread waits on the GPU twice",
     )
 
 
@@ -314,7 +326,8 @@ def _has_syncs(report: Report) -> bool:
         return False
     return (
         report.sql(
-            "SELECT count(*) FROM api_calls WHERE category = 'sync' AND name LIKE '%Synchronize%'"
+            "SELECT count(*) FROM api_calls "
+            "WHERE regexp_matches(name, $1) AND NOT contains(name, 'Async')", [BLOCKING_WAITS]
         ).fetchall()[0][0]
         > 0
     )

@@ -122,6 +122,10 @@ class TransfersResult(AnalysisResult):
     host_copies: int = figure("copies between host and device", 0)
     uvm_copies: int = figure("unified-memory migrations (kept apart)", 0)
     uvm_bytes: int = figure("bytes of the unified-memory migrations", 0)
+    uvm_time_ns: int = figure("GPU time of the unified-memory migrations, ns", 0)
+    uvm_htod_bytes: int = figure("bytes migrated host to device on demand (UVM_HtoD)", 0)
+    uvm_dtoh_bytes: int = figure("bytes migrated device to host on demand (UVM_DtoH)", 0)
+    managed_copies: int = figure("explicit copies from or to managed memory", 0)
     pageable_copies: int = figure("copies from or to pageable host memory", 0)
     pageable_bytes: int = figure("bytes of the pageable copies", 0)
     pageable_time_pct: float | None = figure("pageable copies' share of host copy time, %")
@@ -229,6 +233,7 @@ def run(
     TransfersResult
         figures: ``copies``, ``memsets``, ``total_bytes``, ``total_time_ns``,
         ``zero_duration_copies``, ``host_copies``, ``uvm_copies``, ``uvm_bytes``,
+        ``uvm_time_ns``, ``uvm_htod_bytes``, ``uvm_dtoh_bytes``, ``managed_copies``,
         ``pageable_copies``, ``pageable_bytes``, ``pageable_time_pct``, ``link_source``,
         ``link_htod_gbps``, ``link_dtoh_gbps``, ``contention_share_pct`` and per direction
         (``htod_``/``dtoh_`` prefix): ``copies``, ``bytes``, ``median_gbps``, ``p90_gbps``,

@@ -231,7 +231,9 @@ def diagnose(
     if not 0 < tail_pct < 50:
         raise click.BadParameter("must be in (0, 50)", param_hint="--tail-pct")
     with settings.open(path) as rep:
-        if not (rep.probe.present("kernels") or rep.probe.present("api_calls")):
+        # NVTX ranges alone still give the units' latency and shape (the verdict says
+        # what cannot be attributed without a CUDA trace)
+        if not any(rep.probe.present(v) for v in ("kernels", "api_calls", "nvtx_ranges")):
             rep.probe.require("kernels", command="diagnose")
         result = run_diagnosis(
             rep,

@@ -48,6 +48,15 @@ _UNIT_RANGE = click.option(
 #: analysis name -> its click options, in the order the command's help lists them (an
 #: analysis without options needs no entry)
 ANALYSIS_OPTIONS: dict[str, list[Callable]] = {
+    "capture": [
+        click.option(
+            "--baseline",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="nvbandwidth -j JSON output measured on the traced machine (the GPUs' "
+            "link figures).",
+        ),
+    ],
     "kernel_summary": [
         click.option(
             "--top",

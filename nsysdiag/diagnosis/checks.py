@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeVar
 
 from ..analyses.base import AnalysisResult
+from ..analyses.capture import CaptureResult
 from ..analyses.graphs import GraphsResult
 from ..analyses.interference import InterferenceResult
 from ..analyses.jitter import JitterResult
@@ -53,11 +54,18 @@ class Evidence:
         results: dict[str, AnalysisResult],
         settings: Settings,
         graphs_in_use: bool,
+        *,
+        unit_time_ns: float | None = None,
+        lone_outlier: bool = False,
     ):
         self.report = report
         self.results = results
         self.settings = settings
         self.graphs_in_use = graphs_in_use
+        #: the units' summed duration (shares of unit time), ns
+        self.unit_time_ns = unit_time_ns
+        #: one extreme unit would carry the slow-unit comparison: the attribution is not used
+        self.lone_outlier = lone_outlier
         self._scores: dict[str, float] = {"cpu": 0.0, "gpu": 0.0, "pcie": 0.0}
         self._reasons: dict[str, list[str]] = {"cpu": [], "gpu": [], "pcie": []}
         self._jitter: AnalysisResult | None = results.get("jitter")
@@ -89,9 +97,10 @@ class Evidence:
         return r.message if r is not None else "the ranges analysis did not run"
 
     def attribution(self) -> tuple[ComponentGrowth, ...]:
-        """The tail attribution's components (largest growth first); empty without it."""
+        """The tail attribution's components (largest growth first); empty without it, and
+        empty when a lone outlier unit would carry it."""
         r = self.measured("ranges", RangesResult)
-        return r.attribution if r is not None else ()
+        return r.attribution if r is not None and not self.lone_outlier else ()
 
     def attribution_shares(self) -> dict[str, float]:
         """Layer -> share of the tail's extra latency explained by that layer.
@@ -151,11 +160,13 @@ class Evidence:
     def run_all(self) -> list[Finding]:
         out: list[Finding] = []
         for check in (
+            self.capture,
             self.c1_launch,
             self.c2_threads,
             self.d1_jitter,
             self.d2_metrics,
             self.e1_transfers,
+            self.unified_memory,
             self.overlap,
             self.graphs,
             self.interference,
@@ -163,6 +174,54 @@ class Evidence:
         ):
             out.extend(check())
         return out
+
+    def capture(self) -> list[Finding]:
+        """What the capture lost or lacks (check ``capture``): critical when it undermines
+        the verdict (NVTX only, kernel records or launch calls missing, dropped events)."""
+        c = self.measured("capture", CaptureResult)
+        if c is None or not c.findings:
+            return []
+        undermines = c.incomplete or c.nvtx_only
+        fix = ("Capture again with nsys profile --trace=cuda,nvtx, and let the captured "
+               "work finish (synchronize before the program or the capture range ends).")
+        return [Finding("info", "critical" if undermines else "info",
+                        "The capture is incomplete" if undermines else "Capture notes",
+                        tuple(c.findings), fix if undermines else "", check="capture",
+                        weight=1.0 if undermines else 0.01)]
+
+    def unified_memory(self) -> list[Finding]:
+        """Unified-memory migrations (check E1, managed memory): bytes, count, time and their
+        share of the units' time; a warning from ``settings.uvm_pct``."""
+        t = self.measured("transfers", TransfersResult)
+        if t is None or not (t.uvm_copies or t.managed_copies):
+            return []
+        # share of the units' summed time; without units, of the span of the GPU work
+        o = self.measured("overlap", OverlapResult)
+        whole, of = ((self.unit_time_ns, "the units' time") if self.unit_time_ns
+                     else (o.wall_span_ns if o is not None else None, "the GPU work's span"))
+        share = 100.0 * t.uvm_time_ns / whole if whole and t.uvm_time_ns else None
+        ev = []
+        if t.uvm_copies:
+            ev.append(f"{t.uvm_copies} unified-memory migrations moved "
+                      f"{t.uvm_bytes / 1e6:.1f} MB ({t.uvm_htod_bytes / 1e6:.1f} MB host to "
+                      f"device, {t.uvm_dtoh_bytes / 1e6:.1f} MB device to host) in "
+                      f"{fmt_ns(t.uvm_time_ns)} of GPU time"
+                      + (f", {share:.1f}% of {of}" if share is not None else ""))
+        if t.managed_copies:
+            ev.append(f"{t.managed_copies} explicit copies from or to managed memory")
+        heavy = share is not None and share >= self.settings.uvm_pct
+        if heavy:
+            self._score("pcie", min(1.0, share / 100.0 + 0.3),
+                        f"unified-memory migrations take {share:.0f}% of {of}")
+        return [Finding(
+            "pcie", "warning" if heavy else "info",
+            "Unified memory migrates on demand" if t.uvm_copies else "Managed memory in use",
+            tuple(ev),
+            "Prefetch managed buffers to the GPU before the kernels run "
+            "(cudaMemPrefetchAsync), set placement hints with cudaMemAdvise, or use device "
+            "memory with explicit asynchronous copies from pinned buffers.",
+            check="E1", weight=(share or 0.0) / 100.0,
+        )]
 
     def c1_launch(self) -> list[Finding]:
         g = self.measured("launch_gaps", LaunchGapsResult)
@@ -482,14 +541,22 @@ def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Find
         return []
     ev = [
         f"{tail.n} x '{tail.unit}': P50 {fmt_ns(tail.p50_ns)}, P90 {fmt_ns(tail.p90_ns)}, "
-        f"P99 {fmt_ns(tail.p99_ns)} (P99/P50 {tail.p99_over_p50:.2f}); shape {tail.shape} "
-        f"(confidence {tail.shape_confidence:.2f})"
+        f"P99 {fmt_ns(tail.p99_ns)} (P99/P50 {tail.p99_over_p50:.2f}, from {tail.n} units); "
+        f"shape {tail.shape} (confidence {tail.shape_confidence:.2f})"
     ]
+    if tail.n < tail.min_units:
+        ev.append(f"only {tail.n} units: fewer than the {tail.min_units} a verdict needs")
+    if tail.lone_outlier_ns is not None:
+        ev.append(f"one unit lasts {fmt_ns(tail.lone_outlier_ns)}, "
+                  f"{tail.lone_outlier_ratio:.0f}x the next slowest: a lone outlier, reported "
+                  "alone; the slow-unit comparison it would carry is left out")
     grown = sorted((g for g in ranges.attribution if (g.delta_ns or 0) > 0),
                    key=lambda g: -(g.delta_ns or 0))
+    if tail.lone_outlier_ns is not None:
+        grown = []
     for g in grown[:4]:
         ev.append(
-            f"slowest units vs median: {g.component.value.replace('_', ' ')} "
+            f"slowest {tail.tail_n} units vs median: {g.component.value.replace('_', ' ')} "
             f"{fmt_ns(g.median_mean_ns)} -> {fmt_ns(g.tail_mean_ns)} "
             f"(+{fmt_ns(g.delta_ns)}, {(g.share_of_delta or 0):.0%} "
             "of the extra latency)"
@@ -500,11 +567,16 @@ def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Find
         if tail.level == "abnormal"
         else ("warning" if tail.level == "elevated" else "info")
     )
+    few = tail.n < tail.min_units
+    if few:  # a handful of units judges no tail
+        sev = "info"
+    title = (f"Too few units of '{tail.unit}' to judge a tail ({tail.n})" if few
+             else f"Latency tail of '{tail.unit}' is {tail.level}")
     return [
         Finding(
             layer or "info",
             sev,
-            f"Latency tail of '{tail.unit}' is {tail.level}",
+            title,
             tuple(ev),
             check="A/B",
             weight=tail.p99_over_p50 or 0,

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..analyses.base import AnalysisResult
+from ..analyses.capture import CaptureResult
 from ..analyses.graphs import GraphsResult
 from ..analyses.interference import InterferenceResult
 from ..analyses.intervals import GPU_BUSY
@@ -31,11 +32,12 @@ from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
 from ..analyses.workload import WorkloadResult, is_workload_tail
 from ..engine import threads
+from ..formatting import fmt_ns
 from ..report import Report
 from ..settings import Settings
 from ..stats.classifier import classify_tail
 from . import checks
-from .model import Diagnosis, Finding, GapSummary, GraphUse, TailSummary, Verdict
+from .model import Diagnosis, Finding, GapSummary, GraphUse, Platform, TailSummary, Verdict
 
 CAUSE_LAYERS = ("cpu", "gpu", "pcie")
 SHAPE_LAYER = {"right_skewed": "cpu", "multimodal": "gpu", "flat_tail": "pcie"}
@@ -91,17 +93,18 @@ def _diagnose(
         ("transfers", {"baseline": str(baseline) if baseline else None, "settings": settings}),
         ("overlap", {"settings": settings}),
         ("graphs", {"settings": settings}),
+        ("capture", {"baseline": str(baseline) if baseline else None, "settings": settings}),
     )
     ranges_options = {"range_name": range_name, "settings": settings}
     done: dict[str, AnalysisResult] = {}
     # Launch gaps' pass is mostly numpy on one core: it runs in a thread of its own,
-    # beside the next four analyses (mostly DuckDB on both cores), so the two kinds of work
-    # overlap. Not beside ranges: the two memory peaks would add up. Every view
-    # the five read is built first, since a build sets options of the whole database
+    # beside the analyses of `beside` (mostly DuckDB on both cores), so the two kinds of
+    # work overlap. Not beside ranges: the two memory peaks would add up. Every view
+    # they read is built first, since a build sets options of the whole database
     # (launch gaps' in-order read sets one too, preserve_insertion_order, which only keeps
     # the others' rows in order meanwhile).
     with report.forked("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
-                       "api_calls") as other, \
+                       "api_calls", "nvtx_ranges") as other, \
             threads.Workers(1, stage="launch_gaps", on_cancel=other.con.interrupt) as pool:
         gaps = pool.submit(_run, other, "launch_gaps", **gaps_options)
         # overlap's pass makes each GPU's busy union, which ranges reads instead of a
@@ -122,7 +125,7 @@ def _diagnose(
         jitter = (pool.submit(_run, other, "jitter", settings=settings)
                   if probe.present("kernels") else None)
         if durations is not None and durations.size:
-            classifier = classify_tail(durations, rng=settings.seed,
+            classifier = classify_tail(durations, rng=settings.seed, min_n=settings.min_units,
                                        tight_ratio=settings.tail_ratio)
         if jitter is not None:
             results["jitter"] = jitter.result()
@@ -132,11 +135,17 @@ def _diagnose(
     graphs = results.get("graphs")
     graphs = graphs if isinstance(graphs, GraphsResult) else None
     in_use = bool(graphs.in_use) if graphs is not None else False
-    ev = checks.Evidence(report, results, settings, in_use)
+    capture = results.get("capture")
+    capture = capture if isinstance(capture, CaptureResult) and capture.ok else None
+    ev = checks.Evidence(report, results, settings, in_use,
+                         unit_time_ns=float(durations.sum()) if durations is not None else None,
+                         lone_outlier=tail.lone_outlier_ns is not None)
     findings = ev.run_all()
     findings += checks.tail_findings(tail, ranges)
-    verdict = _verdict(tail, ev, settings, in_use)
-    findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), -f.weight))
+    verdict = _verdict(tail, ev, settings, in_use, capture)
+    # what the capture lost comes first among findings of its severity: it undermines the rest
+    findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.check != "capture",
+                                 -f.weight))
 
     gaps = results.get("launch_gaps")
     measured = gaps if isinstance(gaps, LaunchGapsResult) and gaps.ok else None
@@ -163,6 +172,7 @@ def _diagnose(
         classifier=classifier,
         durations_ns=durations,
         analyses=results,
+        platform=_platform(capture),
     )
 
 
@@ -177,7 +187,8 @@ def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailS
     kernel time or launch calls, more work vs slower work. Skipped otherwise, so a healthy
     trace costs nothing more."""
     if not isinstance(ranges, RangesResult) or not ranges.ok \
-            or tail.level not in ("elevated", "abnormal"):
+            or tail.level not in ("elevated", "abnormal") \
+            or _too_few_units(tail, settings) is not None:
         return {}
 
     def grew(c: Component) -> bool:
@@ -196,6 +207,13 @@ def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailS
     return out
 
 
+def _platform(capture: CaptureResult | None) -> Platform:
+    """The GPUs with the host link assumed for each, and the versions the export records."""
+    if capture is None:
+        return Platform()
+    return Platform(tuple(capture.gpus()), capture.driver_version, capture.cuda_version)
+
+
 def _durations(ranges: AnalysisResult | None) -> np.ndarray | None:
     if not isinstance(ranges, RangesResult) or not ranges.ok or "instances" not in ranges.tables:
         return None
@@ -209,9 +227,11 @@ def _tail_summary(
 ) -> TailSummary:
     if not isinstance(ranges, RangesResult) or d is None or d.size == 0:
         return TailSummary(
-            None, None, 0, None, None, None, None, "insufficient_data", 0.0, "unknown"
+            None, None, 0, None, None, None, None, "insufficient_data", 0.0, "unknown",
+            min_units=settings.min_units,
         )
     p50, p90, p99 = (float(v) for v in np.percentile(d, [50, 90, 99]))
+    outlier, outlier_ratio = lone_outlier(d, settings)
     ratio = p99 / p50 if p50 > 0 else None
     shape = classifier.shape if classifier is not None else "insufficient_data"
     if shape == "insufficient_data" or ratio is None:
@@ -233,11 +253,30 @@ def _tail_summary(
         shape=shape,
         shape_confidence=float(classifier.confidence) if classifier is not None else 0.0,
         level=level,
+        tail_n=int(ranges.tail_n or 0),
+        min_units=settings.min_units,
+        lone_outlier_ns=outlier,
+        lone_outlier_ratio=outlier_ratio,
     )
 
 
+def lone_outlier(d: np.ndarray, settings: Settings) -> tuple[float | None, float | None]:
+    """The slowest unit and its ratio to the second slowest when that ratio exceeds
+    ``settings.lone_outlier_ratio`` (one extreme unit, not a tail); else (None, None)."""
+    if d.size < 2:
+        return None, None
+    second, top = (float(v) for v in np.partition(d, d.size - 2)[-2:])
+    if second > 0 and top > settings.lone_outlier_ratio * second:
+        return top, top / second
+    return None, None
+
+
 def _verdict(
-    tail: TailSummary, ev: checks.Evidence, settings: Settings, graphs_in_use: bool
+    tail: TailSummary,
+    ev: checks.Evidence,
+    settings: Settings,
+    graphs_in_use: bool,
+    capture: CaptureResult | None = None,
 ) -> Verdict:
     if tail.unit is None:
         return Verdict(
@@ -245,13 +284,79 @@ def _verdict(
             0.0,
             "No repeated unit of work to measure latency on: " + ev.unit_reason(),
         )
-    if tail.shape == "insufficient_data" or tail.level == "unknown":
-        return Verdict(
-            "undetermined",
-            0.0,
-            f"Insufficient data: {tail.n} instances of '{tail.unit}' are too few "
-            "to judge a latency tail.",
-        )
+    verdict = (_too_few_units(tail, settings) or _nvtx_only(tail, capture)
+               or _layer_verdict(tail, ev, settings, graphs_in_use))
+    return _incomplete_capture(_lone_outlier_note(verdict, tail), capture)
+
+
+def _ratio_text(tail: TailSummary) -> str:
+    return f"p99/p50 = {tail.p99_over_p50:.2f}" if tail.p99_over_p50 is not None else "no p99/p50"
+
+
+def _too_few_units(tail: TailSummary, settings: Settings) -> Verdict | None:
+    """Rule: no verdict from a handful of units (fewer than ``settings.min_units``) or from
+    too few for the shape classifier."""
+    if tail.n >= settings.min_units and tail.shape != "insufficient_data" \
+            and tail.level != "unknown":
+        return None
+    need = max(settings.min_units, tail.n + 1)
+    return Verdict(
+        "insufficient",
+        0.0,
+        f"Insufficient data: {tail.n} instances of '{tail.unit}' are too few to judge a "
+        f"latency tail (at least {need} needed; {_ratio_text(tail)} rests on {tail.n}).",
+    )
+
+
+def _nvtx_only(tail: TailSummary, capture: CaptureResult | None) -> Verdict | None:
+    """Rule: a capture of NVTX ranges alone measures the units' latency and shape but cannot
+    say which layer a tail comes from."""
+    if capture is None or not capture.nvtx_only:
+        return None
+    return Verdict(
+        "undetermined",
+        0.0,
+        f"The tail of '{tail.unit}' is {tail.level} ({_ratio_text(tail)}, shape {tail.shape}, "
+        f"{tail.n} instances), but the capture holds NVTX ranges only: without a CUDA trace "
+        "no CPU, GPU or transfer time can be attributed to it (capture with nsys profile "
+        "--trace=cuda,nvtx).",
+    )
+
+
+def _lone_outlier_note(verdict: Verdict, tail: TailSummary) -> Verdict:
+    """Rule: one extreme unit is named, and the slow-unit comparison it would carry is not
+    counted (``Evidence(lone_outlier=True)`` leaves the attribution out)."""
+    if tail.lone_outlier_ns is None:
+        return verdict
+    note = (f" One unit ({fmt_ns(tail.lone_outlier_ns)}, {tail.lone_outlier_ratio:.0f}x the "
+            "next slowest) is a lone outlier: the slow-unit comparison is left out of the "
+            "verdict.")
+    return Verdict(verdict.layer, verdict.confidence, verdict.summary + note, verdict.scores)
+
+
+def _incomplete_capture(verdict: Verdict, capture: CaptureResult | None) -> Verdict:
+    """Rule: a capture that lost kernel records or launch calls (or that nsys says dropped
+    events) caps a named layer's confidence at 0.5, and the verdict says what is missing."""
+    if capture is None or not capture.incomplete or verdict.layer == "insufficient":
+        return verdict
+    lost = []
+    if capture.launches_without_kernel:
+        lost.append(f"{capture.launches_without_kernel} of {capture.launch_calls} launch calls "
+                    "have no kernel record")
+    if capture.kernels_without_launch:
+        lost.append(f"{capture.kernels_without_launch} of {capture.kernels} kernels have no "
+                    "launch call")
+    if capture.dropped_warnings:
+        lost.append("nsys warns that events may have been dropped")
+    conf = min(verdict.confidence, 0.5) if verdict.layer in CAUSE_LAYERS else verdict.confidence
+    return Verdict(verdict.layer, round(conf, 3),
+                   verdict.summary + " The capture is incomplete (" + "; ".join(lost)
+                   + "): the figures miss that work.", verdict.scores)
+
+
+def _layer_verdict(
+    tail: TailSummary, ev: checks.Evidence, settings: Settings, graphs_in_use: bool
+) -> Verdict:
     shape_layer = SHAPE_LAYER.get(tail.shape)
     attr = ev.attribution_shares()  # layer -> share of the tail's extra latency
     scores = {}

@@ -27,13 +27,14 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..analyses.base import AnalysisResult
+    from ..analyses.capture import GpuLink
     from ..analyses.graphs import GraphsResult
     from ..stats.classifier import TailShapeResult
 
 SCHEMA = "nsysdiag.diagnosis/1"
 LAYERS = ("cpu", "gpu", "pcie", "workload", "graph", "info")
 #: workload: the slow units do more work (more kernels at the median's per-kernel speed)
-VERDICT_LAYERS = ("healthy", "cpu", "gpu", "pcie", "workload", "undetermined")
+VERDICT_LAYERS = ("healthy", "cpu", "gpu", "pcie", "workload", "undetermined", "insufficient")
 SEVERITIES = ("critical", "warning", "info")
 
 
@@ -97,6 +98,10 @@ class TailSummary:
     shape: str
     shape_confidence: float
     level: str = "unknown"
+    tail_n: int = 0  #: units in the slow set the tail attribution compares with the median band
+    min_units: int = 0  #: units a verdict needs (settings.min_units)
+    lone_outlier_ns: float | None = None  #: the slowest unit when it is a lone outlier, ns
+    lone_outlier_ratio: float | None = None  #: the lone outlier over the second slowest unit
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +115,53 @@ class TailSummary:
             "shape": self.shape,
             "shape_confidence": round(self.shape_confidence, 3),
             "level": self.level,
+            "tail_n": self.tail_n,
+            "min_units": self.min_units,
+            "lone_outlier_ns": self.lone_outlier_ns,
+            "lone_outlier_ratio": self.lone_outlier_ratio,
+        }
+
+
+#: where a GPU's host-link figure comes from, in words (link.Link.source)
+LINK_SOURCES = {
+    "trace": "recorded in the export",
+    "baseline": "nvbandwidth baseline",
+    "default": "platform table",
+    "integrated": "integrated GPU, memory shared with the CPU: no PCIe link",
+    "not_cuda": "not a CUDA device",
+    "unknown": "GPU not in the platform table: no link figure assumed",
+}
+
+
+@dataclass(frozen=True)
+class Platform:
+    """The machine as the export records it: each GPU with the host link assumed for it and
+    where that figure comes from, and the driver and CUDA versions."""
+
+    gpus: tuple[GpuLink, ...] = ()  #: per GPU: name, link_gbps, link_source, link_note
+    driver_version: str | None = None  #: NVIDIA driver version
+    cuda_version: str | None = None  #: CUDA version of the driver
+
+    def lines(self) -> list[str]:
+        """One line per GPU (its host link and where the figure comes from), then the
+        versions."""
+        out = []
+        for g in self.gpus:
+            where = LINK_SOURCES.get(g.link_source, g.link_source)
+            link = (f"host link {g.link_gbps:.1f} GB/s per direction ({where}: {g.link_note})"
+                    if g.link_gbps is not None else f"no host-link figure ({where})")
+            out.append(f"GPU {g.device_id} {g.name or '?'}: {link}")
+        versions = [f"driver {self.driver_version}" if self.driver_version else "",
+                    f"CUDA {self.cuda_version}" if self.cuda_version else ""]
+        if any(versions):
+            out.append(", ".join(v for v in versions if v))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpus": [dataclasses.asdict(g) for g in self.gpus],
+            "driver_version": self.driver_version,
+            "cuda_version": self.cuda_version,
         }
 
 
@@ -164,6 +216,7 @@ class Diagnosis:
     classifier: TailShapeResult | None = None
     durations_ns: np.ndarray | None = None
     analyses: dict[str, AnalysisResult] = field(default_factory=dict)
+    platform: Platform = field(default_factory=Platform)
 
     @property
     def evidence(self) -> dict[str, dict[str, Any]]:
@@ -191,6 +244,7 @@ class Diagnosis:
             "findings": [f.to_dict() for f in self.findings],
             "launch_gaps": self.launch_gaps.to_dict(),
             "cuda_graphs": self.cuda_graphs.to_dict(),
+            "platform": self.platform.to_dict(),
             "classifier": self.classifier.to_dict() if self.classifier is not None else None,
             "evidence": self.evidence,
             "captured": self.captured,
@@ -244,6 +298,7 @@ class Diagnosis:
                 f"launch gaps {g.count} gaps, P50 {fmt_ns(g.p50_ns)}, P99 {fmt_ns(g.p99_ns)}"
             )
         lines.append(f"CUDA Graphs {'in use' if self.cuda_graphs.in_use else 'not used'}")
+        lines += [e(f"platform   {x}") for x in self.platform.lines()]
         lines.append("")
         shown = self.findings[:max_findings]
         lines.append(f"FINDINGS ({len(self.findings)}, most important first)")

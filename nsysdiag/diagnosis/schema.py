@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from ..analyses import ANALYSES, module
+from ..analyses.capture import GpuLink
 from ..analyses.ranges import Component, ComponentGrowth
 from ..stats.classifier import SHAPES
 from .model import (
@@ -27,6 +28,7 @@ from .model import (
     VERDICT_LAYERS,
     Finding,
     GapSummary,
+    Platform,
     TailSummary,
     Verdict,
 )
@@ -152,6 +154,17 @@ def diagnosis_schema() -> dict[str, Any]:
                 "description": "in_use, with the graphs analysis' figures when it ran",
                 "required": ["in_use"],
                 "properties": {"in_use": {"type": "boolean"}},
+            },
+            "platform": {
+                **_object(Platform, {}, ["driver_version", "cuda_version"],
+                          description="the machine: each GPU with the host link assumed for "
+                          "it and where that figure comes from; driver and CUDA versions"),
+                "properties": {
+                    "gpus": {"type": "array", "items": _object(GpuLink, {
+                        "link_source": {"enum": ["trace", "baseline", "default", "integrated",
+                                                 "not_cuda", "unknown"]}})},
+                    **_object(Platform, {}, ["driver_version", "cuda_version"])["properties"],
+                },
             },
             "classifier": {
                 "type": ["object", "null"],

@@ -49,6 +49,7 @@ from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
 from ..analyses.transfers import TransfersResult
 from ..analyses.workload import WorkloadResult
+from ..diagnosis.model import LINK_SOURCES
 from ..diagnosis.timelines import collect_timelines
 from ..formatting import fmt_bytes, fmt_ns
 from .svg import (
@@ -85,6 +86,7 @@ LAYER_COLORS = {
     "pcie": "#1098ad",
     "workload": "#3b5bdb",
     "undetermined": "#7b8794",
+    "insufficient": "#7b8794",
     "graph": "#1098ad",
     "info": "#7b8794",
 }
@@ -96,6 +98,7 @@ LAYER_NAMES = {
     "pcie": "PCIe transfers",
     "workload": "Workload size",
     "undetermined": "Undetermined",
+    "insufficient": "Too few units",
 }
 #: CUDA API categories of the ``api_calls`` view and their colours in the timelines
 CATEGORY_COLORS = {
@@ -373,6 +376,14 @@ def _section_verdict(d: Diagnosis) -> str:
         )
     graphs = "in use" if d.cuda_graphs.in_use else "not used"
     cards.append(("CUDA Graphs", graphs, ""))
+    for gpu in d.platform.gpus:
+        where = LINK_SOURCES.get(gpu.link_source, gpu.link_source)
+        cards.append((f"GPU {gpu.device_id} host link",
+                      "none" if gpu.link_gbps is None else f"{gpu.link_gbps:.1f} GB/s",
+                      f"{gpu.name or '?'}; {where}: {gpu.link_note}"))
+    if d.platform.driver_version or d.platform.cuda_version:
+        cards.append(("driver", d.platform.driver_version or "-",
+                      f"CUDA {d.platform.cuda_version}" if d.platform.cuda_version else ""))
     tail = _kv_cards(cards)
     if not t.unit:
         tail = (

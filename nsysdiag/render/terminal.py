@@ -15,6 +15,7 @@ _COLORS = {
     "pcie": "cyan",
     "workload": "bright_blue",
     "undetermined": "white",
+    "insufficient": "white",
     "critical": "red",
     "warning": "yellow",
     "info": "blue",

@@ -11,7 +11,8 @@
 --                      union inside those stretches)
 --   _ranges_instances  the decomposed instances (output of instances)
 -- Parameters: $name (range name, or DOMAIN:NAME), $min_instances, $scope ('thread' or
--- 'process'), $tail_pct (percent), $limit.
+-- 'process'), $tail_pct (percent), $limit, $blocking (regular expression of the API names
+-- that block the host: ranges.BLOCKING_WAITS).
 -- Units: every *_ns column is nanoseconds on the trace timeline; *_frac / share_* are 0..1.
 --
 -- Outputs:
@@ -22,7 +23,7 @@
 --                in; ties: the shorter one)
 --   units_nvtx   closed ranges named $name: instance, name, domain, style, start_ns,
 --                end_ns, duration_ns, pid, tid, global_pid, global_tid, end_tid
---   units_sync   the same columns for intervals between host synchronizations
+--   units_sync   the same columns for intervals between blocking host waits
 --   instances    one row per unit instance with its CPU and GPU decomposition
 --   summary      latency percentiles, tail and median-band sizes
 --   attribution  per component: mean in the tail and the median band, difference, share
@@ -86,14 +87,17 @@ ORDER BY instance;
 
 
 -- @query units_sync
--- Host-blocking synchronizations (api_calls category 'sync' whose name contains
--- 'Synchronize'; a call nested in another sync call is the same wait) on the thread that
--- made the most of them. Instance k runs from the end of sync k-1 to the end of sync k.
+-- Blocking host waits: the API calls whose name matches $blocking and holds no 'Async'
+-- (ranges.BLOCKING_WAITS:
+-- *Synchronize calls of devices, contexts, streams and events, synchronous copies
+-- cudaMemcpy*/cuMemcpy* without Async, FromSymbol/ToSymbol included, and synchronous
+-- memsets; a call nested in another such call is the same wait) on the thread that made
+-- the most of them. Instance k runs from the end of wait k-1 to the end of wait k.
 WITH calls AS (
     SELECT *, max(end_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns DESC
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS covered
     FROM api_calls
-    WHERE category = 'sync' AND name LIKE '%Synchronize%'),
+    WHERE regexp_matches(name, $blocking) AND NOT contains(name, 'Async')),
 outer_calls AS (SELECT * FROM calls WHERE covered IS NULL OR start_ns >= covered),
 busiest AS (
     SELECT global_tid FROM outer_calls GROUP BY global_tid

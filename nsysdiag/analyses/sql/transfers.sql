@@ -32,6 +32,9 @@
 -- contention: per direction and 'all': copy_time_ns, overlapped_ns, contention_share_pct,
 --   median GB/s of copies overlapped for more than half their duration vs of copies
 --   never overlapped, processes and devices involved.
+-- totals: counts, bytes and times of all copies; the unified-memory migrations (copy kinds
+--   UVM_*: uvm_copies, uvm_bytes, uvm_time_ns ns, uvm_htod_bytes, uvm_dtoh_bytes) and the
+--   explicit copies from or to managed memory (managed_copies, prefetches included).
 
 -- @query _ops
 CREATE OR REPLACE TEMP TABLE _transfers_ops AS
@@ -100,6 +103,11 @@ SELECT count(*) FILTER (WHERE op = 'memcpy') AS copies,
        count(*) FILTER (WHERE direction IS NOT NULL) AS host_copies,
        count(*) FILTER (WHERE is_uvm) AS uvm_copies,
        coalesce(sum(bytes) FILTER (WHERE is_uvm), 0)::BIGINT AS uvm_bytes,
+       coalesce(sum(duration_ns) FILTER (WHERE is_uvm), 0)::BIGINT AS uvm_time_ns,
+       coalesce(sum(bytes) FILTER (WHERE copy_kind = 'UVM_HtoD'), 0)::BIGINT AS uvm_htod_bytes,
+       coalesce(sum(bytes) FILTER (WHERE copy_kind = 'UVM_DtoH'), 0)::BIGINT AS uvm_dtoh_bytes,
+       count(*) FILTER (WHERE op = 'memcpy' AND NOT is_uvm
+                        AND (src_kind = 'managed' OR dst_kind = 'managed')) AS managed_copies,
        count(*) FILTER (WHERE is_pageable) AS pageable_copies,
        coalesce(sum(bytes) FILTER (WHERE is_pageable), 0)::BIGINT AS pageable_bytes,
        100.0 * sum(duration_ns) FILTER (WHERE host_memory = 'pageable')
