@@ -80,7 +80,7 @@ STATUSES = (REGRESSED, IMPROVED, UNCHANGED, CHANGED, ADDED, REMOVED, MISSING, IN
 
 SECTIONS = ("verdict", "latency", "launch_gaps", "kernels", "transfers")
 _LEVELS = {"normal": 0, "elevated": 1, "abnormal": 2}
-_CAUSES = ("cpu", "gpu", "pcie")
+_CAUSES = ("cpu", "gpu", "pcie", "workload")
 
 
 @dataclass(frozen=True)

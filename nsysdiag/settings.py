@@ -94,6 +94,14 @@ class Settings:
     jitter_top: int = _rule(10, "kernel names examined for jitter, by total GPU time")
     slow_full_score_pct: float = _rule(
         10.0, "time-weighted share of slow launches that scores the GPU layer 1, %")
+    # -- the culprit: other GPU work by name, more work vs slower work ---------------------------
+    culprit_min_units: int = _rule(
+        10, "slowest units compared with the median band to name other GPU work and to tell "
+            "more work from slower work: the tail widened to this many when the slowest "
+            "tenth holds as many (units)")
+    workload_ratio: float = _rule(
+        1.5, "the slowest units do more work when they launch at least this multiple of the "
+             "median band's kernels (or kernel time at its per-kernel speed) (ratio)")
     # -- E1: transfers ---------------------------------------------------------------------
     large_copy_bytes: int = _rule(1 << 20, "copies at least this large give the P90 "
                                            "bandwidth compared with the link, bytes")

@@ -21,6 +21,8 @@ ANALYSES = (
     "gpu_idle",
     "whole_run",
     "host_syncs",
+    "interference",
+    "workload",
 )
 
 

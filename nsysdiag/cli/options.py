@@ -35,6 +35,16 @@ def setting(analysis: str, keyword: str) -> float:
     value = getattr(DEFAULTS, field)
     return value * factor if factor != 1 else value
 
+#: the unit of latency, for the analyses that compare the ranges analysis' slowest units
+_UNIT_RANGE = click.option(
+    "--range",
+    "range_name",
+    default=None,
+    metavar="NAME",
+    help="NVTX range that delimits one request/iteration (NAME or DOMAIN:NAME); "
+    "default: chosen automatically.",
+)
+
 #: analysis name -> its click options, in the order the command's help lists them (an
 #: analysis without options needs no entry)
 ANALYSIS_OPTIONS: dict[str, list[Callable]] = {
@@ -163,4 +173,6 @@ ANALYSIS_OPTIONS: dict[str, list[Callable]] = {
             "chosen as ranges chooses it.",
         ),
     ],
+    "interference": [_UNIT_RANGE],
+    "workload": [_UNIT_RANGE],
 }

@@ -18,12 +18,14 @@ from ..analyses.capture import CaptureResult
 from ..analyses.gpu_idle import MEANING as IDLE_MEANING
 from ..analyses.gpu_idle import GpuIdleResult, breakdown
 from ..analyses.graphs import GraphsResult
+from ..analyses.interference import InterferenceResult
 from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.launch_latency import LaunchLatencyResult
 from ..analyses.overlap import OverlapResult
 from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
+from ..analyses.workload import WorkloadResult, is_workload_tail
 from ..formatting import fmt_ns
 from .model import Finding
 
@@ -172,6 +174,8 @@ class Evidence:
             self.unified_memory,
             self.overlap,
             self.graphs,
+            self.interference,
+            self.workload,
         ):
             out.extend(check())
         return out
@@ -516,6 +520,18 @@ class Evidence:
             )
         ]
 
+    def interference(self) -> list[Finding]:
+        """Check D1's other half: the other GPU work of the slow units, by name."""
+        r = self.measured("interference", InterferenceResult)
+        f = _interference_finding(r) if r is not None else None
+        return [f] if f is not None else []
+
+    def workload(self) -> list[Finding]:
+        """More work vs slower work in the slow units (own kernels per unit)."""
+        w = self.measured("workload", WorkloadResult)
+        f = _workload_finding(w, self.settings) if w is not None else None
+        return [f] if f is not None else []
+
     def graphs(self) -> list[Finding]:
         g = self.results.get("graphs")
         if not isinstance(g, GraphsResult) or not g.in_use:
@@ -551,6 +567,51 @@ def side_shares(attribution: tuple[ComponentGrowth, ...]) -> dict[Component, flo
             grown[g.component.side] = grown.get(g.component.side, 0.0) + g.delta_ns
     return {g.component: g.delta_ns / grown[g.component.side]
             for g in attribution if (g.delta_ns or 0) > 0}
+
+
+def _interference_finding(r: InterferenceResult) -> Finding | None:
+    rows = r.per_stream()
+    if not rows or not rows[0].slow_units:
+        return None
+    top = rows[0]
+    slow_frac = top.slow_units / max(1, top.slow_n)
+    median_frac = top.median_units / max(1, top.median_n)
+    ev = [w.line() for w in rows[:3] if w.slow_units]
+    for n in r.tables["per_name"].slice(0, 3).to_pylist():
+        if n["slow_units"]:
+            ev.append(f"{n['kind']} {str(n['name'])[:80]} (stream {n['stream_id']}): "
+                      f"{n['slow_units']} of {n['slow_n']} slow units, {n['median_units']} of "
+                      f"{n['median_n']} median-band units")
+    strong = slow_frac >= 0.5 and median_frac < slow_frac / 2
+    return Finding(
+        "gpu", "warning" if strong else "info",
+        f"Other GPU work during the slow units: stream {top.stream_id} of "
+        f"{top.process_name or 'pid ' + str(top.pid)} ({top.names.split('; ')[0][:60]})",
+        tuple(ev),
+        "Keep this work off the serving GPU or schedule it between requests (stream "
+        "priorities, MPS limits, a separate GPU).",
+        check="D1", weight=slow_frac - median_frac)
+
+
+def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
+    if w.kernel_ratio is None:
+        return None
+    ev = [w.line()]
+    ev += [f"units with {b.min_kernels}-{b.max_kernels} kernels ({b.units}): median latency "
+           f"{fmt_ns(b.p50_ns)}, {fmt_ns(b.mean_per_kernel_ns)} per kernel" for b in w.bins()]
+    if is_workload_tail(w, settings):
+        return Finding(
+            "workload", "warning",
+            f"Workload size: slow units launch {w.kernel_ratio:.2g}x the kernels at the "
+            "median's per-kernel speed", tuple(ev),
+            "The slow units do more work (longer inputs, bigger batches): bound or split the "
+            "work per unit (chunked prefill, batch size caps), or budget latency per unit "
+            "of work.", check="D1", weight=w.work_ratio or 0)
+    return Finding("gpu", "info", "More work or slower work: "
+                   + {"slower_work": "the same work runs slower",
+                      "more_work": "more work, short of a workload-size tail"}.get(
+                          w.kind, "own kernel time did not grow"),
+                   tuple(ev), check="D1", weight=0.05)
 
 
 def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Finding]:

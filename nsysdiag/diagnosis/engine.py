@@ -27,9 +27,11 @@ import numpy as np
 from ..analyses.base import AnalysisResult
 from ..analyses.capture import CaptureResult
 from ..analyses.graphs import GraphsResult
+from ..analyses.interference import InterferenceResult
 from ..analyses.launch_gaps import LaunchGapsResult
-from ..analyses.ranges import RangesResult
+from ..analyses.ranges import Component, RangesResult
 from ..analyses.whole_run import WholeRunResult
+from ..analyses.workload import WorkloadResult, is_workload_tail
 from ..engine import schedule
 from ..formatting import fmt_ns
 from ..report import Report
@@ -118,6 +120,7 @@ def _diagnose(
         if jitter is not None:
             results["jitter"] = jitter.result()
     tail = _tail_summary(ranges, durations, classifier, settings)
+    results.update(_culprit_analyses(report, ranges, tail, range_name, settings))
 
     graphs = results.get("graphs")
     graphs = graphs if isinstance(graphs, GraphsResult) else None
@@ -163,6 +166,37 @@ def _diagnose(
         analyses=results,
         platform=_platform(capture),
     )
+
+
+#: a component's share of the tail's growth from which the culprit analyses run
+_CULPRIT_SHARE = 0.1
+
+
+def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailSummary,
+                      range_name: str | None, settings: Settings) -> dict[str, AnalysisResult]:
+    """Interference and workload, when the tail is elevated or abnormal (enough units to
+    judge it) and what they explain grew: other GPU work (gpu_other) names its culprit; own
+    kernel time or launch calls, more work vs slower work. Skipped otherwise, so a healthy
+    trace costs nothing more."""
+    if not isinstance(ranges, RangesResult) or not ranges.ok \
+            or tail.level not in ("elevated", "abnormal") \
+            or _too_few_units(tail, settings) is not None:
+        return {}
+
+    def grew(c: Component) -> bool:
+        g = ranges.growth(c)
+        return g is not None and (g.share_of_delta or 0) >= _CULPRIT_SHARE
+
+    out: dict[str, AnalysisResult] = {}
+    for name, components in (
+        ("interference", (Component.GPU_OTHER,)),
+        ("workload", (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH)),
+    ):
+        if any(grew(c) for c in components):
+            r = _run(report, name, range_name=range_name, settings=settings)
+            if r is not None:
+                out[name] = r
+    return out
 
 
 def _platform(capture: CaptureResult | None) -> Platform:
@@ -360,7 +394,8 @@ def _layer_verdict(
     corroborated = (
         attr.get(best, 0.0) >= settings.corroborate_attribution
         and ev.check_score(best) >= settings.corroborate_check
-        and (best != "cpu" or tail.shape == "right_skewed")
+        and (best != "cpu" or tail.shape == "right_skewed"
+             or _slow_mode_decides(tail, best, attr))
     )
     if tail.level == "normal" or (tail.level == "elevated" and not corroborated):
         conf = 0.9 if tail.level == "normal" else 0.7
@@ -398,11 +433,8 @@ def _layer_verdict(
     conf = 0.45 + 0.5 * min(1.0, scores[best]) * min(1.0, 0.3 + 2 * margin)
     notes = []
     if shape_layer and shape_layer != best:
-        conf *= 0.8
-        notes.append(
-            f"the shape ({tail.shape}) points at {shape_layer}, but the tail "
-            f"attribution and checks point at {best}"
-        )
+        conf *= 0.9 if _evidence_decides(best, attr) else 0.8
+        notes.append(_shape_disagreement(tail, shape_layer, best))
     if top_attr and top_attr != best and attr.get(top_attr, 0) > 0.3:
         conf *= 0.85
         notes.append(f"the tail attribution leans to {top_attr}")
@@ -424,6 +456,14 @@ def _layer_verdict(
         f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) comes from "
         f"{what}: {ev.reason(best)}"
     )
+    workload = _workload_explains(best, ev, settings)
+    if workload is not None:
+        best = "workload"
+        summary = (f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) "
+                   f"comes from more work per unit, not slower work: {workload}")
+        notes = [n for n in notes if not n.startswith("the shape")]
+    elif best == "gpu" and (culprit := _culprit_clause(ev)):
+        summary += f"; {culprit}"
     if notes:
         summary += " (note: " + "; ".join(notes) + ")"
     return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores)
@@ -439,6 +479,53 @@ def _agreeing(best: str, scores: dict[str, float], ev: checks.Evidence
     others = [k for k in sorted(scores, key=lambda k: -scores[k])
               if k != best and consistency.contradicted(k, ev) is None]
     return (others[0] if others else best), (best, reason)
+
+
+#: a layer's share of the tail's extra latency from which what grew decides the layer
+#: whatever the shape says (the shape is one vote)
+_DECISIVE_SHARE = 0.6
+
+
+def _evidence_decides(layer: str, attr: dict[str, float]) -> bool:
+    """What grew in the slow units decides: ``layer`` explains most of their extra
+    latency (at least ``_DECISIVE_SHARE``), so a shape pointing elsewhere is outvoted."""
+    return attr.get(layer, 0.0) >= _DECISIVE_SHARE
+
+
+def _slow_mode_decides(tail: TailSummary, layer: str, attr: dict[str, float]) -> bool:
+    """An elevated tail with a slow mode of its own (multimodal or flat tail, not the
+    tight body of a healthy trace) whose growth ``layer`` decides: the shape's map would
+    send it elsewhere (a thread holding the GIL on some requests is cpu, not gpu)."""
+    return tail.shape in ("multimodal", "flat_tail") and _evidence_decides(layer, attr)
+
+
+def _shape_disagreement(tail: TailSummary, shape_layer: str, best: str) -> str:
+    """The note saying that the shape points elsewhere than what grew in the slow units."""
+    return (f"the shape ({tail.shape}) points at {shape_layer}, but what grew in the slow "
+            f"units points at {best}; the shape is one vote, the growth decides")
+
+
+def _workload_explains(best: str, ev: checks.Evidence, settings: Settings) -> str | None:
+    """The workload clause when the slow units do more work at the median's per-kernel speed
+    and that work is what grew: own kernel time (gpu) or launch calls (cpu)."""
+    w = ev.measured("workload", WorkloadResult)
+    r = ev.measured("ranges", RangesResult)
+    if w is None or r is None or not is_workload_tail(w, settings):
+        return None
+    top = {"gpu": r.top_gpu_component, "cpu": r.top_cpu_component}.get(best)
+    if top not in (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH):
+        return None
+    return w.line()
+
+
+def _culprit_clause(ev: checks.Evidence) -> str | None:
+    """The other GPU work of the slow units, by name, when other work is what grew."""
+    i = ev.measured("interference", InterferenceResult)
+    r = ev.measured("ranges", RangesResult)
+    if i is None or r is None or r.top_gpu_component is not Component.GPU_OTHER:
+        return None
+    line = i.culprit_line()
+    return f"other work: {line}" if line else None
 
 
 __all__ = ["Diagnosis", "Finding", "Settings", "TailSummary", "Verdict", "diagnose"]

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
     from ..stats.classifier import TailShapeResult
 
 SCHEMA = "nsysdiag.diagnosis/1"
-LAYERS = ("cpu", "gpu", "pcie", "graph", "info")
-VERDICT_LAYERS = ("healthy", "cpu", "gpu", "pcie", "undetermined", "insufficient")
+LAYERS = ("cpu", "gpu", "pcie", "workload", "graph", "info")
+#: workload: the slow units do more work (more kernels at the median's per-kernel speed)
+VERDICT_LAYERS = ("healthy", "cpu", "gpu", "pcie", "workload", "undetermined", "insufficient")
 SEVERITIES = ("critical", "warning", "info")
 
 

@@ -45,10 +45,12 @@ import numpy as np
 from ..analyses.base import AnalysisResult
 from ..analyses.gpu_idle import MEANING as IDLE_MEANING
 from ..analyses.gpu_idle import GpuIdleResult
+from ..analyses.interference import InterferenceResult
 from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
 from ..analyses.transfers import TransfersResult
+from ..analyses.workload import WorkloadResult
 from ..diagnosis.model import LINK_SOURCES
 from ..diagnosis.timelines import collect_timelines
 from ..formatting import fmt_bytes, fmt_ns
@@ -67,6 +69,7 @@ from .svg import (
     fmt_num,
     histogram,
     legend,
+    scatter,
     stacked_hbars,
     timeline,
 )
@@ -83,6 +86,7 @@ LAYER_COLORS = {
     "cpu": "#e8890c",
     "gpu": "#ae3ec9",
     "pcie": "#1098ad",
+    "workload": "#3b5bdb",
     "undetermined": "#7b8794",
     "insufficient": "#7b8794",
     "graph": "#1098ad",
@@ -94,6 +98,7 @@ LAYER_NAMES = {
     "cpu": "CPU scheduling",
     "gpu": "GPU execution",
     "pcie": "PCIe transfers",
+    "workload": "Workload size",
     "undetermined": "Undetermined",
     "insufficient": "Too few units",
 }
@@ -162,6 +167,7 @@ def render_html(
         ("attribution", "Tail attribution", _section_attribution(d)),
         ("timelines", "Slowest units", _section_timelines(d, timelines)),
         ("jitter", "Kernel jitter", _section_jitter(d)),
+        ("culprit", "Culprit", _section_culprit(d)),
         ("findings", f"Findings ({len(d.findings)})", _section_findings(d)),
         ("captured", "Captured data", _section_captured(d)),
     ]
@@ -1201,6 +1207,60 @@ def _section_jitter(d: Diagnosis) -> str:
         rows,
         numeric=[False] + [True] * 6,
     )
+
+
+def _section_culprit(d: Diagnosis) -> str:
+    """Other GPU work during the slow units by name, and latency against work per unit."""
+    head = _h2(
+        "Culprit",
+        "Other GPU work that ran during the slowest units, and whether they do more work "
+        "or the same work slower.",
+    )
+    parts = []
+    inter = _analysis(d, "interference")
+    streams = inter.per_stream() if isinstance(inter, InterferenceResult) else []
+    if streams:
+        parts.append(_html_table(
+            ["process", "stream", "names", "slow units", "median units", "time / slow unit",
+             "time / median unit"],
+            [(f"{w.process_name or '-'} ({w.pid})", w.stream_id, w.names,
+              f"{w.slow_units} of {w.slow_n}", f"{w.median_units} of {w.median_n}",
+              fmt_ns(w.slow_overlap_mean_ns), fmt_ns(w.median_overlap_mean_ns))
+             for w in streams[:10]],
+            numeric=[False, True, False, True, True, True, True]))
+    work = _analysis(d, "workload")
+    if isinstance(work, WorkloadResult):
+        parts.append(_note(f"{work.kind.replace('_', ' ')}: {work.line()}"))
+        ranges = _analysis(d, "ranges")
+        if isinstance(ranges, RangesResult) and "instances" in ranges.tables:
+            t = ranges.tables["instances"].select(["n_kernels", "duration_ns"])
+            if t.num_rows > 3000:  # a sample keeps the page small
+                t = t.take(list(range(0, t.num_rows, t.num_rows // 3000 + 1)))
+            cut = (d.tail.p99_ns or float("inf"))
+            x, y = t.column("n_kernels").to_pylist(), t.column("duration_ns").to_pylist()
+            line = ((work.slope_ns_per_kernel, _intercept(work))
+                    if work.slope_ns_per_kernel is not None else None)
+            parts.append(scatter(
+                [v or 0 for v in x], [v or 0 for v in y],
+                title="Latency against own kernels per unit", x_label="own kernels per unit",
+                y_label="latency", line=line, highlight=[(v or 0) >= cut for v in y]))
+        bins = work.bins()
+        if bins:
+            parts.append(_html_table(
+                ["kernels per unit", "units", "median latency", "time per kernel"],
+                [(f"{b.min_kernels}-{b.max_kernels}", b.units, fmt_ns(b.p50_ns),
+                  fmt_ns(b.mean_per_kernel_ns)) for b in bins],
+                numeric=[False, True, True, True]))
+    if not parts:
+        return head + _note("Not examined: other GPU work, own kernel time and launch calls "
+                            "did not grow in the slowest units.")
+    return head + "".join(parts)
+
+
+def _intercept(work: WorkloadResult) -> float:
+    rel = work.tables.get("relation")
+    value = rel.column("intercept_ns")[0].as_py() if rel is not None and rel.num_rows else None
+    return float(value) if value is not None else 0.0
 
 
 def _section_findings(d: Diagnosis) -> str:

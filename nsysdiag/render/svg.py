@@ -397,6 +397,50 @@ class Bar:
     hi: float | None = None
 
 
+def scatter(
+    x: Sequence[float],
+    y: Sequence[float],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    x_fmt: Callable[[float], str] = fmt_num,
+    y_fmt: Callable[[float], str] = fmt_ns,
+    line: tuple[float, float] | None = None,
+    highlight: Sequence[bool] | None = None,
+    width: float = WIDTH,
+    height: float = HEIGHT,
+    cls: str = "scatter",
+) -> str:
+    """Points ``(x, y)`` (at most a few thousand: the caller samples), an optional
+    least-squares ``line`` (slope, intercept) and highlighted points (drawn on top)."""
+    pts = [(float(a), float(b)) for a, b in zip(x, y, strict=False)
+           if math.isfinite(a) and math.isfinite(b)]
+    if not pts:
+        return ""
+    hl = list(highlight) if highlight is not None else [False] * len(pts)
+    ml, mr, mt, mb = MARGIN
+    xs = Scale(0, nice_max(max(p[0] for p in pts) * 1.04), ml, width - mr)
+    ys = Scale(0, nice_max(max(p[1] for p in pts) * 1.04), height - mb, mt)
+    out = [_svg_open(width, height, title, cls)]
+    out += _axes(xs, ys, x_fmt=x_fmt, y_fmt=y_fmt, x_label=x_label, y_label=y_label,
+                 height=height)
+    for flag in (False, True):
+        color = CURVE if flag else BAR
+        for (a, b), h in zip(pts, hl, strict=False):
+            if bool(h) is flag:
+                out.append(f'<circle cx="{_f(xs(a))}" cy="{_f(ys(b))}" r="{3 if flag else 2}" '
+                           f'fill="{color}" fill-opacity="0.7"/>')
+    if line is not None and all(map(math.isfinite, line)):
+        slope, icpt = line
+        x0, x1 = xs.lo, xs.hi
+        y0, y1 = icpt + slope * x0, icpt + slope * x1
+        out.append(f'<path d="{_path([(xs(x0), ys(max(y0, 0))), (xs(x1), ys(min(y1, ys.hi)))])}" '
+                   f'stroke="{INK}" stroke-dasharray="5 4" fill="none"/>')
+    out.append("</svg>")
+    return "".join(out)
+
+
 def bar_chart(
     bars: Sequence[Bar],
     *,

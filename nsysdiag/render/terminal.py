@@ -13,6 +13,7 @@ _COLORS = {
     "cpu": "yellow",
     "gpu": "magenta",
     "pcie": "cyan",
+    "workload": "bright_blue",
     "undetermined": "white",
     "insufficient": "white",
     "critical": "red",

@@ -1,0 +1,66 @@
+-- workload: do the slowest units do more GPU work, or the same work slower?
+--
+-- Inputs: the table the Python side registers:
+--   _workload_instances  the ranges analysis' instances (instance, start_ns, duration_ns,
+--                        n_kernels, own_kernel_total_ns, cuda_covered)
+-- Parameters: $slow_n (slowest units compared).
+-- Units: *_ns nanoseconds; *_kernels counts of kernels (means over units).
+--
+-- Outputs:
+--   compare   the $slow_n slowest units against the median band (45th-55th percentile, as
+--             ranges' attribution), over the units the CUDA trace covers: slow_n, median_n,
+--             slow_duration_ns, median_duration_ns, slow_kernels, median_kernels (own
+--             kernels per unit, means), slow_kernel_ns, median_kernel_ns (own kernel time
+--             per unit, means), slow_per_kernel_ns, median_per_kernel_ns (own kernel time
+--             over own kernels: the group's mean kernel duration)
+--   relation  over every covered unit: units, r_kernels (Pearson correlation of latency
+--             with own kernels per unit), slope_ns_per_kernel (least-squares latency growth
+--             per extra kernel), intercept_ns, r_kernel_ns (correlation with own kernel
+--             time), slope_kernel_ns (latency growth per ns of own kernel time)
+--   bins      the covered units in five bins of own kernels per unit (quintiles): bin,
+--             units, min_kernels, max_kernels, mean_kernels, p50_ns (median latency),
+--             mean_per_kernel_ns
+
+
+-- @query compare
+WITH i AS (SELECT * FROM _workload_instances WHERE cuda_covered IS NOT FALSE),
+band AS (
+    SELECT quantile_cont(duration_ns, 0.45) AS lo, quantile_cont(duration_ns, 0.55) AS hi
+    FROM i),
+ranked AS (SELECT *, row_number() OVER (ORDER BY duration_ns DESC, start_ns) AS slow_rank FROM i),
+g AS (
+    SELECT 'slow' AS grp, * FROM ranked WHERE slow_rank <= $slow_n
+    UNION ALL
+    SELECT 'median', r.* FROM ranked r, band WHERE r.duration_ns BETWEEN band.lo AND band.hi)
+SELECT count(*) FILTER (WHERE grp = 'slow') AS slow_n,
+       count(*) FILTER (WHERE grp = 'median') AS median_n,
+       avg(duration_ns) FILTER (WHERE grp = 'slow') AS slow_duration_ns,
+       avg(duration_ns) FILTER (WHERE grp = 'median') AS median_duration_ns,
+       avg(n_kernels) FILTER (WHERE grp = 'slow') AS slow_kernels,
+       avg(n_kernels) FILTER (WHERE grp = 'median') AS median_kernels,
+       avg(own_kernel_total_ns) FILTER (WHERE grp = 'slow') AS slow_kernel_ns,
+       avg(own_kernel_total_ns) FILTER (WHERE grp = 'median') AS median_kernel_ns,
+       sum(own_kernel_total_ns) FILTER (WHERE grp = 'slow')
+           / nullif(sum(n_kernels) FILTER (WHERE grp = 'slow'), 0) AS slow_per_kernel_ns,
+       sum(own_kernel_total_ns) FILTER (WHERE grp = 'median')
+           / nullif(sum(n_kernels) FILTER (WHERE grp = 'median'), 0) AS median_per_kernel_ns
+FROM g
+
+
+-- @query relation
+SELECT count(*) AS units,
+       corr(duration_ns, n_kernels) AS r_kernels,
+       regr_slope(duration_ns, n_kernels) AS slope_ns_per_kernel,
+       regr_intercept(duration_ns, n_kernels) AS intercept_ns,
+       corr(duration_ns, own_kernel_total_ns) AS r_kernel_ns,
+       regr_slope(duration_ns, own_kernel_total_ns) AS slope_kernel_ns
+FROM _workload_instances WHERE cuda_covered IS NOT FALSE
+
+
+-- @query bins
+SELECT bin, count(*) AS units, min(n_kernels) AS min_kernels, max(n_kernels) AS max_kernels,
+       avg(n_kernels) AS mean_kernels, quantile_cont(duration_ns, 0.5) AS p50_ns,
+       sum(own_kernel_total_ns) / nullif(sum(n_kernels), 0) AS mean_per_kernel_ns
+FROM (SELECT *, ntile(5) OVER (ORDER BY n_kernels, duration_ns) AS bin
+      FROM _workload_instances WHERE cuda_covered IS NOT FALSE)
+GROUP BY bin ORDER BY bin
