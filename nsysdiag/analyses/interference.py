@@ -14,8 +14,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..engine.steps import registered, steps
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, records, registered, run_query, steps
+from .base import OK, AnalysisResult, figure, records, run_query
 from .ranges import RangesResult
 
 if TYPE_CHECKING:

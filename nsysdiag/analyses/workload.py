@@ -22,8 +22,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..engine.steps import registered
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, records, registered, run_query
+from .base import OK, AnalysisResult, figure, records, run_query
 from .interference import slow_count
 from .ranges import RangesResult
 
