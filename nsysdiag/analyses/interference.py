@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..engine.steps import registered, steps
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, records, run_query
+from .base import OK, AnalysisResult, figure, load_sql, records, run_query
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
@@ -158,7 +158,8 @@ def run(report: Report, *, settings: Settings | None = None,
     with registered(report, "_interference_instances", instances):
         units = run_query(report, NAME, "units", {"slow_n": slow_n})
     with registered(report, "_interference_units", units), \
-            steps(report, NAME, ("if_other",), {"scope": ranges.scope or "thread"}):
+            steps(report, NAME, load_sql(NAME), ("if_other",),
+                  {"scope": ranges.scope or "thread"}):
         per_name = run_query(report, NAME, "per_name")
         per_stream = run_query(report, NAME, "per_stream")
     grps = units.column("grp").to_pylist()
