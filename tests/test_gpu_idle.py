@@ -121,3 +121,16 @@ def test_corpus_shares_add_up(index):
     if r.ok and r.gaps:
         assert sum(v["idle_ns"] for v in r.by_cause.values()) == r.idle_ns
         assert sum(v["share_pct"] for v in r.by_cause.values()) == pytest.approx(100)
+
+
+def test_diagnosis_splits_idle_time_up_to_a_size(trace, tmp_path):
+    """The diagnosis runs gpu_idle up to idle_cause_max_kernels kernels; above, C1 reads
+    the method's figure over every gap and no idle breakdown is claimed."""
+    path = trace.write(tmp_path / "t.sqlite")
+    small = nsysdiag.diagnose(path, cache=False)
+    assert "gpu_idle" in small.analyses
+    big = nsysdiag.diagnose(path, cache=False, settings=Settings(idle_cause_max_kernels=8))
+    assert "gpu_idle" not in big.analyses
+    assert not any(f.title.startswith("GPU idle time by cause") for f in big.findings)
+    assert "gpu_idle" in nsysdiag.diagnose(
+        path, cache=False, settings=Settings(idle_cause_max_kernels=9)).analyses

@@ -98,15 +98,18 @@ def _diagnose(
     )
     # the whole run's breakdown (on overlap's unions: the answer without a unit) beside
     # launch gaps; gpu_idle after ranges, whose unit windows tell gaps inside units from
-    # those between them
+    # those between them (up to idle_cause_max_kernels: its per-gap SQL grows with them)
+    after: tuple[tuple[str, dict], ...] = (
+        ("ranges", {"range_name": range_name, "settings": settings}),)
+    if probe["kernels"].source_rows <= settings.idle_cause_max_kernels:
+        after += (("gpu_idle", {"range_name": range_name, "settings": settings,
+                                "detail": False}),)
     done = schedule.diagnosis_analyses(
         report, _run, ("launch_gaps", gaps_options),
-        (*beside, ("whole_run", {"settings": settings})),
-        (("ranges", {"range_name": range_name, "settings": settings}),
-         ("gpu_idle", {"range_name": range_name, "settings": settings, "detail": False})))
+        (*beside, ("whole_run", {"settings": settings})), after)
     results = {name: done[name]
                for name in ("launch_gaps", *(n for n, _ in beside), "ranges", "gpu_idle",
-                            "whole_run")}
+                            "whole_run") if name in done}
 
     ranges = results.get("ranges")
     durations = _durations(ranges)
