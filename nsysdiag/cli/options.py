@@ -124,14 +124,7 @@ ANALYSIS_OPTIONS: dict[str, list[Callable]] = {
         ),
     ],
     "ranges": [
-        click.option(
-            "--range",
-            "range_name",
-            default=None,
-            metavar="NAME",
-            help="NVTX range that delimits one request/iteration (NAME or DOMAIN:NAME); "
-            "default: chosen automatically.",
-        ),
+        _UNIT_RANGE,
         click.option(
             "--tail-pct",
             "tail_pct",
@@ -163,16 +156,7 @@ ANALYSIS_OPTIONS: dict[str, list[Callable]] = {
             help="Whose CUDA calls count into a range: its thread or its whole process.",
         ),
     ],
-    "gpu_idle": [
-        click.option(
-            "--range",
-            "range_name",
-            default=None,
-            metavar="NAME",
-            help="NVTX range whose instances are the units (NAME or DOMAIN:NAME); default: "
-            "chosen as ranges chooses it.",
-        ),
-    ],
+    "gpu_idle": [_UNIT_RANGE],
     "interference": [_UNIT_RANGE],
     "workload": [_UNIT_RANGE],
 }
