@@ -48,12 +48,14 @@ FROM g
 
 
 -- @query relation
+-- (a correlation or slope over units that all launch the same work is undefined: NULL,
+-- not NaN)
 SELECT count(*) AS units,
-       corr(duration_ns, n_kernels) AS r_kernels,
-       regr_slope(duration_ns, n_kernels) AS slope_ns_per_kernel,
-       regr_intercept(duration_ns, n_kernels) AS intercept_ns,
-       corr(duration_ns, own_kernel_total_ns) AS r_kernel_ns,
-       regr_slope(duration_ns, own_kernel_total_ns) AS slope_kernel_ns
+       nullif(corr(duration_ns, n_kernels), 'NaN') AS r_kernels,
+       nullif(regr_slope(duration_ns, n_kernels), 'NaN') AS slope_ns_per_kernel,
+       nullif(regr_intercept(duration_ns, n_kernels), 'NaN') AS intercept_ns,
+       nullif(corr(duration_ns, own_kernel_total_ns), 'NaN') AS r_kernel_ns,
+       nullif(regr_slope(duration_ns, own_kernel_total_ns), 'NaN') AS slope_kernel_ns
 FROM _workload_instances WHERE cuda_covered IS NOT FALSE
 
 
