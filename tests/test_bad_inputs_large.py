@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from conftest import H200, ROOT, need, standard
 from test_bad_inputs import ANY, USABLE, assert_clean_exit, fingerprint
+from test_bad_inputs import _edit as edit_db
 
 from fixtures.fuzz import BAD_UTF8
 from nsysdiag.adapters import sqlite as sqlite_adapter
@@ -65,14 +66,7 @@ def large_export(tmp_path_factory) -> Path:
 def _edit(*statements: str | tuple) -> Callable[[Path, Path], Path]:
     def build(src: Path, dst: Path) -> Path:
         shutil.copyfile(src, dst)
-        db = sqlite3.connect(dst)
-        try:
-            for s in statements:
-                db.execute(*s) if isinstance(s, tuple) else db.execute(s)
-            db.commit()
-        finally:
-            db.close()
-        return dst
+        return edit_db(dst, *statements)
     return build
 
 
