@@ -114,15 +114,16 @@ class Evidence:
         own copies, other work, idle), and each side sums to the unit's duration. The
         waiting component of each side says which side the extra latency belongs to: GPU
         idle time means the GPU waited for the host (CPU-side cause), time in sync calls
-        means the host waited for the GPU. So the GPU-idle share of the extra latency
+        means the host waited for the GPU. So the GPU-idle share of the GPU side's growth
         weighs the CPU side's causes and the rest weighs the GPU side's; within a side,
-        each cause counts by its share of that side's positive growth.
+        each cause counts by its share of that side's growth (``share_of_growth``: of the
+        side's positive deltas, so never above 1 when other components shrank).
         """
         sides: dict[str, dict[str, float]] = {"cpu": {}, "gpu": {}}
         idle = 0.0
         pageable = self.pageable_dominant()
         for g in self.attribution():
-            share = g.share_of_delta
+            share = g.share_of_growth
             comp = g.component
             if not share or share <= 0:
                 continue
@@ -151,7 +152,7 @@ class Evidence:
                 continue
             delta = g.delta_ns or 0.0
             if delta > 0 and (best is None or delta > best[1]):
-                best = (g.component, delta, side_shares(self.attribution())[g.component])
+                best = (g.component, delta, g.share_of_growth or 0.0)
         if best is None:
             return ""
         return (
@@ -556,19 +557,6 @@ class Evidence:
         ]
 
 
-def side_shares(attribution: tuple[ComponentGrowth, ...]) -> dict[Component, float]:
-    """Each growing component's share of its side's growth (the CPU side's components add
-    up to the unit's time, and so do the GPU side's): within a side the shares add up to
-    1 and none passes it, where a share of the unit's own growth passes 1 when other
-    components of the side shrank."""
-    grown: dict[str, float] = {}
-    for g in attribution:
-        if (g.delta_ns or 0) > 0:
-            grown[g.component.side] = grown.get(g.component.side, 0.0) + g.delta_ns
-    return {g.component: g.delta_ns / grown[g.component.side]
-            for g in attribution if (g.delta_ns or 0) > 0}
-
-
 def _interference_finding(r: InterferenceResult) -> Finding | None:
     rows = r.per_stream()
     if not rows or not rows[0].slow_units:
@@ -631,16 +619,17 @@ def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Find
                   "alone; the slow-unit comparison it would carry is left out")
     grown = sorted((g for g in ranges.attribution if (g.delta_ns or 0) > 0),
                    key=lambda g: -(g.delta_ns or 0))
-    shares = side_shares(ranges.attribution)
     if tail.lone_outlier_ns is not None:
         grown = []
     for g in grown[:4]:
         ev.append(
             f"slowest {tail.tail_n} units vs median: {g.component.value.replace('_', ' ')} "
             f"{fmt_ns(g.median_mean_ns)} -> {fmt_ns(g.tail_mean_ns)} "
-            f"(+{fmt_ns(g.delta_ns)}, {shares[g.component]:.0%} "
+            f"(+{fmt_ns(g.delta_ns)}, {g.share_of_growth or 0:.0%} "
             f"of the {g.component.side.upper()} side's growth)"
         )
+    if grown:
+        ev.extend(ranges.offset_notes())
     if {g.component.side for g in grown[:4]} == {"cpu", "gpu"}:
         ev.append("the CPU side (the host thread's time) and the GPU side (the device's) "
                   "each add up to the unit's time: each side's shares add up to 100%, and "

@@ -846,7 +846,8 @@ FAMILY_NAMES = {"cpu": "CPU side", "gpu": "GPU side"}
 
 def _attribution_rows(r: RangesResult) -> list[dict]:
     """Components of the tail attribution: ``component``, ``family`` (cpu, gpu or ""),
-    ``median_ns``, ``tail_ns``, ``delta_ns``, ``share``, from the ``attribution`` table.
+    ``median_ns``, ``tail_ns``, ``delta_ns``, ``share`` (of its side's growth), from the
+    ``attribution`` table.
     The ``total`` row is left out.
     """
     out: list[dict] = [
@@ -856,7 +857,7 @@ def _attribution_rows(r: RangesResult) -> list[dict]:
             "median_ns": _num(row.median_mean_ns) or 0.0,
             "tail_ns": _num(row.tail_mean_ns) or 0.0,
             "delta_ns": _num(row.delta_ns),
-            "share": _num(row.share_of_delta),
+            "share": _num(row.share_of_growth),
         }
         for row in r.attribution_rows()
     ]
@@ -959,7 +960,8 @@ def _section_attribution(d: Diagnosis) -> str:
         ]
     )
     table = _html_table(
-        ["side", "component", "points at", "median band", "slowest", "extra", "share of the extra"],
+        ["side", "component", "points at", "median band", "slowest", "extra",
+         "share of the side's growth"],
         [
             (
                 FAMILY_NAMES.get(row["family"], row["family"]),
@@ -968,7 +970,7 @@ def _section_attribution(d: Diagnosis) -> str:
                 fmt_ns(row["median_ns"]),
                 fmt_ns(row["tail_ns"]),
                 ("+" if row["delta_ns"] > 0 else "") + fmt_ns(row["delta_ns"]),
-                "-" if row["share"] is None else f"{row['share']:.0%}",
+                "-" if row["share"] is None or row["delta_ns"] <= 0 else f"{row['share']:.0%}",
             )
             for fam in fams
             for row in sorted(
@@ -1011,7 +1013,9 @@ def _section_attribution(d: Diagnosis) -> str:
             )
             + "</details>"
         )
-    return head + f'<div class="plotbox">{svg}{leg}</div>' + table + extra
+    # why a component's growth can pass the units' own: others on its side shrank
+    notes = "".join(_note(n) for n in r.offset_notes())
+    return head + f'<div class="plotbox">{svg}{leg}</div>' + table + notes + extra
 
 
 def _section_timelines(d: Diagnosis, timelines: Sequence[dict] | None) -> str:
