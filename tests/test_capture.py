@@ -201,6 +201,40 @@ def test_unified_memory_finding(builder, tmp_path):
         4, 20_000, 4 << 20, 0)
 
 
+def test_unified_memory_page_faults_finding(builder, tmp_path):
+    # 50 units of 4 us (200 us); no migrations; GPU fault groups of 6 us every 20 us, five
+    # of them (30 us: 15 % of the units' time, >= uvm_pct) with 8 faults each, and 10 CPU
+    # faults: 50 faults, 1 per unit
+    b = _steps(builder, [4_000] * 50)
+    for i in range(5):
+        b.um_gpu_fault(20_000 * i, 20_000 * i + 6000, faults=8)
+    for i in range(10):
+        b.um_cpu_fault(1000 * i + 50)
+    d = diagnose(b.write(tmp_path / "faults.sqlite"), cache=False)
+    (f,) = [f for f in d.findings if f.title.startswith("Unified memory")]
+    assert f.title == "Unified memory faults on access"
+    assert f.severity == "warning" and f.layer == "pcie" and f.check == "E1"
+    assert f.evidence == ("50 unified-memory page faults (10 on the host, 40 raised by kernels "
+                          "in 5 groups), 1 per unit (50 units); the GPU spent 30 us resolving "
+                          "them, 15.0% of the units' time",)
+    assert "cudaMemPrefetchAsync" in f.fix and "cudaMemAdvise" in f.fix
+
+
+def test_unified_memory_faults_below_the_threshold_and_unrecorded(builder, tmp_path):
+    # one fault group of 2 us (1 % of 200 us): information only. Migrations in an export
+    # without fault tables say which capture options record them.
+    b = _steps(builder, [4_000] * 50)
+    b.um_gpu_fault(1000, 3000, faults=3)
+    d = diagnose(b.write(tmp_path / "few.sqlite"), cache=False)
+    (f,) = [f for f in d.findings if f.title.startswith("Unified memory")]
+    assert f.severity == "info" and "1.0% of the units' time" in f.evidence[0]
+    b = _steps(builder, [4_000] * 50)
+    b.memcpy(1000, 2000, 1 << 20, kind="UVM_HtoD", src="unknown", dst="unknown")
+    d = diagnose(b.write(tmp_path / "migrations.sqlite"), cache=False)
+    (f,) = [f for f in d.findings if f.title.startswith("Unified memory")]
+    assert "--cuda-um-gpu-page-faults=true" in f.evidence[1]
+
+
 # -- the public corpus exports the issue names --------------------------------------------
 
 def _corpus(name):

@@ -196,16 +196,20 @@ class Evidence:
                         weight=1.0 if undermines else 0.01)]
 
     def unified_memory(self) -> list[Finding]:
-        """Unified-memory migrations (check E1, managed memory): bytes, count, time and their
-        share of the units' time; a warning from ``settings.uvm_pct``."""
+        """Unified memory (check E1, managed memory): the migrations (bytes, count, time)
+        and the page faults (per unit, per process, GPU time resolving them), with their
+        shares of the units' time; a warning when either share reaches
+        ``settings.uvm_pct``."""
         t = self.measured("transfers", TransfersResult)
-        if t is None or not (t.uvm_copies or t.managed_copies):
+        if t is None or not (t.uvm_copies or t.managed_copies or t.um_faults):
             return []
         # share of the units' summed time; without units, of the span of the GPU work
         o = self.measured("overlap", OverlapResult)
         whole, of = ((self.unit_time_ns, "the units' time") if self.unit_time_ns
                      else (o.wall_span_ns if o is not None else None, "the GPU work's span"))
         share = 100.0 * t.uvm_time_ns / whole if whole and t.uvm_time_ns else None
+        fault_share = (100.0 * t.um_gpu_fault_time_ns / whole
+                       if whole and t.um_gpu_fault_time_ns else None)
         ev = []
         if t.uvm_copies:
             ev.append(f"{t.uvm_copies} unified-memory migrations moved "
@@ -213,21 +217,47 @@ class Evidence:
                       f"device, {t.uvm_dtoh_bytes / 1e6:.1f} MB device to host) in "
                       f"{fmt_ns(t.uvm_time_ns)} of GPU time"
                       + (f", {share:.1f}% of {of}" if share is not None else ""))
+        ev.extend(self._fault_evidence(t, fault_share, of))
         if t.managed_copies:
             ev.append(f"{t.managed_copies} explicit copies from or to managed memory")
-        heavy = share is not None and share >= self.settings.uvm_pct
+        worst = max(share or 0.0, fault_share or 0.0)
+        heavy = worst >= self.settings.uvm_pct
         if heavy:
-            self._score("pcie", min(1.0, share / 100.0 + 0.3),
-                        f"unified-memory migrations take {share:.0f}% of {of}")
+            what = ("unified-memory migrations" if (share or 0.0) >= (fault_share or 0.0)
+                    else "resolving unified-memory page faults")
+            self._score("pcie", min(1.0, worst / 100.0 + 0.3), f"{what} take {worst:.0f}% of {of}")
+        title = ("Unified memory migrates on demand" if t.uvm_copies
+                 else "Unified memory faults on access" if t.um_faults
+                 else "Managed memory in use")
         return [Finding(
-            "pcie", "warning" if heavy else "info",
-            "Unified memory migrates on demand" if t.uvm_copies else "Managed memory in use",
-            tuple(ev),
+            "pcie", "warning" if heavy else "info", title, tuple(ev),
             "Prefetch managed buffers to the GPU before the kernels run "
             "(cudaMemPrefetchAsync), set placement hints with cudaMemAdvise, or use device "
             "memory with explicit asynchronous copies from pinned buffers.",
-            check="E1", weight=(share or 0.0) / 100.0,
+            check="E1", weight=worst / 100.0,
         )]
+
+    def _fault_evidence(self, t: TransfersResult, fault_share: float | None,
+                        of: str) -> list[str]:
+        """The page faults in words: count, per unit, GPU time resolving them and its share
+        of ``of``, the processes that fault most; or, with migrations and no fault records,
+        the capture options that would record them."""
+        if not t.um_faults:
+            if t.uvm_copies and not t.um_faults_recorded:
+                return ["the export holds no page-fault records: capture with nsys profile "
+                        "--cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true to see "
+                        "how many accesses fault"]
+            return []
+        r = self.measured("ranges", RangesResult)
+        per_unit = f", {t.um_faults / r.n:.3g} per unit ({r.n} units)" if r and r.n else ""
+        ev = [f"{t.um_faults} unified-memory page faults ({t.um_cpu_faults} on the host, "
+              f"{t.um_gpu_faults} raised by kernels in {t.um_gpu_fault_groups} groups)"
+              f"{per_unit}; the GPU spent {fmt_ns(t.um_gpu_fault_time_ns)} resolving them"
+              + (f", {fault_share:.1f}% of {of}" if fault_share is not None else "")]
+        procs = t.page_faults()
+        if len(procs) > 1:
+            ev += [p.line() for p in procs[:3]]
+        return ev
 
     def c1_launch(self) -> list[Finding]:
         """C1: launch overhead, judged on the launch-bound gaps only (gpu_idle: inside
