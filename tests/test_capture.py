@@ -110,6 +110,32 @@ def test_info_gives_versions(builder, tmp_path):
     assert (info.driver_version, info.cuda_version) == ("550.54.15", "12.4")
 
 
+@pytest.mark.parametrize(("raw", "shown"), [
+    ("58160", "581.60"),        # Windows, CS336_assignment2 (RTX 5000 Ada Laptop)
+    ("41867", "418.67"),        # Mordred-Deprecated (nsys 2019)
+    ("5355403", "535.54.03"),   # kmeans-parallel: major, 2-digit minor, patch
+    ("52510517", "525.105.17"),  # pipit (Perlmutter): a 3-digit minor
+    ("550.54.15", "550.54.15"),  # recorded dotted: as it is
+    ("0", None),                # not recorded
+])
+def test_driver_version_as_nsys_shows_it(builder, tmp_path, raw, shown):
+    b = builder("current")
+    b.launch(0, 100, 200, 300)
+    b.system_env("NvDriverVersion", raw)
+    path = b.write(tmp_path / "v.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        assert rep.info().driver_version == shown
+        assert capture.run(rep).driver_version == shown
+
+
+def test_corpus_windows_driver_version():
+    # the export records "58160": the platform states driver 581.60
+    d = diagnose(_corpus("Athrun0109__CS336_assignment2__result.sqlite"))
+    assert d.platform.driver_version == "581.60"
+    assert "driver 581.60, CUDA 13.0" in d.platform.lines()
+    assert d.to_dict()["platform"]["driver_version"] == "581.60"
+
+
 def test_gpus_link_table(builder, tmp_path):
     # the builder's GPU: an H200 (compute capability 9.0): PCIe Gen5 x16 from the table,
     # 32 GT/s x 128/130 / 8 x 16 lanes = 63.0 GB/s per direction
