@@ -710,3 +710,21 @@ def test_only_first_time_allocation_is_warmup(builder, tmp_path):
     inst = res.table("instances").to_pylist()
     assert [r["instance"] for r in inst if r["warmup"]] == [1, 2]
     assert (res.n, res.n_warmup, res.warmup_calls) == (28, 2, ("cudaMalloc",))
+
+
+def test_offset_note_only_when_a_share_would_read_above_100():
+    # GPU side: own kernel +1004 ns, idle -4 ns: the units grew 1000 ns; the kernel's
+    # growth is 100.4% of it, which reads 100%: no note. With idle -6 ns (+1006 against
+    # +1000: 100.6%, reads 101%) the note names the shrinking.
+    from nsysdiag.analyses.ranges import ComponentGrowth, side_balance
+
+    def att(kernel, idle):
+        return (ComponentGrowth(ranges.Component.GPU_OWN_KERNEL, None, None, kernel, 1.0),
+                ComponentGrowth(ranges.Component.GPU_IDLE, None, None, idle, 0.0))
+
+    assert side_balance(att(1004.0, -4.0), "gpu").offset_note() is None
+    b = side_balance(att(1006.0, -6.0), "gpu")
+    assert (b.growth_ns, b.shrink_ns, b.delta_ns) == (1006, 6, 1000)
+    assert b.offset_note().startswith("GPU side: gpu_idle shrank by 0.006 us, so "
+                                      "gpu_own_kernel's growth (1.01 us) exceeds")
+    assert side_balance(att(1006.0, -6.0), "cpu") is None

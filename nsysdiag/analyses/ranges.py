@@ -146,9 +146,13 @@ class SideBalance:
         return self.growth_ns - self.shrink_ns
 
     def offset_note(self) -> str | None:
-        """Why the side's top component grew by more than the units did (None when it did
-        not): the components that shrank, by how much."""
-        if self.top is None or not self.shrunk or (self.top.delta_ns or 0) <= self.delta_ns:
+        """Why the side's top component grew by more than the units did: the components
+        that shrank, by how much. None when its growth, as a percentage of the units', would
+        read 100% or less (rounded to a whole percent)."""
+        if self.top is None or not self.shrunk:
+            return None
+        top = self.top.delta_ns or 0.0
+        if self.delta_ns > 0 and round(100 * top / self.delta_ns) <= 100:
             return None
         shrank = ", ".join(f"{g.component.value} shrank by {_duration(-(g.delta_ns or 0))}"
                            for g in self.shrunk[:2])
