@@ -130,15 +130,15 @@ def test_report_has_every_plot(evil):
 def test_timelines_slowest_first_then_median(evil):
     d, tls, _ = evil
     assert len(tls) == 4
-    assert [t["rank"] for t in tls] == [1, 2, 3, 0]
-    durs = [t["duration_ns"] for t in tls]
+    assert [t.rank for t in tls] == [1, 2, 3, 0]
+    durs = [t.duration_ns for t in tls]
     assert durs[0] >= durs[1] >= durs[2] > durs[3]
     assert abs(durs[3] - d.tail.p50_ns) <= 0.05 * d.tail.p50_ns
     for t in tls:
-        assert {c["category"] for c in t["cpu"]} >= {"launch", "memcpy", "sync"}
-        assert {g["kind"] for g in t["gpu"]} == {"kernel", "memcpy"}
-        assert all(t["start_ns"] < g["end_ns"] and g["start_ns"] < t["end_ns"] for g in t["gpu"])
-        assert t["tid"] == 4242 and t["pid"] == 4242
+        assert {c.category for c in t.cpu} >= {"launch", "memcpy", "sync"}
+        assert {g.kind for g in t.gpu} == {"kernel", "memcpy"}
+        assert all(t.start_ns < g.end_ns and g.start_ns < t.end_ns for g in t.gpu)
+        assert t.tid == 4242 and t.pid == 4242
 
 
 # ----------------------------------------------------------------------------- escaping
@@ -200,10 +200,9 @@ def test_collect_timelines_falls_back_to_nvtx(builder, tmp_path):
         bare = dataclasses.replace(d, analyses={**d.analyses, "ranges": AnalysisResult(
             "ranges", "ok", "", d.analyses["ranges"].summary, {})})
         fallback = collect_timelines(rep, bare, n=2)
-    assert [t["rank"] for t in fallback] == [1, 2, 0]
-    assert [(t["start_ns"], t["end_ns"]) for t in fallback] == \
-        [(t["start_ns"], t["end_ns"]) for t in full]
-    assert fallback[0]["cpu"] and fallback[0]["gpu"] and fallback[0]["tid"] == 4242
+    assert [t.rank for t in fallback] == [1, 2, 0]
+    assert [(t.start_ns, t.end_ns) for t in fallback] == [(t.start_ns, t.end_ns) for t in full]
+    assert fallback[0].cpu and fallback[0].gpu and fallback[0].tid == 4242
 
 
 # ----------------------------------------------------------------------------- writing

@@ -49,6 +49,7 @@ from ..analyses.interference import InterferenceResult
 from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
+from ..analyses.timelines import ApiSpan, GpuSpan, NvtxSpan, UnitTimeline
 from ..analyses.transfers import TransfersResult
 from ..analyses.workload import WorkloadResult
 from ..diagnosis.model import LINK_SOURCES
@@ -137,7 +138,8 @@ SHAPE_TEXT = {
 
 
 def render_html(
-    diagnosis: Diagnosis, *, timelines: Sequence[dict] | None = None, title: str | None = None
+    diagnosis: Diagnosis, *, timelines: Sequence[UnitTimeline] | None = None,
+    title: str | None = None,
 ) -> str:
     """The report of ``diagnosis`` as one self-contained HTML document.
 
@@ -145,7 +147,7 @@ def render_html(
     ----------
     diagnosis : Diagnosis
         The result of :func:`nsysdiag.diagnosis.engine.diagnose`.
-    timelines : sequence of dict, optional
+    timelines : sequence of UnitTimeline, optional
         Per-unit timelines from :func:`collect_timelines` (gathered while the report was
         open). Without them the timeline section says how to get them.
     title : str, optional
@@ -195,7 +197,7 @@ def write_html(
     diagnosis: Diagnosis,
     path: str | os.PathLike[str],
     *,
-    timelines: Sequence[dict] | None = None,
+    timelines: Sequence[UnitTimeline] | None = None,
     report: Report | None = None,
     title: str | None = None,
 ) -> Path:
@@ -210,7 +212,7 @@ def write_html(
         What to report.
     path : path-like
         Destination file; its directory must exist.
-    timelines : sequence of dict, optional
+    timelines : sequence of UnitTimeline, optional
         From :func:`collect_timelines`.
     report : Report, optional
         The still-open report of the diagnosis: when given and ``timelines`` is None, the
@@ -1014,7 +1016,7 @@ def _section_attribution(d: Diagnosis) -> str:
     return head + f'<div class="plotbox">{svg}{leg}</div>' + table + extra
 
 
-def _section_timelines(d: Diagnosis, timelines: Sequence[dict] | None) -> str:
+def _section_timelines(d: Diagnosis, timelines: Sequence[UnitTimeline] | None) -> str:
     head = _h2(
         "Slowest units on the timeline",
         "CUDA API calls on the unit's thread (coloured by category), NVTX ranges, and the "
@@ -1045,25 +1047,25 @@ def _section_timelines(d: Diagnosis, timelines: Sequence[dict] | None) -> str:
     return "".join(parts)
 
 
-def _gpu_key(ev: dict) -> str:
-    kind = str(ev.get("kind") or "kernel")
+def _gpu_key(ev: GpuSpan) -> str:
+    kind = str(ev.kind or "kernel")
     if kind == "kernel":
         return "kernel"
     if kind == "memset":
         return "memset"
-    dirn = _direction(str(ev.get("name") or ""))
+    dirn = _direction(str(ev.name or ""))
     return dirn if dirn in GPU_COLORS else "copy"
 
 
-def _nest(spans: list[dict]) -> list[tuple[dict, int]]:
+def _nest(spans: Sequence[NvtxSpan]) -> list[tuple[NvtxSpan, int]]:
     """Depths for (possibly nested) ranges: a range starts one level below every open one."""
-    out: list[tuple[dict, int]] = []
+    out: list[tuple[NvtxSpan, int]] = []
     stack: list[float] = []
-    for s in sorted(spans, key=lambda s: (s["start_ns"], -s["end_ns"])):
-        while stack and stack[-1] <= s["start_ns"]:
+    for s in sorted(spans, key=lambda s: (s.start_ns, -s.end_ns)):
+        while stack and stack[-1] <= s.start_ns:
             stack.pop()
         out.append((s, len(stack)))
-        stack.append(s["end_ns"])
+        stack.append(s.end_ns)
     return out
 
 
@@ -1081,60 +1083,60 @@ def _union_ns(iv: list[tuple[float, float]]) -> float:
     return total
 
 
-def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str]) -> str:
-    t0, t1 = _num(tl.get("start_ns")), _num(tl.get("end_ns"))
-    label = str(tl.get("label") or tl.get("name") or "unit")
+def _one_timeline(
+    d: Diagnosis, tl: UnitTimeline, seen_cats: set[str], seen_gpu: set[str]
+) -> str:
+    t0, t1 = _num(tl.start_ns), _num(tl.end_ns)
+    label = str(tl.label or tl.name or "unit")
     if t0 is None or t1 is None or t1 <= t0:
         return (
             f'<div class="tl"><h3>{esc(label)}</h3>'
-            + _note(str(tl.get("note") or "no window"))
+            + _note(str(tl.note or "no window"))
             + "</div>"
         )
     dur = t1 - t0
     lanes: list[Lane] = []
-    nvtx = [e for e in tl.get("nvtx") or [] if _num(e.get("start_ns")) is not None]
+    nvtx = [e for e in tl.nvtx if _num(e.start_ns) is not None]
     if nvtx:
         nested = _nest(nvtx)
         depth = min(4, max(dep for _, dep in nested) + 1)
         spans = [
             Span(
-                e["start_ns"],
-                e["end_ns"],
+                e.start_ns,
+                e.end_ns,
                 NVTX_COLORS[dep % len(NVTX_COLORS)],
-                f"NVTX {e.get('name')}: {fmt_ns(e['end_ns'] - e['start_ns'])}",
-                str(e.get("name") or ""),
+                f"NVTX {e.name}: {fmt_ns(e.end_ns - e.start_ns)}",
+                str(e.name or ""),
                 dep,
             )
             for e, dep in nested
             if dep < depth
         ]
         lanes.append(Lane("NVTX", spans, depth))
-    cpu = tl.get("cpu") or []
-    by_tid: dict[Any, list[dict]] = {}
-    for e in cpu:
-        by_tid.setdefault(e.get("tid"), []).append(e)
+    by_tid: dict[int | None, list[ApiSpan]] = {}
+    for e in tl.cpu:
+        by_tid.setdefault(e.tid, []).append(e)
     api_ns: dict[str, float] = {}
     for tid, evs in by_tid.items():
         spans = []
         for e in evs:
-            cat = str(e.get("category") or "other")
+            cat = str(e.category or "other")
             seen_cats.add(cat if cat in CATEGORY_COLORS else "other")
-            a, b = max(e["start_ns"], t0), min(e["end_ns"], t1)
+            a, b = max(e.start_ns, t0), min(e.end_ns, t1)
             api_ns[cat] = api_ns.get(cat, 0.0) + max(0.0, b - a)
             spans.append(
                 Span(
-                    e["start_ns"],
-                    e["end_ns"],
+                    e.start_ns,
+                    e.end_ns,
                     CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"]),
-                    f"{e.get('name')} ({cat}): {fmt_ns(e['end_ns'] - e['start_ns'])}",
-                    str(e.get("name") or ""),
+                    f"{e.name} ({cat}): {fmt_ns(e.end_ns - e.start_ns)}",
+                    str(e.name or ""),
                 )
             )
         lanes.append(Lane(f"CPU tid {tid}" if tid is not None else "CPU", spans))
-    gpu = tl.get("gpu") or []
-    by_stream: dict[tuple, list[dict]] = {}
-    for e in gpu:
-        by_stream.setdefault((e.get("device_id"), e.get("stream_id")), []).append(e)
+    by_stream: dict[tuple[int | None, int | None], list[GpuSpan]] = {}
+    for e in tl.gpu:
+        by_stream.setdefault((e.device_id, e.stream_id), []).append(e)
     busy: list[tuple[float, float]] = []
     for (dev, stream), evs in sorted(
         by_stream.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))
@@ -1143,21 +1145,21 @@ def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str
         for e in evs:
             key = _gpu_key(e)
             seen_gpu.add(key)
-            busy.append((max(e["start_ns"], t0), min(e["end_ns"], t1)))
-            what = e.get("name") or e.get("kind")
-            size = f", {fmt_bytes(e['bytes'])}" if e.get("bytes") else ""
+            busy.append((max(e.start_ns, t0), min(e.end_ns, t1)))
+            what = e.name or e.kind
+            size = f", {fmt_bytes(e.bytes)}" if e.bytes else ""
             spans.append(
                 Span(
-                    e["start_ns"],
-                    e["end_ns"],
+                    e.start_ns,
+                    e.end_ns,
                     GPU_COLORS[key],
-                    f"{what}: {fmt_ns(e['end_ns'] - e['start_ns'])}{size}",
+                    f"{what}: {fmt_ns(e.end_ns - e.start_ns)}{size}",
                 )
             )
         lanes.append(Lane(f"GPU {dev} stream {stream}", spans))
     stats = [f"{fmt_ns(dur)}"]
     p50 = d.tail.p50_ns
-    if p50 and int(tl.get("rank") or 0) > 0:
+    if p50 and tl.rank > 0:
         stats.append(f"{dur / p50:.1f}x the median")
     if busy:
         share = _union_ns([b for b in busy if b[1] > b[0]]) / dur
@@ -1165,14 +1167,14 @@ def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str
     for cat in ("launch", "sync", "memcpy"):
         if api_ns.get(cat):
             stats.append(f"{cat} calls {fmt_ns(api_ns[cat])}")
-    if tl.get("truncated"):
-        stats.append(f"{int(tl['truncated']):,} events not drawn")
+    if tl.truncated:
+        stats.append(f"{tl.truncated:,} events not drawn")
     body = (
         timeline(lanes, t0, t1, title=f"Timeline of {label}")
         if lanes
         else _note("No CUDA API calls, NVTX ranges or GPU work inside this window.")
     )
-    note = _note(str(tl["note"]), "note small") if tl.get("note") else ""
+    note = _note(tl.note, "note small") if tl.note else ""
     return (
         f'<div class="tl"><h3>{esc(label)} <span class="muted">{esc(" · ".join(stats))}'
         f"</span></h3>{note}{body}</div>"
