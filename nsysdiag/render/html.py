@@ -660,30 +660,7 @@ def _gaps(d: Diagnosis) -> GapsView:
     # the thresholds the analysis judged with (the settings')
     normal = float(r.normal_threshold_ns)
     p99t = float(r.p99_threshold_ns)
-    bins: list[tuple[float, float, float]] = []
-    hist = r.tables.get("histogram")
-    if (
-        hist is not None
-        and hist.num_rows
-        and {"bin_lo_ns", "bin_hi_ns", "gaps"} <= set(hist.column_names)
-    ):
-        for row in hist.to_pylist():
-            lo_, hi_, n_ = _num(row["bin_lo_ns"]), _num(row["bin_hi_ns"]), _num(row["gaps"])
-            if lo_ and hi_ and n_ is not None:
-                bins.append((lo_, hi_, n_))
-    else:
-        dist = r.tables.get("distribution")
-        if dist is not None and dist.num_rows and "gap_ns" in dist.column_names:
-            g = np.asarray(dist.column("gap_ns").to_numpy(zero_copy_only=False), dtype=float)
-            g = g[np.isfinite(g) & (g > 0)]
-            if g.size:
-                edges = 10 ** np.arange(
-                    math.floor(math.log10(g.min()) * 5) / 5, math.log10(g.max()) + 0.2, 0.2
-                )
-                cnt, _ = np.histogram(g, bins=edges)
-                bins = [
-                    (float(edges[i]), float(edges[i + 1]), float(cnt[i])) for i in range(len(cnt))
-                ]
+    bins = [(b.bin_lo_ns, b.bin_hi_ns, float(b.gaps)) for b in r.histogram()]
     # trim empty bins at both ends, keeping the thresholds in view
     nz = [i for i, b in enumerate(bins) if b[2] > 0]
     if nz:
@@ -767,14 +744,14 @@ def _idle(d: Diagnosis) -> IdleView:
           IDLE_MEANING[c.cause]) for c in r.causes() if c.gaps],
         numeric=[False, True, True, True, False],
     )
-    streams = r.tables.get("per_stream")
+    streams = r.per_stream()
     per_stream = None
-    if streams is not None and streams.num_rows:
+    if streams:
         per_stream = _table(
             ["pid", "device", "stream", "cause", "gaps", "idle", "share"],
-            [(x["pid"], x["device_id"], x["stream_id"], x["cause"].replace("_", " "),
-              x["gaps"], fmt_ns(_num(x["idle_ns"])), _pct(x["share_pct"], 1))
-             for x in sorted(streams.to_pylist(), key=lambda x: -x["idle_ns"])[:30]],
+            [(x.pid, x.device_id, x.stream_id, x.cause.replace("_", " "), x.gaps,
+              fmt_ns(_num(x.idle_ns)), _pct(x.share_pct, 1))
+             for x in sorted(streams, key=lambda x: -x.idle_ns)[:30]],
             numeric=[True, True, True, False, True, True, True],
         )
     return IdleView(cards=cards, causes=causes, streams=per_stream)
