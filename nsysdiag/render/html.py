@@ -64,6 +64,7 @@ from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
 from ..analyses.timelines import ApiSpan, GpuSpan, NvtxSpan, UnitTimeline
 from ..analyses.transfers import TransfersResult
+from ..analyses.whole_run import WholeRunResult
 from ..analyses.workload import WorkloadResult
 from ..diagnosis.model import LINK_SOURCES
 from ..diagnosis.timelines import collect_timelines
@@ -465,7 +466,7 @@ def write_html(
 
 def _analysis(d: Diagnosis, name: str) -> AnalysisResult | None:
     r = (d.analyses or {}).get(name)
-    return r if r is not None and getattr(r, "ok", False) else None
+    return r if r is not None and r.ok else None
 
 
 def _num(v: Any) -> float | None:
@@ -538,11 +539,11 @@ def _verdict(d: Diagnosis) -> VerdictView:
         ]
     if t.n_warmup:
         cards.append(Card("warm-up", f"{t.n_warmup} set apart", ", ".join(t.warmup_calls)))
-    whole = d.analyses.get("whole_run")
-    if whole is not None and whole.ok and getattr(whole, "dominated_by", None):
+    whole = _analysis(d, "whole_run")
+    if isinstance(whole, WholeRunResult) and whole.dominated_by:
         cards.append(Card("whole run", str(whole.dominated_by).replace("_", " "),
-                          f"{(getattr(whole, 'kernel_busy_pct', None) or 0):.0f}% kernels, "
-                          f"{(getattr(whole, 'gpu_idle_pct', None) or 0):.0f}% idle"))
+                          f"{(whole.kernel_busy_pct or 0):.0f}% kernels, "
+                          f"{(whole.gpu_idle_pct or 0):.0f}% idle"))
     g = d.launch_gaps
     if g.count:
         cards.append(Card("launch gaps", f"P99 {fmt_ns(g.p99_ns)}",
@@ -588,9 +589,9 @@ def _latency(d: Diagnosis) -> LatencyView:
     bins = [(float(edges[i]), float(edges[i + 1]), float(counts[i])) for i in range(nb)]
     curves: list[Curve] = []
     c = d.classifier
-    if c is not None and getattr(c, "best_model", ""):
+    if c is not None and c.best_model:
         grid = np.geomspace(edges[0], edges[-1], 400)
-        n_fit = c.n if getattr(c, "n", 0) else x.size
+        n_fit = c.n or x.size
         # expected units per bin of width dln(x): n * f(x) * x * dln(x)
         dln = math.log(edges[1] / edges[0])
         try:
@@ -623,9 +624,9 @@ def _latency(d: Diagnosis) -> LatencyView:
     )
     fit, models = "", None
     if c is not None:
-        st = getattr(c, "statistics", {}) or {}
+        st = c.statistics or {}
         bits = []
-        if getattr(c, "best_model", ""):
+        if c.best_model:
             bits.append(f"best model {c.best_model}")
         if "dip_pvalue" in st:
             bits.append(f"dip test p = {float(st['dip_pvalue']):.3g}")
@@ -634,7 +635,7 @@ def _latency(d: Diagnosis) -> LatencyView:
         if "tail_flatness" in st:
             bits.append(f"tail flatness {float(st['tail_flatness']):.2f}")
         fit = "; ".join(bits)
-        cands = getattr(c, "candidates", {}) or {}
+        cands = c.candidates or {}
         if cands:
             best = min(cf.bic for cf in cands.values())
             models = _table(
