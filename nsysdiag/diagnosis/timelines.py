@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import duckdb
+
 from ..analyses.timelines import MAX_TIMELINE_EVENTS, UnitTimeline, unit_timelines
+from ..errors import InputError, MissingDataError
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -48,7 +51,8 @@ def collect_timelines(
         As :func:`nsysdiag.analyses.timelines.unit_timelines`; empty when the diagnosis
         has no unit of latency. When collecting fails, one
         :meth:`~nsysdiag.analyses.timelines.UnitTimeline.unavailable` entry whose ``note``
-        says why (the timelines are an extra of the page: they never sink the report).
+        says why (the timelines are an extra of the page: unreadable data never sinks the report;
+        a programming error is raised).
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n!r}")
@@ -62,6 +66,8 @@ def collect_timelines(
             median=median,
             max_events=max_events,
         )
-    except Exception as exc:  # noqa: BLE001 - the timelines are an extra: never sink the report
+    except (InputError, MissingDataError, duckdb.Error) as exc:
+        # the timelines are an extra of the page: data they cannot read never sinks the
+        # report, while a programming error surfaces like anywhere else
         return [UnitTimeline.unavailable(
             f"could not collect timelines: {type(exc).__name__}: {exc}")]
