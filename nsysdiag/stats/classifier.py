@@ -41,6 +41,13 @@ TAIL_TOP_CLUSTER = 2.0
 MAX_FLAT_FRACTION = 0.55
 #: A cluster in the tail: density rising this much after a dip, with this z-score.
 _BUMP_RISE, _BUMP_Z = 2.5, 3.5
+#: A plateau ending in a cluster: density rising by half after a dip, with this
+#: z-score (a milder rise than ``_BUMP_RISE``, so it needs more evidence).
+_PLATEAU_RISE, _PLATEAU_Z = 1.5, 5.0
+#: A busy queue: most values past the body and no tail cluster sharper than this z.
+_BUSY_Z = 6.0
+#: Fewest tail values for reading the flatness of the tail's upper three quarters.
+MIN_UPPER_TAIL_COUNT = 40
 #: flat_tail thresholds on the tail statistics (see :func:`_tail_shape`).
 _FLAT_CV, _FLAT_UR, _FLAT_HR = 0.45, 0.8, 0.3
 #: Confidence model: per verdict, logistic-regression coefficients on
@@ -489,7 +496,7 @@ def _tail_top_share(tail: np.ndarray, a: float) -> float:
     return float(share / (0.2 * 0.99))
 
 
-def _tail_bump(tail: np.ndarray, a: float, body_peak: float) -> float:
+def _tail_bump(tail: np.ndarray, a: float, body_peak: float, rise: float = _BUMP_RISE) -> float:
     """Strongest rise of the tail's density after a dip, as a z-score (0 if none).
 
     The tail (linear scale, all of it) is cut into ``clip(sqrt(n), 5, 25)`` bins of
@@ -509,7 +516,7 @@ def _tail_bump(tail: np.ndarray, a: float, body_peak: float) -> float:
     z = (cj - ci) / np.sqrt(np.maximum(ci + cj, 1.0))
     ok = (
         np.triu(np.ones((nb, nb), bool), 1)
-        & (cj >= _BUMP_RISE * (ci + 1.0))
+        & (cj >= rise * (ci + 1.0))
         & (centres[None, :] >= MIN_MODE_SEPARATION * body_peak)
     )
     return float(z[ok].max()) if np.any(ok) else 0.0
@@ -698,10 +705,25 @@ def _decide(st: dict, tight_ratio: float) -> tuple[str, str]:
             # on/off GPU contention, not a uniform wait
             z = st["tail_bump_z"]
             return "multimodal", f"{head}; a flat tail ending in a cluster (z={z:.1f})"
+        if st["plateau_bump_z"] >= _PLATEAU_Z:
+            # the same with a milder rise, on the tail without its top 1 % (stray
+            # values would stretch the bins): the slow copy of the body where the
+            # wholly slowed requests gather
+            z = st["plateau_bump_z"]
+            return "multimodal", f"{head}; a flat tail ending in a cluster (z={z:.1f})"
         top = st["tail_top_share"]
         if math.isfinite(top) and top >= TAIL_TOP_CLUSTER:
             return "multimodal", f"{head}; a flat tail ending in a cluster ({top:.1f}x)"
         return "flat_tail", f"{head}; flat tail (flatness {st['tail_flatness']:.2f})"
+    if (
+        st["tail_fraction"] > MAX_FLAT_FRACTION
+        and st["n_modes"] <= 2
+        and st["tail_bump_z"] < _BUSY_Z
+    ):
+        # most requests past a minority body (those that found the server free) and
+        # no sharp cluster: a busy queue, whose busy periods make broad lumps, not the
+        # sharp slow modes of discrete code paths
+        return "right_skewed", f"{head}; most values past the body, no sharp cluster (busy queue)"
     if st["n_modes"] >= 2:
         return "multimodal", f"{head}; {st['n_modes']} separated modes"
     if st["tail_bump_z"] >= _BUMP_Z:
@@ -711,14 +733,24 @@ def _decide(st: dict, tight_ratio: float) -> tuple[str, str]:
 
 
 def _is_flat(st: dict) -> bool:
-    cv, ur, hr = st["tail_cv"], st["tail_upper_ratio"], st["tail_half_ratio"]
-    if not (math.isfinite(cv) and math.isfinite(ur) and math.isfinite(hr)):
-        return False
+    """A flat tail past a narrow body: the whole tail, or its upper three quarters."""
     if st["tail_count"] < MIN_TAIL_COUNT or st["tail_start"] > MAX_TAIL_START * st["body_peak"]:
         return False
     if st["tail_fraction"] > MAX_FLAT_FRACTION:
         # most requests delayed: a busy queue (M/D/1 at high load), not a body with
         # occasional contention waits
+        return False
+    if _flat_stats(st, "tail_"):
+        return True
+    # a light queue in front adds a decaying lump of waits next to the body, which
+    # hides a plateau further out from the statistics of the whole tail; an
+    # exponential (queueing) tail is memoryless, so its upper part decays just the same
+    return st["tail_count"] >= MIN_UPPER_TAIL_COUNT and _flat_stats(st, "upper_tail_")
+
+
+def _flat_stats(st: dict, prefix: str) -> bool:
+    cv, ur, hr = (st[prefix + k] for k in ("cv", "upper_ratio", "half_ratio"))
+    if not (math.isfinite(cv) and math.isfinite(ur) and math.isfinite(hr)):
         return False
     return cv <= _FLAT_CV and ur <= _FLAT_UR and hr >= _FLAT_HR
 
@@ -894,7 +926,13 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     st["tail_fraction"] = tail.size / y.size
     st["tail_count"] = int(tail.size)
     st.update(_tail_shape(tail, math.exp(t0)))
+    # the same past the tail's lower quarter (see _is_flat)
+    upper = tail[int(0.25 * tail.size) :]
+    a_up = float(upper[0]) if upper.size else math.exp(t0)
+    st.update({f"upper_{k}": v for k, v in _tail_shape(upper, a_up).items()})
     st["tail_bump_z"] = _tail_bump(tail, math.exp(t0), math.exp(top))
+    kept = tail[tail <= np.quantile(tail, 0.99)] if tail.size >= 10 else tail
+    st["plateau_bump_z"] = _tail_bump(kept, math.exp(t0), math.exp(top), _PLATEAU_RISE)
     # where the highest peak sits in the sample: near 0 when the density falls from
     # the shortest values (no body)
     st["peak_quantile"] = float(np.count_nonzero(y < top)) / y.size
