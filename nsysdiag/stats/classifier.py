@@ -600,7 +600,9 @@ def classify_tail(
        measure the flatness of the tail past the body.
     6. Decide: right-skewed if the density has no body (it falls from the shortest
        values, as a busy queue's does); flat tail if the tail past a narrow body is
-       flat and holds at most 55 % of the values, unless it ends in a cluster; else
+       flat (all of it, or past its lower quarter) and holds at most 55 % of the
+       values, unless it ends in a cluster; right-skewed if most values lie past the
+       body with at most two modes and no sharp cluster (a busy queue); else
        multimodal with two or more separated modes, or a significant cluster in the
        tail (density more than doubling after a dip); else right-skewed.
     7. ``confidence``: a logistic model per verdict on the gate's z-score, sample size,
