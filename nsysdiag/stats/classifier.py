@@ -500,9 +500,10 @@ def _tail_top_share(tail: np.ndarray, a: float) -> float:
 def _tail_bump(tail: np.ndarray, a: float, body_peak: float, rise: float = _BUMP_RISE) -> float:
     """Strongest rise of the tail's density after a dip, as a z-score (0 if none).
 
-    The tail (linear scale, all of it) is cut into ``clip(sqrt(n), 5, 25)`` bins of
-    equal width over ``[a, max]``. For bins ``i < j`` with ``c_j >= 2.5 (c_i + 1)``
-    (the density more than doubles after a dip) and bin ``j`` at least
+    The tail (linear scale, all the values given) is cut into ``clip(sqrt(n), 5, 25)``
+    bins of equal width over ``[a, max]``. For bins ``i < j`` with
+    ``c_j >= rise (c_i + 1)`` (by default 2.5: the density more than doubles after a
+    dip) and bin ``j`` at least
     :data:`MIN_MODE_SEPARATION` times ``body_peak``, the z-score is
     ``(c_j - c_i) / sqrt(c_i + c_j)``. A mixture with a BIC penalty cannot afford a
     component for a small, sparse cluster in a short sample; this catches it.
