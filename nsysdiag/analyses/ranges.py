@@ -385,13 +385,15 @@ def _probe_calls_accelerated(report: Report, probes: pa.Table) -> pa.Table:
     before it (a search of each call among the bounds, counted); a probe's calls are
     those at or before its end less those before its start."""
     pid, pid_ok = arrow_values(probes.column("global_pid"))
-    start = probes.column("start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
-    end = probes.column("end_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+    start, start_ok = arrow_values(probes.column("start_ns"))
+    end, end_ok = arrow_values(probes.column("end_ns"))
     ids = probes.column("id").to_numpy(zero_copy_only=False).astype(np.int64)
-    pids = np.unique(pid[pid_ok])
+    # a probe with a NULL process or bound holds no call (as the SQL's join finds none)
+    valid = pid_ok & start_ok & end_ok
+    pids = np.unique(pid[valid])
     # per process: its probes' distinct bounds, and per bound the calls at or before it
     # (le) and those before it (lt), summed over the batches
-    bounds = [np.unique(np.concatenate([start[pid_ok & (pid == p)], end[pid_ok & (pid == p)]]))
+    bounds = [np.unique(np.concatenate([start[valid & (pid == p)], end[valid & (pid == p)]]))
               for p in pids]
     le = [np.zeros(len(b), np.int64) for b in bounds]
     lt = [np.zeros(len(b), np.int64) for b in bounds]
@@ -415,7 +417,7 @@ def _probe_calls_accelerated(report: Report, probes: pa.Table) -> pa.Table:
                     np.searchsorted(bounds[k], mine, "right"), minlength=n))[:-1]
     calls = np.zeros(len(ids), np.int64)
     for k, p in enumerate(pids):
-        rows = np.flatnonzero(pid_ok & (pid == p))
+        rows = np.flatnonzero(valid & (pid == p))
         calls[rows] = (le[k][np.searchsorted(bounds[k], end[rows])]
                        - lt[k][np.searchsorted(bounds[k], start[rows])])
     # a probe whose end precedes its start holds no call (as BETWEEN finds none)
