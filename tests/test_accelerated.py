@@ -233,3 +233,28 @@ def test_unit_probe_calls_corpus(path):
             pytest.skip("no NVTX ranges or no CUDA trace")
         method, accelerated = _probe_calls_both(rep)
     assert method == accelerated
+
+
+def test_unit_probe_calls_null_and_reversed_bounds(builder, tmp_path):
+    # probes the SQL's join finds no call in: a NULL bound or process, an end before the
+    # start; and one ordinary probe holding two of the three calls
+    from nsysdiag.analyses import ranges
+    from nsysdiag.engine.steps import registered
+
+    b = builder("current")
+    for t in (1000, 2000, 3000):
+        b.launch(t, t + 10, t + 20, t + 30, pid=100)
+    b.nvtx(500, 2500, "step", pid=100)
+    with nsysdiag.open(b.write(tmp_path / "n.sqlite"), cache=False) as rep:
+        gpid = rep.sql("SELECT any_value(global_pid) FROM api_calls").fetchall()[0][0]
+        probes = pa.table({
+            "id": pa.array([1, 2, 3, 4, 5], pa.int64()),
+            "name": ["step"] * 5,
+            "start_ns": pa.array([500, None, 500, 2500, 1000], pa.int64()),
+            "end_ns": pa.array([2500, 2500, None, 500, 3000], pa.int64()),
+            "global_pid": pa.array([gpid, gpid, gpid, gpid, None], pa.int64()),
+        })
+        with registered(rep, "unit_probes", probes):
+            method = ranges._probe_calls_method(rep, probes).to_pylist()
+            accelerated = ranges._probe_calls_accelerated(rep, probes).to_pylist()
+    assert method == accelerated == [{"id": 1, "calls": 2}]
