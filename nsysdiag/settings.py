@@ -77,6 +77,9 @@ class Settings:
     gap_normal_ns: int = _rule(5_000, "a launch gap above this is not normal, ns")
     gap_p99_ns: int = _rule(20_000, "a P99 launch gap above this signals a CPU-side "
                                     "scheduling bottleneck, ns")
+    launch_min_gaps: int = _rule(
+        100, "launch-bound gaps needed for their P99 to stand as launch overhead (with fewer, "
+             "the P99 is the largest of a few one-off launches) (gaps)")
     launch_cost_pct: float = _rule(
         5.0, "share of the units' time (without units, of the GPU work's span) the GPU must "
              "lose in launch-bound gaps for launch overhead to be a warning; below, a P99 "

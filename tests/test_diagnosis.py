@@ -69,6 +69,12 @@ def test_launch_overhead_is_a_warning_only_when_it_costs(labelled):
     f2, pct2 = c1(strict)
     assert pct2 == pct and f2.severity == "info" and "not the bottleneck" in f2.title
     assert strict.verdict.scores["cpu"] < d.verdict.scores["cpu"]
+    # a P99 over fewer gaps than launch_min_gaps is the largest of a few: not a warning
+    idle = d.analyses["gpu_idle"]
+    few = nsysdiag.diagnose(labelled["baseline"], cache=False, settings=nsysdiag.Settings(
+        launch_min_gaps=idle.launch_bound_gaps + 1))
+    f3, _ = c1(few)
+    assert f3.severity == "info" and f"over only {idle.launch_bound_gaps} gaps" in f3.title
 
 
 def test_shared_gpu_trace_is_gpu_and_multimodal(capsys):

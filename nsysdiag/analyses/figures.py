@@ -2,8 +2,9 @@
 
 Where an analysis' sorted pass leaves a distribution in memory (launch gaps: about one
 gap per kernel), its figures are taken here instead of writing the values out for SQL to
-read back (a step's write and a query per figure). Each function gives what the DuckDB aggregate named in
-its docstring gives, value for value (``tests/test_figures.py`` compares them).
+read back (a step's write and a query per figure). Each function gives what the DuckDB
+aggregate named in its docstring gives, value for value (``tests/test_figures.py`` compares
+them).
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ order (``settings.idle_cause_pct`` of the gap is "most of it"):
                    launching thread was in a copy call when the GPU went idle, or spent
                    most of the gap's host window in copy calls (a blocking copy on the path)
 ``other_process``  other work on the GPU (another process or context) ran for most of it
-``between_units``  no unit of the process (an instance of the ranges analysis' unit) was
-                   in flight for most of the gap: the GPU waited for the next request
+``between_units``  no unit of the process (an instance of the ranges analysis' unit that
+                   its tail figures count: warm-up units set apart are not) was in flight
+                   for most of the gap: the GPU waited for the next request
 ``unknown``        the kernel's launch call was not traced (no CUDA API trace)
 ``dependency``     the kernel had been launched before the GPU went idle: it waited on
                    another stream, an event or GPU-side scheduling, not on the host
@@ -39,14 +40,15 @@ from ..settings import DEFAULTS, Settings
 from . import figures, intervals, sweep
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records
 from .launch_gaps import NO_END
+from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
     from ..report import Report
 
 NAME = "gpu_idle"
-SETTINGS = ("gap_normal_ns", "gap_p99_ns", "idle_cause_pct", "tail_pct",
-            "range_min_instances")
+#: the settings this analysis reads, with those of the ranges analysis whose units it uses
+SETTINGS = ("gap_normal_ns", "gap_p99_ns", "idle_cause_pct", *RANGES_SETTINGS)
 
 #: the causes, in the order they are tried (codes are the indices)
 CAUSES = ("copy", "other_process", "between_units", "unknown", "dependency", "host_sync",
@@ -216,7 +218,7 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     ranges = report.analysis("ranges", range_name=range_name, settings=s)
     unit, inside = None, None
     if isinstance(ranges, RangesResult) and ranges.ok and "instances" in ranges.tables:
-        inst = ranges.tables["instances"]
+        inst = ranges.counted_instances(["pid", "start_ns", "end_ns"])
         unit = ranges.unit
         windows = intervals.Coverage()
         ipid, istart, iend = (np.asarray(inst.column(c).to_numpy(zero_copy_only=False),

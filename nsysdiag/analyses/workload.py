@@ -26,14 +26,16 @@ from ..engine.steps import registered
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, records, run_query
 from .interference import slow_count
+from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
     from ..report import Report
 
 NAME = "workload"
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("tail_pct", "range_min_instances", "culprit_min_units")
+#: the settings this analysis reads, with those of the ranges analysis whose units it
+#: compares (its results are cached per their values)
+SETTINGS = (*RANGES_SETTINGS, "culprit_min_units")
 KINDS = ("more_work", "slower_work", "no_growth")
 
 

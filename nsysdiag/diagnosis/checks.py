@@ -307,7 +307,9 @@ class Evidence:
             over, p99 = g.cpu_bound, g.p99_ns
         cost_pct, of = self._launch_cost(idle, ev)
         cheap = cost_pct is not None and cost_pct < self.settings.launch_cost_pct
-        if over and not self.graphs_in_use and not cheap:
+        n_gaps = idle.launch_bound_gaps if idle is not None else int(g.count)
+        few = n_gaps < self.settings.launch_min_gaps
+        if over and not self.graphs_in_use and not cheap and not few:
             self._score(
                 "cpu",
                 0.7 if shallow else 0.4,
@@ -332,6 +334,11 @@ class Evidence:
             if over and self.graphs_in_use:  # the kernels outside graphs: not the hot path
                 title = (f"P99 launch-bound gap {fmt_ns(p99)} outside CUDA Graphs, not "
                          "judged as launch overhead (graphs in use)")
+            elif over and few:  # a P99 of a handful of gaps is their largest: one-offs
+                title = (f"P99 launch-bound gap {fmt_ns(p99)} exceeds {fmt_ns(threshold)}, "
+                         f"but over only {n_gaps} gaps (fewer than "
+                         f"{self.settings.launch_min_gaps}): too few for a P99 to show a "
+                         "launch loop")
             elif over:  # past the threshold, but the GPU lost little time to it
                 title = (f"P99 launch-bound gap {fmt_ns(p99)} exceeds {fmt_ns(threshold)}, "
                          f"but the GPU lost only {cost_pct:.1f}% of {of} in launch-bound gaps: "

@@ -179,8 +179,8 @@ def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailS
                       range_name: str | None, settings: Settings) -> dict[str, AnalysisResult]:
     """Interference and workload, when the tail is elevated or abnormal (enough units to
     judge it) and what they explain grew: other GPU work (gpu_other) names its culprit; own
-    kernel or copy time, launch or copy calls: more work vs slower work. Skipped otherwise, so a healthy
-    trace costs nothing more."""
+    kernel or copy time, launch or copy calls: more work vs slower work. Skipped otherwise,
+    so a healthy trace costs nothing more."""
     if not isinstance(ranges, RangesResult) or not ranges.ok \
             or tail.level not in ("elevated", "abnormal") \
             or _too_few_units(tail, settings) is not None:
