@@ -12,7 +12,6 @@ from conftest import CORPUS, need, open_corpus
 import nsysdiag
 from nsysdiag.analyses import cycles, ranges
 
-
 # -- cycles.find on label sequences ---------------------------------------------------------
 
 def test_a_loop_after_a_prelude():

@@ -123,27 +123,35 @@ def find(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: int 
     n = len(labels)
     if n < min_cycles * max(min_period, 1):
         return None
-    order = np.argsort(labels, kind="stable")  # positions grouped by label, ascending
+    if labels.min() < 0 or labels.max() >= n:  # dense codes for the counts below
+        labels = np.unique(labels, return_inverse=True)[1].ravel()
+    # positions grouped by label, ascending (a stable sort; of 16-bit codes, numpy's radix
+    # sort)
+    small = labels.max() < np.iinfo(np.int16).max
+    order = np.argsort(labels.astype(np.int16) if small else labels, kind="stable")
     sorted_labels = labels[order]
     same = sorted_labels[1:] == sorted_labels[:-1]
     dist = np.diff(order)[same]
     dist_label = sorted_labels[1:][same]
     if not len(dist):
         return None
-    # the most common distance of each label (its period) and how often it occurs
-    pairs, pair_n = np.unique(np.stack([dist_label, dist]), axis=1, return_counts=True)
-    best = np.lexsort((-pair_n, pairs[0]))
-    pairs, pair_n = pairs[:, best], pair_n[best]
-    first = np.r_[True, pairs[0, 1:] != pairs[0, :-1]]
-    mode_label, mode_dist, mode_n = pairs[0, first], pairs[1, first], pair_n[first]
-    uniq, counts = np.unique(labels, return_counts=True)
-    occurrences = dict(zip(uniq.tolist(), counts.tolist()))
+    # the most common distance of each label (its period) and how often it occurs: the
+    # pairs (label, distance) counted as one integer key each
+    keys, pair_n = np.unique(dist_label * (n + 1) + dist, return_counts=True)
+    pair_label, pair_dist = np.divmod(keys, n + 1)
+    best = np.lexsort((-pair_n, pair_label))
+    pair_label, pair_dist, pair_n = pair_label[best], pair_dist[best], pair_n[best]
+    first = np.r_[True, pair_label[1:] != pair_label[:-1]]
+    mode_label, mode_dist, mode_n = pair_label[first], pair_dist[first], pair_n[first]
+    occurrences = np.bincount(labels)
+    regular = ((occurrences[mode_label] >= min_cycles) & (mode_dist >= min_period)
+               & (mode_n >= min_agreement * (occurrences[mode_label] - 1)))
+    if not regular.any():
+        return None
     fingerprint = _Fingerprints(labels)
     found = []
-    for label, period, hits in zip(mode_label.tolist(), mode_dist.tolist(), mode_n.tolist()):
-        count = occurrences[label]
-        if count < min_cycles or period < min_period or hits < min_agreement * (count - 1):
-            continue
+    for label, period in zip(mode_label[regular].tolist(), mode_dist[regular].tolist()):
+        count = int(occurrences[label])
         pos = order[np.searchsorted(sorted_labels, label):][:count]
         agreement = fingerprint.agreement(pos)
         covered = (min(int(pos[-1]) + period, n) - int(pos[0])) / n
@@ -173,40 +181,42 @@ def find(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: int 
 
 
 class _Fingerprints:
-    """Order-sensitive fingerprints of stretches of a label sequence, from prefix sums of
-    random per-label weights (wrapping 64-bit arithmetic): a stretch [a, b) has
-    ``(b - a, sum w1, sum w2 * (i - a))``; two equal stretches always agree, two different
-    ones almost never."""
+    """Order-sensitive fingerprints of stretches of a label sequence (dense codes), from
+    prefix sums of random per-label weights (wrapping 64-bit arithmetic): a stretch [a, b)
+    mixes ``b - a``, ``sum w1`` and ``sum w2 * (i - a)`` into one key; two equal stretches
+    always agree, two different ones almost never."""
 
-    def __init__(self, labels: np.ndarray) -> None:
+    def __init__(self, codes: np.ndarray) -> None:
         rng = np.random.default_rng(_SEED)
-        _, codes = np.unique(labels, return_inverse=True)
         w1, w2 = (rng.integers(1, 2**62, size=int(codes.max()) + 1, dtype=np.uint64)
                   for _ in range(2))
-        idx = np.arange(len(labels), dtype=np.uint64)
+        idx = np.arange(len(codes), dtype=np.uint64)
         with np.errstate(over="ignore"):
             self.s1 = np.r_[np.uint64(0), np.cumsum(w1[codes], dtype=np.uint64)]
             self.s2 = np.r_[np.uint64(0), np.cumsum(w2[codes] * idx, dtype=np.uint64)]
             self.s3 = np.r_[np.uint64(0), np.cumsum(w2[codes], dtype=np.uint64)]
 
     def _keys(self, pos: np.ndarray) -> np.ndarray:
+        """One 64-bit key per stretch between consecutive ``pos`` (its length and both
+        sums mixed by odd multipliers)."""
         a, b = pos[:-1], pos[1:]
         with np.errstate(over="ignore"):
             f1 = self.s1[b] - self.s1[a]
             f2 = (self.s2[b] - self.s2[a]) - a.astype(np.uint64) * (self.s3[b] - self.s3[a])
-        return np.stack([(b - a).astype(np.uint64), f1, f2], axis=1)
+            return (f1 * np.uint64(0x9E3779B97F4A7C15) + f2 * np.uint64(0xC2B2AE3D27D4EB4F)
+                    + (b - a).astype(np.uint64))
 
     def agreement(self, pos: np.ndarray) -> float:
         """Share of the cycles between consecutive ``pos`` equal to the most common one."""
         if len(pos) < 2:
             return 0.0
-        _, n = np.unique(self._keys(pos), axis=0, return_counts=True)
+        _, n = np.unique(self._keys(pos), return_counts=True)
         return float(n.max() / (len(pos) - 1))
 
     def most_common_start(self, pos: np.ndarray) -> int:
         """Position where a cycle equal to the most common one starts."""
         if len(pos) < 2:
             return int(pos[0])
-        _, inverse, n = np.unique(self._keys(pos), axis=0, return_inverse=True,
-                                  return_counts=True)
-        return int(pos[np.flatnonzero(inverse.ravel() == n.argmax())[0]])
+        keys = self._keys(pos)
+        values, n = np.unique(keys, return_counts=True)
+        return int(pos[np.flatnonzero(keys == values[n.argmax()])[0]])

@@ -438,7 +438,8 @@ def choose_unit(cands: list[Candidate], settings: Settings = DEFAULTS,
         reason += (f"; of {len(units)} outermost qualifying ranges it covers the most time "
                    f"({_duration(chosen.total_ns)})")
     if runner is not None:
-        why = runner.why_not(settings, cuda_traced) or f"covers less time ({_duration(runner.total_ns)})"
+        why = (runner.why_not(settings, cuda_traced)
+               or f"covers less time ({_duration(runner.total_ns)})")
         reason += f"; runner-up {runner.name}: {why}"
     return UnitChoice(chosen.name, runner.name if runner else None, reason)
 
@@ -580,8 +581,8 @@ def _group(report: Report, unit: Unit, cands: list[Candidate],
     reason = (f"{name} grouped, {cyc.n} iterations: {len(members)} sibling ranges repeat "
               f"{chosen.n} times each, one after the other in the same order ({shown}; "
               f"{100 * cyc.agreement:.0f}% of cycles identical), so an iteration is their "
-              f"group, from {first}'s start to {last}'s "
-              f"end; {chosen.name} alone " + unit.reason.replace("; runner-up", "; its runner-up", 1))
+              f"group, from {first}'s start to {last}'s end; {chosen.name} alone "
+              + (unit.reason or "").replace("; runner-up", "; its runner-up", 1))
     return Unit(name, "nvtx_group",
                 _unit_table(name, "push_pop" if one_thread else "start_end",
                             start[cyc.starts], stop, who),
