@@ -142,6 +142,51 @@ def test_one_wait_per_step_keeps_the_sync_intervals(builder, tmp_path):
                                "range); one blocking wait per cycle of the repeating GPU work")
 
 
+def _layered_step(b, t, items):
+    """A step of a model with six identical layers: forward 6 x (gemm, gelu, gemm2), each
+    call 1 us every 2 us from t; backward 6 x gemm_bwd; the optimizer's
+    multi_tensor_apply_kernel; then ``items`` x (a DtoH cudaMemcpyAsync and a
+    cudaStreamSynchronize of 5 us): 25 + items calls that put work on the GPU."""
+    s = t
+    for _ in range(6):
+        for name in ("gemm", "gelu", "gemm2"):
+            b.launch(s, s + 1000, s + 1500, s + 1900, name=name)
+            s += 2000
+    for name in ["gemm_bwd"] * 6 + ["multi_tensor_apply_kernel"]:
+        b.launch(s, s + 1000, s + 1500, s + 1900, name=name)
+        s += 2000
+    for _ in range(items):
+        c = b.api(s, s + 1000, "cudaMemcpyAsync_v3020")
+        b.memcpy(s + 1500, s + 1900, 4, kind="DtoH", corr=c)
+        b.api(s + 1000, s + 6000, "cudaStreamSynchronize_v3020")
+        s += 8000
+
+
+@pytest.mark.parametrize("items", [1, 2])
+def test_layers_inside_steps(builder, tmp_path, items):
+    # 25 steps every 200 us. The layers repeat every 3 calls (5 of the 6 layer cycles of a
+    # step agree: 0.83), the steps every 25 + items calls (the syncs are no GPU work). With
+    # one .item() the step's cycles hold one wait each: the 24 intervals between the waits
+    # are the steps. With two, the layers hold none and the steps two: the steps are the
+    # launch cycles. Only multi_tensor_apply_kernel occurs once per step (the others six
+    # or two times), so each step runs from it (at t + 48 us) to the next: 200 us; the last
+    # ends with its second copy on the GPU, at t + 59.9 us: 11.9 us
+    b = builder("current")
+    for k in range(25):
+        _layered_step(b, 1_000_000 + 200_000 * k, items)
+    with nsysdiag.open(b.write(tmp_path / f"l{items}.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    if items == 1:
+        assert (res.unit, res.n) == ("sync-interval", 24)
+        return
+    assert (res.unit, res.n + res.n_warmup) == ("launch-cycle", 25)
+    assert ("repeats every 27 calls (25 cycles from multi_tensor_apply_kernel to gemm_bwd)"
+            in res.unit_reason)
+    inst = res.table("instances").to_pylist()
+    assert [(r["start_ns"], r["duration_ns"]) for r in inst] == (
+        [(1_048_000 + 200_000 * k, 200_000) for k in range(24)] + [(5_848_000, 11_900)])
+
+
 def test_serving_loop_without_syncs(builder, tmp_path):
     # 30 requests, each a forward pass of three kernels and a copy back, with no blocking
     # wait at all: no sync interval exists; the launch cycles are the requests. The host

@@ -81,9 +81,12 @@ class Cycle:
 
 
 def find(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: int = 20,
-         min_period: int = 2, min_agreement: float = 0.5, fine_agreement: float = 0.8,
+         min_period: int = 2, min_agreement: float = 0.6, fine_agreement: float = 0.8,
          min_coverage: float = 0.0, pause_ratio: float = 2.0) -> Cycle | None:
     """The period of a repeating sequence (module docstring: the method).
+
+    Among the cycles of :func:`periods`, the finest whose agreement reaches
+    ``fine_agreement``, else the one of the best agreement (step 4).
 
     Parameters
     ----------
@@ -119,10 +122,31 @@ def find(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: int 
     >>> (c.boundary, c.period, c.n, c.agreement)
     (1, 3, 20, 1.0)
     """
+    found = periods(labels, gaps, min_cycles=min_cycles, min_period=min_period,
+                    min_agreement=min_agreement, min_coverage=min_coverage,
+                    pause_ratio=pause_ratio)
+    return pick(found, fine_agreement)
+
+
+def pick(found: list[Cycle], fine_agreement: float = 0.8) -> Cycle | None:
+    """Step 4 among cycles of several periods (finest first): the finest whose agreement
+    reaches ``fine_agreement``, else the one of the best agreement; None of none."""
+    if not found:
+        return None
+    fine = [c for c in found if c.agreement >= fine_agreement]
+    return fine[0] if fine else max(found, key=lambda c: (c.agreement, -c.period))
+
+
+def periods(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: int = 20,
+            min_period: int = 2, min_agreement: float = 0.6, min_coverage: float = 0.0,
+            pause_ratio: float = 2.0) -> list[Cycle]:
+    """Every period the sequence repeats with (steps 1-3 and 5 of the method), finest
+    first: one :class:`Cycle` per period, starting at the rotation step 5 picks. The
+    parameters are :func:`find`'s."""
     labels = np.asarray(labels, dtype=np.int64)
     n = len(labels)
     if n < min_cycles * max(min_period, 1):
-        return None
+        return []
     if labels.min() < 0 or labels.max() >= n:  # dense codes for the counts below
         labels = np.unique(labels, return_inverse=True)[1].ravel()
     # positions grouped by label, ascending (a stable sort; of 16-bit codes, numpy's radix
@@ -134,7 +158,7 @@ def find(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: int 
     dist = np.diff(order)[same]
     dist_label = sorted_labels[1:][same]
     if not len(dist):
-        return None
+        return []
     # the most common distance of each label (its period) and how often it occurs: the
     # pairs (label, distance) counted as one integer key each
     keys, pair_n = np.unique(dist_label * (n + 1) + dist, return_counts=True)
@@ -147,7 +171,7 @@ def find(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: int 
     regular = ((occurrences[mode_label] >= min_cycles) & (mode_dist >= min_period)
                & (mode_n >= min_agreement * (occurrences[mode_label] - 1)))
     if not regular.any():
-        return None
+        return []
     fingerprint = _Fingerprints(labels)
     found = []
     for label, period in zip(mode_label[regular].tolist(), mode_dist[regular].tolist()):
@@ -157,27 +181,24 @@ def find(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: int 
         covered = (min(int(pos[-1]) + period, n) - int(pos[0])) / n
         if agreement >= min_agreement and covered >= min_coverage:
             found.append((label, period, pos, agreement, covered))
-    if not found:
-        return None
-    fine = [f for f in found if f[3] >= fine_agreement]
-    period = min(f[1] for f in fine) if fine else max(found, key=lambda f: (f[3], -f[1]))[1]
-    rotations = [f for f in found if f[1] == period]
-
-    # the loop's first event: the one after a clearly longest pause, else the one that
-    # occurs first
-    rotations.sort(key=lambda f: int(f[2][0]))
-    chosen = rotations[0]
-    if gaps is not None and len(rotations) > 1:
-        typical = np.array([float(np.median(gaps[f[2]])) for f in rotations])
-        top, second = np.sort(typical)[::-1][:2]
-        if top > pause_ratio * second:
-            chosen = rotations[int(typical.argmax())]
-    label, period, pos, agreement, covered = chosen
-    ends = np.r_[pos[1:] - 1, min(int(pos[-1]) + period, n) - 1]
-    common = fingerprint.most_common_start(pos)
-    last = int(labels[min(common + period, n) - 1])
-    return Cycle(int(label), last, int(period), pos.astype(np.int64), ends.astype(np.int64),
-                 float(agreement), float(covered))
+    out = []
+    for period in sorted({f[1] for f in found}):
+        rotations = sorted((f for f in found if f[1] == period), key=lambda f: int(f[2][0]))
+        # the loop's first event: the one after a clearly longest pause, else the one that
+        # occurs first
+        chosen = rotations[0]
+        if gaps is not None and len(rotations) > 1:
+            typical = np.array([float(np.median(gaps[f[2]])) for f in rotations])
+            top, second = np.sort(typical)[::-1][:2]
+            if top > pause_ratio * second:
+                chosen = rotations[int(typical.argmax())]
+        label, period, pos, agreement, covered = chosen
+        ends = np.r_[pos[1:] - 1, min(int(pos[-1]) + period, n) - 1]
+        common = fingerprint.most_common_start(pos)
+        last = int(labels[min(common + period, n) - 1])
+        out.append(Cycle(int(label), last, int(period), pos.astype(np.int64),
+                         ends.astype(np.int64), float(agreement), float(covered)))
+    return out
 
 
 class _Fingerprints:

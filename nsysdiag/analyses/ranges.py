@@ -473,11 +473,14 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     The sequence of kernels (by name), copies and memsets that thread submits repeats once
     per iteration of a training or serving loop; each iteration runs from a launch call of
     the cycle's first kernel to the next one (host time included; the last ends when its
-    work ends on the GPU or its last call returns). The intervals between blocking host
-    waits stay the unit when the waits mark the same iterations (one wait per cycle) or a
-    loop around the cycles (no wait in most cycles, but ``min_instances`` or more inside
-    the loop); with two or more waits per cycle (``loss.item()`` and a metric's
-    ``.item()``) or none inside the loop, the cycles are the unit.
+    work ends on the GPU or its last call returns). Every period the work repeats with
+    (:func:`cycles.periods`: a layer inside a step inside ...) is weighed against the
+    blocking host waits of that thread: the intervals between the waits stay the unit when
+    the cycles of some period hold one wait each (the waits mark those iterations), or when
+    none holds two or more and ``min_instances`` or more waits lie inside the loop (the
+    waits mark a loop around the cycles). Else the cycles are the unit: of the periods
+    whose cycles hold two or more waits (``loss.item()`` and a metric's ``.item()`` cut a
+    step in two), or of all when none does, the one :func:`cycles.pick` takes.
 
     Returns
     -------
@@ -495,23 +498,36 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     end = seq.column("end_ns").to_numpy().astype(np.int64)
     reach = np.maximum.accumulate(end)
     gaps = np.maximum(start - np.r_[start[0], reach[:-1]], 0)
-    cyc = cycles.find(labels.indices.to_numpy(zero_copy_only=False), gaps,
-                      min_cycles=min_instances, min_coverage=0.5)
-    if cyc is None:
+    found = cycles.periods(labels.indices.to_numpy(zero_copy_only=False), gaps,
+                           min_cycles=min_instances, min_coverage=0.5)
+    if not found:
         return None, ""
     names = labels.dictionary.to_pylist()
-    first, last = names[cyc.boundary], names[cyc.last]
     who = {c: seq.column(c)[0].as_py() for c in ("pid", "tid", "global_pid", "global_tid")}
     waits = run_query(report, NAME, "blocking_ends", {
         "tid": who["global_tid"], "blocking": BLOCKING_WAITS}).column("end_ns").to_numpy()
+
+    def waits_per_cycle(c: cycles.Cycle) -> float:
+        per_cycle = np.diff(np.searchsorted(waits, start[c.starts]))
+        return float(np.median(per_cycle)) if len(per_cycle) else 0.0
+
+    per = {c.period: waits_per_cycle(c) for c in found}
+    # the waits mark the iterations when the cycles of some period hold one each; with
+    # two or more per cycle, the finest such period is the iteration they cut up
+    several = [c for c in found if per[c.period] >= 2]
+    cyc = cycles.pick(several if sync_units.num_rows and several else found)
+    if cyc is None:
+        return None, ""
+    first, last = names[cyc.boundary], names[cyc.last]
     bounds = start[cyc.starts]
-    per_cycle = np.diff(np.searchsorted(waits, bounds))
-    per = float(np.median(per_cycle)) if len(per_cycle) else 0.0
     inside = int(np.count_nonzero((waits >= bounds[0]) & (waits <= bounds[-1])))
     loop = f"the GPU work repeats every {cyc.period} calls ({cyc.n} cycles from {first} to {last})"
-    if sync_units.num_rows and (per == 1 or (per == 0 and inside >= min_instances)):
-        return None, ("; one blocking wait per cycle of the repeating GPU work" if per == 1
+    if sync_units.num_rows and (any(p == 1 for p in per.values())
+                                or (not several and inside >= min_instances)):
+        return None, ("; one blocking wait per cycle of the repeating GPU work"
+                      if any(p == 1 for p in per.values())
                       else f"; {loop}, several cycles per interval: a loop inside each")
+    per = per[cyc.period]
     gpu_end = seq.column("gpu_end_ns").to_numpy(zero_copy_only=False)
     gpu_end = np.where(np.isnan(gpu_end.astype(float)), end, gpu_end).astype(np.int64)
     tail = slice(int(cyc.starts[-1]), int(cyc.ends[-1]) + 1)
