@@ -468,7 +468,8 @@ def _unit_table(name: str, style: str, start: np.ndarray, end: np.ndarray,
 def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
                   rejected: str) -> tuple[Unit | None, str]:
     """Iterations found in the repeating GPU work of the busiest launching thread
-    (ranges.sql ``launch_sequence``, :func:`cycles.find`), when no NVTX range is the unit.
+    (ranges.sql ``launch_sequence``, :func:`cycles.periods`), when no NVTX range is the
+    unit.
 
     The sequence of kernels (by name), copies and memsets that thread submits repeats once
     per iteration of a training or serving loop; each iteration runs from a launch call of
@@ -511,10 +512,10 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
         per_cycle = np.diff(np.searchsorted(waits, start[c.starts]))
         return float(np.median(per_cycle)) if len(per_cycle) else 0.0
 
-    per = {c.period: waits_per_cycle(c) for c in found}
+    held = {c.period: waits_per_cycle(c) for c in found}
     # the waits mark the iterations when the cycles of some period hold one each; with
     # two or more per cycle, the finest such period is the iteration they cut up
-    several = [c for c in found if per[c.period] >= 2]
+    several = [c for c in found if held[c.period] >= 2]
     cyc = cycles.pick(several if sync_units.num_rows and several else found)
     if cyc is None:
         return None, ""
@@ -522,12 +523,11 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     bounds = start[cyc.starts]
     inside = int(np.count_nonzero((waits >= bounds[0]) & (waits <= bounds[-1])))
     loop = f"the GPU work repeats every {cyc.period} calls ({cyc.n} cycles from {first} to {last})"
-    if sync_units.num_rows and (any(p == 1 for p in per.values())
-                                or (not several and inside >= min_instances)):
-        return None, ("; one blocking wait per cycle of the repeating GPU work"
-                      if any(p == 1 for p in per.values())
+    aligned = any(h == 1 for h in held.values())
+    if sync_units.num_rows and (aligned or (not several and inside >= min_instances)):
+        return None, ("; one blocking wait per cycle of the repeating GPU work" if aligned
                       else f"; {loop}, several cycles per interval: a loop inside each")
-    per = per[cyc.period]
+    per = held[cyc.period]
     gpu_end = seq.column("gpu_end_ns").to_numpy(zero_copy_only=False)
     gpu_end = np.where(np.isnan(gpu_end.astype(float)), end, gpu_end).astype(np.int64)
     tail = slice(int(cyc.starts[-1]), int(cyc.ends[-1]) + 1)
@@ -539,8 +539,7 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
              f"only {inside} blocking host waits inside the loop")
     reason = (("no NVTX unit (" + rejected + "); " if rejected else "no repeated NVTX range; ")
               + f"{loop}, {100 * cyc.agreement:.0f}% of them identical; each iteration runs "
-              f"from a launch of {first} to the "
-              f"next; {syncs}")
+              f"from a launch of {first} to the next; {syncs}")
     return Unit("launch-cycle", "launch_cycle",
                 _unit_table("launch-cycle", "launch_cycle", bounds, stop,
                             {**who, "end_tid": None}),
@@ -554,9 +553,8 @@ def _group(report: Report, unit: Unit, cands: list[Candidate],
     candidate repeat as often as it does (within 5%), one after the other in the same order
     each cycle (``layer_0`` ... ``layer_11`` per token; ``reader``, ``backbone``,
     ``find_centers``, ``transformer`` per frame). Each cycle of their sequence
-    (:func:`cycles.find`) is one iteration, from its
-    first range's start to its last range's end. None when the chosen range has no such
-    siblings."""
+    (:func:`cycles.find`) is one iteration, from its first range's start to its last
+    range's end. None when the chosen range has no such siblings."""
     chosen = next((c for c in cands if c.name == unit.name), None)
     if chosen is None:
         return None
