@@ -11,6 +11,7 @@ from conftest import CORPUS, need, open_corpus
 
 import nsysdiag
 from nsysdiag.analyses import cycles, ranges
+from nsysdiag.diff import diff
 
 # -- cycles.find on label sequences ---------------------------------------------------------
 
@@ -264,6 +265,21 @@ def test_sibling_ranges_make_one_iteration(builder, tmp_path):
         "reader..post grouped, 25 iterations: 3 sibling ranges repeat 25 times each, one "
         "after the other in the same order (reader, infer, post; 100% of cycles identical)")
     assert "; infer alone repeats 25 times" in res.unit_reason
+
+
+def test_diff_lets_each_trace_group_its_siblings(builder, tmp_path):
+    # a group's name is no range name: B chooses its unit the same way instead of being
+    # asked for a range "reader..post" (a usage error)
+    paths = []
+    for name in ("a", "b"):
+        b = builder("current")
+        _frames(b, 25)
+        paths.append(b.write(tmp_path / f"{name}.sqlite"))
+    res = diff(*paths)
+    latency = {r.metric: (r.a, r.b, r.status) for r in res.rows if r.section == "latency"}
+    # both sides: 25 frames, P50 11 us (frame 5: 61 us)
+    assert latency["reader..post units"][:2] == (25, 25)
+    assert latency["reader..post P50"] == (11_000, 11_000, "unchanged")
 
 
 def test_siblings_without_a_clear_pause_start_at_the_first(builder, tmp_path):
