@@ -6,7 +6,14 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import standard
 
-from nsysdiag.batch.run import expand_inputs, run_batch
+from nsysdiag.batch.run import (
+    FINDINGS_SCHEMA,
+    KERNELS_SCHEMA,
+    REPORTS_SCHEMA,
+    diagnose_one,
+    expand_inputs,
+    run_batch,
+)
 from nsysdiag.cli.main import main
 
 
@@ -21,8 +28,10 @@ def inputs(tmp_path):
 
 
 def test_expand_inputs_files_dirs_globs(inputs):
-    assert [p.name for p in expand_inputs([str(inputs)])] == ["a.sqlite", "b.sqlite", "broken.sqlite"]
-    assert [p.name for p in expand_inputs([str(inputs / "a.*"), str(inputs / "a.sqlite")])] == ["a.sqlite"]
+    assert [p.name for p in expand_inputs([str(inputs)])] == [
+        "a.sqlite", "b.sqlite", "broken.sqlite"]
+    globbed = expand_inputs([str(inputs / "a.*"), str(inputs / "a.sqlite")])
+    assert [p.name for p in globbed] == ["a.sqlite"]
 
 
 def test_batch_records_failures_and_resumes(inputs, tmp_path):
@@ -64,3 +73,46 @@ def test_batch_cli(inputs, tmp_path, capsys):
     assert main(["batch", str(inputs), "-o", str(tmp_path / "c.parquet"), "-j", "1"]) == 0
     assert "3 reports: 3 diagnosed" in capsys.readouterr().out
     assert main(["batch", str(inputs), "-o", str(tmp_path / "c.csv")]) == 2
+
+
+@pytest.mark.parametrize("broken_name", ["0broken.sqlite", "zbroken.sqlite"])
+def test_batch_columns_do_not_depend_on_the_first_report(inputs, tmp_path, broken_name):
+    """Whichever report comes first (a failed one: no figures; a diagnosed one: no exit
+    code), every table has its full schema and each row its own values."""
+    (inputs / "broken.sqlite").rename(inputs / broken_name)
+    out = tmp_path / "res.parquet"
+    run_batch([str(inputs)], out, workers=1)
+    table = pq.read_table(out)
+    assert table.schema == REPORTS_SCHEMA
+    rows = {r["report"].rsplit("/", 1)[-1]: r for r in table.to_pylist()}
+    first = table.column("report")[0].as_py().rsplit("/", 1)[-1]
+    assert first == ("0broken.sqlite" if broken_name.startswith("0") else "a.sqlite")
+    broken, ok = rows[broken_name], rows["a.sqlite"]
+    assert broken["exit_code"] == 3 and broken["status"] == "error" and broken["verdict"] is None
+    assert ok["exit_code"] is None and ok["error"] is None
+    assert ok["verdict"] and ok["n"] is not None and ok["launch_gap_count"] > 0
+    assert pq.read_table(tmp_path / "res.findings.parquet").schema == FINDINGS_SCHEMA
+    kernels = pq.read_table(tmp_path / "res.kernels.parquet")
+    assert kernels.schema == KERNELS_SCHEMA
+    assert ("a.sqlite", "gemm", 2) in {
+        (k["report"].rsplit("/", 1)[-1], k["name"], k["instances"]) for k in kernels.to_pylist()}
+
+
+def test_batch_schemas_name_every_record_field(inputs):
+    """A field added to the records needs its column: the schemas list exactly the keys
+    ``diagnose_one`` writes (an ok record's and an error record's together)."""
+    ok = diagnose_one(str(inputs / "a.sqlite"), {"cache": False})
+    bad = diagnose_one(str(inputs / "broken.sqlite"), {"cache": False})
+    assert ok["status"] == "ok" and bad["status"] == "error" and ok["findings"] and ok["kernels"]
+    assert set(REPORTS_SCHEMA.names) == (set(ok) | set(bad)) - {"findings", "kernels"}
+    assert set(FINDINGS_SCHEMA.names) == {"report", *ok["findings"][0]}
+    assert set(KERNELS_SCHEMA.names) == {"report", *ok["kernels"][0]}
+
+
+def test_batch_with_no_finished_report_writes_empty_tables(tmp_path):
+    from nsysdiag.batch.run import _combine
+
+    out = tmp_path / "none.parquet"
+    _combine([], out)
+    assert pq.read_table(out).schema == REPORTS_SCHEMA and pq.read_table(out).num_rows == 0
+    assert pq.read_table(tmp_path / "none.kernels.parquet").schema == KERNELS_SCHEMA

@@ -92,3 +92,24 @@ def test_bad_input_is_still_one_line_exit_3(tmp_path, capsys):
     lines = err.strip().splitlines()
     assert rc == EXIT_INPUT, err
     assert len(lines) == 1 and lines[0].startswith("nsysdiag: error: "), err
+
+
+def test_a_bug_in_the_timelines_stops_the_html(trace, capsys, monkeypatch, tmp_path):
+    """The page's timelines are an extra, but only unreadable data is left out quietly."""
+    from nsysdiag.diagnosis import timelines
+
+    monkeypatch.setattr(timelines, "unit_timelines", broken(AttributeError))
+    rc, err = run_cli(capsys, "--no-cache", "diagnose", trace, "--html", str(tmp_path / "r.html"))
+    assert_internal_error(rc, err, AttributeError)
+
+
+def test_unreadable_timelines_leave_a_note(trace, monkeypatch):
+    import duckdb
+
+    from nsysdiag.diagnosis import timelines
+
+    monkeypatch.setattr(timelines, "unit_timelines", broken(duckdb.ConversionException))
+    with nsysdiag.open(trace, cache=False) as rep:
+        d = nsysdiag.diagnose(rep)
+        (only,) = timelines.collect_timelines(rep, d)
+    assert "could not collect timelines: ConversionException" in only.note

@@ -92,6 +92,10 @@ def test_per_stream_shares(trace, tmp_path):
     rows = r.table("per_stream").to_pylist()
     assert {row["stream_id"] for row in rows} == {7}
     assert sum(row["share_pct"] for row in rows) == pytest.approx(100)
+    records = r.per_stream()  # the same table as typed records
+    assert [(x.stream_id, x.cause, x.gaps, x.idle_ns) for x in records] == [
+        (row["stream_id"], row["cause"], row["gaps"], row["idle_ns"]) for row in rows]
+    assert sum(x.idle_ns for x in records) == r.idle_ns
 
 
 def test_classify_order():

@@ -7,8 +7,10 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from html.parser import HTMLParser
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ import nsysdiag
 from nsysdiag.diagnosis.engine import diagnose
 from nsysdiag.diagnosis.model import Finding
 from nsysdiag.render import html as report_html
-from nsysdiag.render.html import collect_timelines, render_html, write_html
+from nsysdiag.render.html import TEMPLATES, collect_timelines, render_html, write_html
 
 EVIL_RANGE = "<script>alert(1)</script>request"
 EVIL_KERNEL = "<img src=x onerror=alert(1)>"
@@ -130,28 +132,52 @@ def test_report_has_every_plot(evil):
 def test_timelines_slowest_first_then_median(evil):
     d, tls, _ = evil
     assert len(tls) == 4
-    assert [t["rank"] for t in tls] == [1, 2, 3, 0]
-    durs = [t["duration_ns"] for t in tls]
+    assert [t.rank for t in tls] == [1, 2, 3, 0]
+    durs = [t.duration_ns for t in tls]
     assert durs[0] >= durs[1] >= durs[2] > durs[3]
     assert abs(durs[3] - d.tail.p50_ns) <= 0.05 * d.tail.p50_ns
     for t in tls:
-        assert {c["category"] for c in t["cpu"]} >= {"launch", "memcpy", "sync"}
-        assert {g["kind"] for g in t["gpu"]} == {"kernel", "memcpy"}
-        assert all(t["start_ns"] < g["end_ns"] and g["start_ns"] < t["end_ns"] for g in t["gpu"])
-        assert t["tid"] == 4242 and t["pid"] == 4242
+        assert {c.category for c in t.cpu} >= {"launch", "memcpy", "sync"}
+        assert {g.kind for g in t.gpu} == {"kernel", "memcpy"}
+        assert all(t.start_ns < g.end_ns and g.start_ns < t.end_ns for g in t.gpu)
+        assert t.tid == 4242 and t.pid == 4242
 
 
 # ----------------------------------------------------------------------------- escaping
 
 
+class _Header(HTMLParser):
+    """The trace path of the page header: its title attribute, then its text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.trace: list[str] = []
+        self._inside = False
+
+    def handle_starttag(self, tag, attrs):
+        if ("class", "trace") in attrs:
+            self.trace.append(dict(attrs)["title"])
+            self._inside = True
+
+    def handle_data(self, data):
+        if self._inside:
+            self.trace.append(data)
+            self._inside = False
+
+
 def test_trace_strings_are_escaped_everywhere(evil):
-    _, _, text = evil
+    d, _, text = evil
     assert "<script>alert(1)" not in text
     assert "<img src=x" not in text
     assert "<svg onload" not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;request" in text
     assert "&lt;img src=x onerror=alert(1)&gt;" in text
-    assert "x&lt;svg onload=alert(1)&gt;&amp;&quot;.sqlite" in text
+    # the file name in the page header, escaped by the templates' autoescaping (MarkupSafe
+    # writes " as &#34;): the page title, the header's title attribute and its text
+    assert text.count("x&lt;svg onload=alert(1)&gt;&amp;&#34;.sqlite") == 3
+    header = _Header()
+    header.feed(text)
+    assert header.trace == [d.path, d.path]
     # inside SVG tooltips too
     assert "<title>&lt;img src=x onerror=alert(1)&gt;" in text
     assert "fix &lt;img src=x onerror=alert(1)&gt;" in text
@@ -200,10 +226,73 @@ def test_collect_timelines_falls_back_to_nvtx(builder, tmp_path):
         bare = dataclasses.replace(d, analyses={**d.analyses, "ranges": AnalysisResult(
             "ranges", "ok", "", d.analyses["ranges"].summary, {})})
         fallback = collect_timelines(rep, bare, n=2)
-    assert [t["rank"] for t in fallback] == [1, 2, 0]
-    assert [(t["start_ns"], t["end_ns"]) for t in fallback] == \
-        [(t["start_ns"], t["end_ns"]) for t in full]
-    assert fallback[0]["cpu"] and fallback[0]["gpu"] and fallback[0]["tid"] == 4242
+    assert [t.rank for t in fallback] == [1, 2, 0]
+    assert [(t.start_ns, t.end_ns) for t in fallback] == [(t.start_ns, t.end_ns) for t in full]
+    assert fallback[0].cpu and fallback[0].gpu and fallback[0].tid == 4242
+
+
+# ----------------------------------------------------------------------------- templates
+
+
+def test_templates_are_package_resources():
+    """The page's templates are files of the package, found with importlib.resources."""
+    folder = resources.files("nsysdiag.render").joinpath("templates")
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == sorted(TEMPLATES)
+    for name in TEMPLATES:
+        assert folder.joinpath(name).read_text(encoding="utf-8").strip()
+
+
+def test_templates_ship_in_a_non_editable_install(tmp_path):
+    """setuptools' build step (what a wheel or a plain ``pip install`` lays down) copies the
+    templates as package data, and the built package finds and compiles every one."""
+    pytest.importorskip("setuptools")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "nsysdiag", src / "nsysdiag",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    lib = tmp_path / "lib"
+    build = subprocess.run(
+        [sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build_py",
+         "--build-lib", str(lib)],
+        cwd=src, capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-2000:]
+    probe = (
+        "import importlib.resources as r, pathlib, sys\n"
+        "import nsysdiag.render.html as h\n"
+        "assert pathlib.Path(h.__file__).is_relative_to(sys.argv[1]), h.__file__\n"
+        "folder = r.files('nsysdiag.render').joinpath('templates')\n"
+        "print(sorted(p.name for p in folder.iterdir()))\n"
+        "for name in h.TEMPLATES: h._environment().get_template(name)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe, str(lib)], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(lib)},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == str(sorted(TEMPLATES))
+
+
+def test_templates_escape_and_refuse_unknown_names():
+    """Autoescaping is on in every template, and a name a template reads that its view
+    lacks (a renamed field) is an error, not an empty string."""
+    import jinja2
+
+    env = report_html._environment()
+    assert env.autoescape is True and env.undefined is jinja2.StrictUndefined
+    macros = env.get_template("_macros.html.j2").module
+    card = report_html.Card("<b>k</b>", "<i>v</i>", "s&")
+    assert str(macros.cards([card])) == (
+        '<div class="cards"><div class="card"><div class="k">&lt;b&gt;k&lt;/b&gt;</div>'
+        '<div class="v">&lt;i&gt;v&lt;/i&gt;</div><div class="s">s&amp;</div></div></div>')
+    long = "x" * 95
+    table = report_html._table(["a<"], [[long], [None]], numeric=[True])
+    assert str(macros.table(table)) == (
+        '<div class="tablewrap"><table class=""><thead><tr><th class="num">a&lt;</th></tr>'
+        f'</thead><tbody><tr><td class="num" title="{long}">{"x" * 89}…</td></tr>'
+        '<tr><td class="num"></td></tr></tbody></table></div>')
+    with pytest.raises(jinja2.UndefinedError):
+        env.get_template("jitter.html.j2").render(v=report_html.Card("a", "b"))
 
 
 # ----------------------------------------------------------------------------- writing

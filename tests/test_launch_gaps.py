@@ -183,6 +183,11 @@ def test_histogram_bins(builder, tmp_path):
     assert hist[0]["bin_lo_ns"] == pytest.approx(1000)
     assert hist[0]["bin_hi_ns"] == pytest.approx(10 ** 3.2)
     assert hist[0]["share_pct"] == pytest.approx(200 / 3)
+    res = run(tmp_path / "t.sqlite")
+    records = res.histogram()  # the same table as typed records
+    assert [(r.gaps, r.bin_lo_ns, r.bin_hi_ns) for r in records] == [
+        (r["gaps"], r["bin_lo_ns"], r["bin_hi_ns"]) for r in hist]
+    assert sum(r.gaps for r in records) == res.count == 3
 
 
 def reference_gaps(kernels):
@@ -271,6 +276,7 @@ def test_no_kernels(builder, tmp_path):
     res = run(b, tmp_path)  # one kernel: captured, but there is no gap to measure
     assert (res.status, res.summary["count"], res.summary["p99_ns"]) == ("ok", 0, None)
     assert res.table("histogram").num_rows == 0
+    assert res.histogram() == []
 
 
 def test_cli(streams, tmp_path):

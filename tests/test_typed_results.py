@@ -17,9 +17,11 @@ import nsysdiag
 from nsysdiag.analyses import ANALYSES, module
 from nsysdiag.analyses.base import AnalysisResult
 from nsysdiag.analyses.ranges import Component, RangesResult
+from nsysdiag.analyses.timelines import ApiSpan, GpuSpan, NvtxSpan, UnitTimeline
 from nsysdiag.diagnosis.checks import component_layer
 from nsysdiag.diagnosis.model import Finding, GapSummary, TailSummary, Verdict
 from nsysdiag.diagnosis.schema import diagnosis_schema
+from nsysdiag.diagnosis.timelines import collect_timelines
 from nsysdiag.diff import diff
 from nsysdiag.errors import UsageError
 from nsysdiag.render.html import render_html
@@ -114,6 +116,36 @@ def test_consumers_read_attributes_only(scenario, labelled, tmp_path, request):
     assert not result.regressed
     if scenario == "graph":
         assert d.cuda_graphs.in_use and "CUDA Graphs in use" in text
+
+
+def test_timelines_are_typed_and_drawn_from_attributes(tmp_path, request):
+    """The per-unit timelines are frozen records, read by attribute: the page draws them
+    with every result's ``summary`` forbidden, and a timeline cannot be read by key."""
+    with nsysdiag.open(EXAMPLE, cache_dir=tmp_path) as rep:
+        d = nsysdiag.diagnose(rep)
+        tls = collect_timelines(rep, d)
+    assert [t.rank for t in tls] == [1, 2, 3, 0]
+    kinds = {NvtxSpan: "nvtx", ApiSpan: "cpu", GpuSpan: "gpu"}
+    for t in tls:
+        assert type(t) is UnitTimeline and t.__dataclass_params__.frozen
+        with pytest.raises(TypeError):
+            _ = t["rank"]  # type: ignore[index]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            t.rank = 9  # type: ignore[misc]
+        for cls, field_name in kinds.items():
+            events = getattr(t, field_name)
+            assert isinstance(events, tuple) and all(type(e) is cls for e in events)
+            assert cls.__dataclass_params__.frozen
+        assert t.cpu and t.gpu
+        assert all(isinstance(e.start_ns, int) and e.end_ns >= e.start_ns for e in t.gpu)
+        as_dict = t.to_dict()
+        assert as_dict["duration_ns"] == t.end_ns - t.start_ns == t.duration_ns
+        assert as_dict["gpu"][0] == dataclasses.asdict(t.gpu[0])
+    request.getfixturevalue("summary_forbidden")
+    page = render_html(d, timelines=[*tls, UnitTimeline.unavailable("no <window> here")])
+    assert page.count('class="plot timeline"') == len(tls)
+    assert all(f"<h3>{t.label} <span" in page for t in tls)
+    assert "no &lt;window&gt; here" in page
 
 
 def test_every_setting_is_documented():

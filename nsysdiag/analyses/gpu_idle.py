@@ -76,6 +76,19 @@ class CauseTime:
     share_pct: float  #: share of all idle time, %
 
 
+@dataclass(frozen=True)
+class StreamCause:
+    """One row of the ``per_stream`` table: one cause's gaps on one stream."""
+
+    pid: int  #: process id
+    device_id: int  #: GPU
+    stream_id: int  #: CUDA stream
+    cause: str  #: one of CAUSES
+    gaps: int  #: gaps of this cause on the stream
+    idle_ns: int  #: their idle time, ns
+    share_pct: float  #: share of the stream's idle time, %
+
+
 @dataclass(frozen=True, kw_only=True)
 class GpuIdleResult(AnalysisResult):
     """GPU idle time before kernels, by cause (per process, GPU and stream in tables).
@@ -110,6 +123,11 @@ class GpuIdleResult(AnalysisResult):
         """The ``by_cause`` table as records (empty without it)."""
         table = self.tables.get("by_cause")
         return records(table, CauseTime) if table is not None else []
+
+    def per_stream(self) -> list[StreamCause]:
+        """The ``per_stream`` table as records (empty without it)."""
+        table = self.tables.get("per_stream")
+        return records(table, StreamCause) if table is not None else []
 
 
 RESULT = GpuIdleResult

@@ -68,6 +68,16 @@ class StreamGaps:
     share_above_normal_pct: float | None  #: gaps above the normal threshold, %
 
 
+@dataclass(frozen=True)
+class GapBin:
+    """One row of the ``histogram`` table: the main gaps in one log-spaced bin."""
+
+    bin_lo_ns: float  #: the bin's lower edge, ns (5 bins per decade)
+    bin_hi_ns: float  #: its upper edge, ns
+    gaps: int  #: main gaps in the bin
+    share_pct: float  #: their share of all main gaps, %
+
+
 @dataclass(frozen=True, kw_only=True)
 class LaunchGapsResult(AnalysisResult):
     """Launch gaps: the main distribution (gaps before kernels launched one by one, all
@@ -119,6 +129,11 @@ class LaunchGapsResult(AnalysisResult):
         """The ``per_stream`` table as records (empty without it)."""
         table = self.tables.get("per_stream")
         return records(table, StreamGaps) if table is not None else []
+
+    def histogram(self) -> list[GapBin]:
+        """The ``histogram`` table as records, empty bins included (empty without it)."""
+        table = self.tables.get("histogram")
+        return records(table, GapBin) if table is not None else []
 
 
 RESULT = LaunchGapsResult

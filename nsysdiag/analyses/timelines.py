@@ -4,12 +4,16 @@ latency (the slowest, and one median unit for contrast).
 Not an analysis command of its own: the HTML report draws these timelines, and the
 diagnosis layer (:func:`nsysdiag.diagnosis.timelines.collect_timelines`) picks the units
 from a diagnosis and calls :func:`unit_timelines` while the report is open. The queries
-are in ``sql/timelines.sql``.
+are in ``sql/timelines.sql``. Each unit's timeline is a frozen :class:`UnitTimeline`
+whose events are typed records (:class:`NvtxSpan`, :class:`ApiSpan`, :class:`GpuSpan`);
+times are ns on the trace clock.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,6 +35,90 @@ MAX_TIMELINE_EVENTS = 2500
 _GPU_QUERIES = (("kernels", "gpu_kernels"), ("memcpys", "gpu_memcpys"), ("memsets", "gpu_memsets"))
 
 
+@dataclass(frozen=True)
+class NvtxSpan:
+    """An NVTX range of the unit's thread that overlaps the unit's window."""
+
+    start_ns: int  #: start, ns on the trace clock
+    end_ns: int  #: end, ns on the trace clock
+    name: str | None  #: the range's text
+    tid: int | None  #: the thread that pushed it
+
+
+@dataclass(frozen=True)
+class ApiSpan:
+    """A CUDA API call of the unit's thread that overlaps the unit's window."""
+
+    start_ns: int  #: start, ns on the trace clock
+    end_ns: int  #: end, ns on the trace clock
+    name: str | None  #: the API function's name
+    category: str | None  #: the ``api_calls`` view's category (launch, memcpy, sync, ...)
+    tid: int | None  #: the calling thread
+
+
+@dataclass(frozen=True)
+class GpuSpan:
+    """A kernel, copy or memset of the unit's process that overlaps the unit's window."""
+
+    start_ns: int  #: start on the GPU, ns on the trace clock
+    end_ns: int  #: end on the GPU, ns on the trace clock
+    kind: str  #: kernel, memcpy or memset
+    name: str | None  #: a kernel's short name, a copy's kind (HtoD, ...), or memset
+    device_id: int | None  #: the GPU
+    stream_id: int | None  #: the CUDA stream
+    bytes: int | None  #: bytes copied or set (None for a kernel)
+
+
+@dataclass(frozen=True)
+class UnitTimeline:
+    """What the CPU and the GPU did inside the window of one unit of latency.
+
+    The events are those overlapping ``[start_ns, end_ns)``, ordered by start, at most
+    ``max_events`` of each kind (``truncated`` counts the rest).
+    """
+
+    label: str  #: a heading: "#1 slowest <unit>", "median <unit>"
+    name: str  #: the unit's name (its NVTX range), "unit" when it has none
+    rank: int  #: 1-based among the slowest; 0 for the median unit; -1 when none was collected
+    start_ns: int  #: the window's start, ns on the trace clock
+    end_ns: int  #: the window's end, ns on the trace clock
+    pid: int | None  #: the unit's process (None when unknown: then no events)
+    tid: int | None  #: the unit's thread (None when unknown: every thread of the process)
+    nvtx: tuple[NvtxSpan, ...] = ()  #: NVTX ranges of the unit's thread
+    cpu: tuple[ApiSpan, ...] = ()  #: CUDA API calls of the unit's thread
+    gpu: tuple[GpuSpan, ...] = ()  #: GPU work of the unit's process
+    truncated: int = 0  #: events left out over ``max_events``
+    note: str = ""  #: what the timeline lacks and why ("" when complete)
+
+    @property
+    def duration_ns(self) -> int:
+        """The unit's latency: ``end_ns - start_ns``, ns."""
+        return self.end_ns - self.start_ns
+
+    @classmethod
+    def unavailable(cls, note: str) -> UnitTimeline:
+        """The stand-in for timelines that could not be collected; ``note`` says why."""
+        return cls("timelines unavailable", "", -1, 0, 0, None, None, note=note)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: the fields, ``duration_ns``, and the events as dicts."""
+        return {**dataclasses.asdict(self), "duration_ns": self.duration_ns}
+
+
+@dataclass(frozen=True)
+class _Window:
+    """A unit picked for a timeline, before its events are read."""
+
+    start_ns: int
+    end_ns: int
+    pid: int | None
+    tid: int | None
+    rank: int
+    name: str
+    label: str
+    skipped_note: str
+
+
 def unit_timelines(
     report: Report,
     *,
@@ -40,7 +128,7 @@ def unit_timelines(
     n: int = 3,
     median: bool = True,
     max_events: int = MAX_TIMELINE_EVENTS,
-) -> list[dict]:
+) -> list[UnitTimeline]:
     """CPU and GPU activity inside the windows of the slowest units (and one median unit).
 
     Parameters
@@ -63,15 +151,9 @@ def unit_timelines(
 
     Returns
     -------
-    list of dict
-        One dict per unit, slowest first (the median one last): ``label``, ``name``,
-        ``rank`` (1-based among the slowest; 0 for the median unit), ``start_ns``,
-        ``end_ns``, ``duration_ns``, ``pid``, ``tid`` (None when unknown), and the events
-        overlapping the window: ``nvtx`` (``start_ns``, ``end_ns``, ``name``, ``tid``),
-        ``cpu`` (CUDA API calls on the unit's thread: ``start_ns``, ``end_ns``, ``name``,
-        ``category``, ``tid``), ``gpu`` (kernels, memcpys, memsets of the process:
-        ``start_ns``, ``end_ns``, ``kind``, ``name``, ``device_id``, ``stream_id``,
-        ``bytes``), ``truncated`` (events left out over ``max_events``) and ``note``.
+    list of UnitTimeline
+        One per unit, slowest first (the median one last), with the NVTX ranges, CUDA API
+        calls and GPU work overlapping its window.
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n!r}")
@@ -99,7 +181,7 @@ def _select_units(
     ranges: AnalysisResult | None,
     n: int,
     median: bool,
-) -> list[dict]:
+) -> list[_Window]:
     """Windows of the ``n`` slowest units and of one median unit."""
     picked: list[dict] = []
     if ranges is not None and ranges.ok:
@@ -135,7 +217,7 @@ def _select_units(
         if median and p50_ns:
             mid = _query(report, "median_range", {"u": unit, "p": float(p50_ns)})
             picked += [{**dict(zip(cols, r, strict=False)), "_rank": 0} for r in mid]
-    units = []
+    units: list[_Window] = []
     for row in picked:
         s = _num(row.get("start_ns"))
         e = _num(row.get("end_ns"))
@@ -154,22 +236,22 @@ def _select_units(
         rank = int(row.get("_rank", 0))
         skipped = int(row.get("_skipped", 0) or 0)
         units.append(
-            {
-                "start_ns": int(s),
-                "end_ns": int(e),
-                "pid": pid,
-                "tid": tid,
-                "rank": rank,
-                "name": unit or "unit",
-                "skipped_note": (
+            _Window(
+                start_ns=int(s),
+                end_ns=int(e),
+                pid=pid,
+                tid=tid,
+                rank=rank,
+                name=unit or "unit",
+                skipped_note=(
                     f"{skipped} slower unit(s) passed over: CUDA was not traced while they ran"
                     if skipped
                     else ""
                 ),
-                "label": (
+                label=(
                     f"#{rank} slowest {unit or 'unit'}" if rank else f"median {unit or 'unit'}"
                 ),
-            }
+            )
         )
     return units
 
@@ -205,56 +287,58 @@ def _rows_by_duration(t: pa.Table, n: int, *, slowest: bool) -> list[dict]:
     return out
 
 
-def _unit_timeline(report: Report, u: dict, max_events: int) -> dict:
-    probe = report.probe
-    s, e, pid, tid = u["start_ns"], u["end_ns"], u["pid"], u["tid"]
-    out = {
-        **{k: v for k, v in u.items() if k != "skipped_note"},
-        "duration_ns": e - s,
-        "nvtx": [],
-        "cpu": [],
-        "gpu": [],
-        "truncated": 0,
-        "note": "",
-    }
-    win = {"s": s, "e": e, "lim": max_events + 1}
-    notes = [u["skipped_note"]] if u.get("skipped_note") else []
-    params = {**win, "pid": pid, "tid": tid}
-    if pid is None:
-        out["note"] = "; ".join([*notes, "the unit's process is unknown: no events shown"])
-        return out
+def _int(v: Any) -> int | None:
+    """An id, time or size from the database as a Python int (None stays None)."""
+    return None if v is None else int(v)
 
-    def take(rows: list, cols: tuple[str, ...], key: str) -> None:
+
+def _unit_timeline(report: Report, u: _Window, max_events: int) -> UnitTimeline:
+    probe = report.probe
+    win = {"s": u.start_ns, "e": u.end_ns, "lim": max_events + 1}
+    notes = [u.skipped_note] if u.skipped_note else []
+    found: dict[str, tuple] = {}
+    truncated = 0
+
+    def timeline(note_: list[str]) -> UnitTimeline:
+        return UnitTimeline(
+            label=u.label, name=u.name, rank=u.rank, start_ns=u.start_ns, end_ns=u.end_ns,
+            pid=u.pid, tid=u.tid, nvtx=found.get("nvtx", ()), cpu=found.get("cpu", ()),
+            gpu=found.get("gpu", ()), truncated=truncated, note="; ".join(note_),
+        )
+
+    if u.pid is None:
+        return timeline([*notes, "the unit's process is unknown: no events shown"])
+    params = {**win, "pid": u.pid, "tid": u.tid}
+
+    def take(rows: list[tuple]) -> list[tuple]:
+        nonlocal truncated
         if len(rows) > max_events:
-            out["truncated"] += len(rows) - max_events
+            truncated += len(rows) - max_events
             rows = rows[:max_events]
-        out[key] = [dict(zip(cols, r, strict=False)) for r in rows]
+        return rows
 
     if probe.present("nvtx_ranges"):
-        take(_query(report, "nvtx", params), ("start_ns", "end_ns", "name", "tid"), "nvtx")
+        found["nvtx"] = tuple(
+            NvtxSpan(_int(s), _int(e), name, _int(tid))
+            for s, e, name, tid in take(_query(report, "nvtx", params))
+        )
     if probe.present("api_calls"):
-        take(
-            _query(report, "cpu", params),
-            ("start_ns", "end_ns", "name", "category", "tid"),
-            "cpu",
+        found["cpu"] = tuple(
+            ApiSpan(_int(s), _int(e), name, category, _int(tid))
+            for s, e, name, category, tid in take(_query(report, "cpu", params))
         )
     else:
         notes.append("CUDA API calls not captured")
-    if tid is None:
+    if u.tid is None:
         notes.append("the unit's thread is unknown: CPU calls of every thread of the process")
     sql = load_sql(NAME)
     parts = [sql[query] for view, query in _GPU_QUERIES if probe.present(view)]
     if parts:
         q = " UNION ALL ".join(f"({p})" for p in parts) + " ORDER BY start_ns LIMIT $lim"
-        take(
-            report.execute(q, {**win, "pid": pid}),
-            ("start_ns", "end_ns", "kind", "name", "device_id", "stream_id", "bytes"),
-            "gpu",
+        found["gpu"] = tuple(
+            GpuSpan(_int(s), _int(e), kind, name, _int(dev), _int(stream), _int(size))
+            for s, e, kind, name, dev, stream, size in take(
+                report.execute(q, {**win, "pid": u.pid})
+            )
         )
-    for key in ("nvtx", "cpu", "gpu"):
-        for ev in out[key]:
-            for k in ("start_ns", "end_ns", "device_id", "stream_id", "bytes", "tid"):
-                if ev.get(k) is not None and not isinstance(ev[k], (int, float)):
-                    ev[k] = int(ev[k])
-    out["note"] = "; ".join(notes)
-    return out
+    return timeline(notes)

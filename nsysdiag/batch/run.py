@@ -30,6 +30,60 @@ from ..fileio import write_atomic
 
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
 
+# The three tables' columns. The schemas are explicit because the records differ: a failed
+# report carries ``exit_code`` and no figures, a diagnosed one figures and no exit code;
+# a schema inferred from the first record would drop the other kind's columns.
+#: ``<output>``: one row per report (figures null for a failed one, ``exit_code`` null for
+#: a diagnosed one)
+REPORTS_SCHEMA = pa.schema(
+    [
+        ("report", pa.string()),
+        ("status", pa.string()),  # ok or error
+        ("error", pa.string()),  # the one-line error of a failed report
+        ("exit_code", pa.int64()),  # the exit code the command line gives that error
+        ("verdict", pa.string()),
+        ("confidence", pa.float64()),
+        ("summary", pa.string()),
+        ("unit", pa.string()),
+        ("n", pa.int64()),
+        ("p50_ns", pa.float64()),
+        ("p90_ns", pa.float64()),
+        ("p99_ns", pa.float64()),
+        ("p99_over_p50", pa.float64()),
+        ("shape", pa.string()),
+        ("shape_confidence", pa.float64()),
+        ("launch_gap_count", pa.int64()),
+        ("launch_gap_p50_ns", pa.float64()),
+        ("launch_gap_p99_ns", pa.float64()),
+        ("cuda_graphs", pa.bool_()),
+    ]
+)
+#: ``<stem>.findings.parquet``: one row per finding (``evidence`` lines joined by newlines)
+FINDINGS_SCHEMA = pa.schema(
+    [
+        ("report", pa.string()),
+        ("layer", pa.string()),
+        ("severity", pa.string()),
+        ("title", pa.string()),
+        ("evidence", pa.string()),
+        ("fix", pa.string()),
+        ("check", pa.string()),
+    ]
+)
+#: ``<stem>.kernels.parquet``: one row per (report, kernel name); durations in ns
+KERNELS_SCHEMA = pa.schema(
+    [
+        ("report", pa.string()),
+        ("name", pa.string()),
+        ("instances", pa.int64()),
+        ("total_ns", pa.int64()),
+        ("avg_ns", pa.float64()),
+        ("med_ns", pa.float64()),
+        ("min_ns", pa.int64()),
+        ("max_ns", pa.int64()),
+    ]
+)
+
 
 def expand_inputs(inputs: Iterable[str]) -> list[Path]:
     """Files, directories (searched recursively for exports) and glob patterns -> paths.
@@ -285,12 +339,19 @@ def _combine(records: list[dict[str, Any]], out: Path) -> None:
         f["evidence"] = "\n".join(f.get("evidence") or [])
     kernels = [{"report": r["report"], **k} for r in records for k in r.get("kernels") or []]
     stem = out.name[: -len(".parquet")]
-    for path, rows in (
-        (out, main),
-        (out.with_name(f"{stem}.findings.parquet"), findings),
-        (out.with_name(f"{stem}.kernels.parquet"), kernels),
+    for path, rows, schema in (
+        (out, main, REPORTS_SCHEMA),
+        (out.with_name(f"{stem}.findings.parquet"), findings, FINDINGS_SCHEMA),
+        (out.with_name(f"{stem}.kernels.parquet"), kernels, KERNELS_SCHEMA),
     ):
-        table = (
-            pa.Table.from_pylist(rows) if rows else pa.table({"report": pa.array([], pa.string())})
-        )
+        _check_columns(rows, schema)
+        table = pa.Table.from_pylist(rows, schema=schema)
         write_atomic(path, lambda tmp, t=table: pq.write_table(t, tmp))
+
+
+def _check_columns(rows: list[dict[str, Any]], schema: pa.Schema) -> None:
+    """A record key the schema lacks would be dropped silently: fail instead (a field added
+    to the records needs its column)."""
+    extra = {k for row in rows for k in row} - set(schema.names)
+    if extra:
+        raise AssertionError(f"batch records carry columns the schema lacks: {sorted(extra)}")

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..analyses.timelines import MAX_TIMELINE_EVENTS, unit_timelines
+import duckdb
+
+from ..analyses.timelines import MAX_TIMELINE_EVENTS, UnitTimeline, unit_timelines
+from ..errors import InputError, MissingDataError
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -23,7 +26,7 @@ def collect_timelines(
     *,
     median: bool = True,
     max_events: int = MAX_TIMELINE_EVENTS,
-) -> list[dict]:
+) -> list[UnitTimeline]:
     """CPU and GPU activity inside the windows of the slowest units (and one median unit).
 
     Call it while ``report`` is open (the diagnosis does not keep it); pass the result to
@@ -44,10 +47,12 @@ def collect_timelines(
 
     Returns
     -------
-    list of dict
+    list of UnitTimeline
         As :func:`nsysdiag.analyses.timelines.unit_timelines`; empty when the diagnosis
-        has no unit of latency. When collecting fails, one entry whose ``note`` says why
-        (the timelines are an extra of the page: they never sink the report).
+        has no unit of latency. When collecting fails, one
+        :meth:`~nsysdiag.analyses.timelines.UnitTimeline.unavailable` entry whose ``note``
+        says why (the timelines are an extra of the page: unreadable data never sinks the report;
+        a programming error is raised).
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n!r}")
@@ -61,21 +66,8 @@ def collect_timelines(
             median=median,
             max_events=max_events,
         )
-    except Exception as exc:  # noqa: BLE001 - the timelines are an extra: never sink the report
-        return [
-            {
-                "label": "timelines unavailable",
-                "name": "",
-                "rank": -1,
-                "start_ns": 0,
-                "end_ns": 0,
-                "duration_ns": 0,
-                "pid": None,
-                "tid": None,
-                "nvtx": [],
-                "cpu": [],
-                "gpu": [],
-                "truncated": 0,
-                "note": f"could not collect timelines: {type(exc).__name__}: {exc}",
-            }
-        ]
+    except (InputError, MissingDataError, duckdb.Error) as exc:
+        # the timelines are an extra of the page: data they cannot read never sinks the
+        # report, while a programming error surfaces like anywhere else
+        return [UnitTimeline.unavailable(
+            f"could not collect timelines: {type(exc).__name__}: {exc}")]

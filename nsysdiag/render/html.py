@@ -1,10 +1,16 @@
 """A self-contained HTML report of a diagnosis: verdict, plots, timelines and findings.
 
-The page opens offline: styles are inline, plots are inline SVG drawn here in Python
+The page opens offline: styles are inline, plots are inline SVG drawn in Python
 (:mod:`nsysdiag.render.svg`), and there is no script, font, image or stylesheet to fetch.
-Every string that comes from a trace (kernel names, NVTX text, process names, paths,
-finding text) is escaped with :func:`html.escape`, in element content, attributes and
-SVG ``<title>``/``<text>`` alike.
+
+The markup lives in Jinja2 templates (``templates/``: ``report.html.j2``, the layout;
+one template per section; ``_macros.html.j2``, the cards, tables and legends they share;
+``report.css``). This module shapes the diagnosis into small view models - frozen
+records of already formatted text - and renders them. Autoescaping is on, so every
+string from a trace (kernel names, NVTX text, process names, paths, finding text) is
+escaped wherever a template puts it; the only markup handed to the templates is the SVG
+of :mod:`nsysdiag.render.svg`, built from values escaped with :func:`html.escape` and
+marked safe here (:class:`markupsafe.Markup`).
 
 Sections, each skipped with a note when its analysis did not run or has no data:
 
@@ -12,14 +18,15 @@ Sections, each skipped with a note when its analysis did not run or has no data:
 2. the unit latency histogram (log-spaced bins) with the fitted model's density;
 3. the launch-gap distribution (log scale) with the normal and P99 thresholds (5 us / 20 us
    by default: ``Settings.gap_normal_ns``, ``gap_p99_ns``);
-4. transfer bandwidth by copy kind against the host link;
-5. the tail attribution: median band vs slowest units, stacked by component;
-6. timelines of a few slowest units (and a median one) - these need the open report, so
+4. GPU idle time by cause;
+5. transfer bandwidth by copy kind against the host link;
+6. the tail attribution: median band vs slowest units, stacked by component;
+7. timelines of a few slowest units (and a median one) - these need the open report, so
    they are gathered by :func:`collect_timelines` before the report is closed (it lives
    in :mod:`nsysdiag.diagnosis.timelines`, its queries in the analyses layer, and is
    re-exported here: this module runs no SQL, it draws what it is given);
-7. kernel duration jitter;
-8. findings with evidence and fixes; what was captured; settings.
+8. kernel duration jitter; the culprit (other GPU work, work per unit);
+9. findings with evidence and fixes; what was captured; settings.
 
 Examples
 --------
@@ -33,15 +40,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import math
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from dataclasses import replace as _replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jinja2
 import numpy as np
+from markupsafe import Markup
 
+from .._version import __version__
 from ..analyses.base import AnalysisResult
 from ..analyses.gpu_idle import MEANING as IDLE_MEANING
 from ..analyses.gpu_idle import GpuIdleResult
@@ -49,7 +62,9 @@ from ..analyses.interference import InterferenceResult
 from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
+from ..analyses.timelines import ApiSpan, GpuSpan, NvtxSpan, UnitTimeline
 from ..analyses.transfers import TransfersResult
+from ..analyses.whole_run import WholeRunResult
 from ..analyses.workload import WorkloadResult
 from ..diagnosis.model import LINK_SOURCES
 from ..diagnosis.timelines import collect_timelines
@@ -65,10 +80,8 @@ from .svg import (
     Span,
     VLine,
     bar_chart,
-    esc,
     fmt_num,
     histogram,
-    legend,
     scatter,
     stacked_hbars,
     timeline,
@@ -79,7 +92,25 @@ if TYPE_CHECKING:
     from ..diagnosis.model import Diagnosis
     from ..report import Report
 
-__all__ = ["collect_timelines", "render_html", "write_html"]
+__all__ = ["TEMPLATES", "collect_timelines", "render_html", "write_html"]
+
+#: the templates of the page, in the package's ``render/templates`` folder
+TEMPLATES = (
+    "report.html.j2",
+    "_macros.html.j2",
+    "report.css",
+    "verdict.html.j2",
+    "latency.html.j2",
+    "gaps.html.j2",
+    "idle.html.j2",
+    "transfers.html.j2",
+    "attribution.html.j2",
+    "timelines.html.j2",
+    "jitter.html.j2",
+    "culprit.html.j2",
+    "findings.html.j2",
+    "captured.html.j2",
+)
 
 LAYER_COLORS = {
     "healthy": "#2f9e44",
@@ -133,11 +164,206 @@ SHAPE_TEXT = {
     "insufficient_data": "Too few units to judge the shape.",
 }
 
+
+# ============================================================================ view models
+# What the templates are given: frozen records of text already formatted for people
+# (durations with fmt_ns, sizes with fmt_bytes, shares as percentages) and, for plots,
+# the SVG as Markup. The templates add markup only; autoescaping escapes every value.
+
+
+@dataclass(frozen=True)
+class Card:
+    """A small figure card: a label, the value and an optional line under it."""
+
+    label: str
+    value: str
+    sub: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of text cells (None shows empty); ``numeric`` columns align right."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    numeric: tuple[bool, ...]
+    cls: str = ""
+
+
+@dataclass(frozen=True)
+class LegendItem:
+    label: str
+    color: str
+
+
+@dataclass(frozen=True)
+class Plot:
+    """An inline SVG plot (built by :mod:`nsysdiag.render.svg`) and the legend under it."""
+
+    svg: Markup
+    legend: tuple[LegendItem, ...] = ()
+
+
+@dataclass(frozen=True)
+class Score:
+    layer: str
+    value: str  #: the evidence score, two decimals
+    width_pct: str  #: the bar's width, % of its track
+    color: str
+
+
+@dataclass(frozen=True)
+class VerdictView:
+    layer: str  #: the verdict's layer, upper case
+    name: str  #: the layer's name for people
+    color: str
+    confidence: str
+    meter_pct: str  #: the confidence meter's width, %
+    summary: str
+    unit_reason: str
+    scores: tuple[Score, ...]
+    has_unit: bool
+    cards: tuple[Card, ...]
+
+
+@dataclass(frozen=True)
+class LatencyView:
+    unit: str  #: "" when there is no unit
+    n: int
+    missing: str = ""  #: why there is no histogram ("" when there is one)
+    plot: Plot | None = None
+    shape: str = ""
+    shape_name: str = ""
+    shape_confidence: str = ""
+    shape_text: str = ""
+    fit: str = ""  #: best model, dip test, modes, tail flatness
+    models: Table | None = None  #: the classifier's model comparison (BIC)
+
+
+@dataclass(frozen=True)
+class GapsView:
+    normal: str  #: the settings' normal gap
+    p99: str  #: the settings' P99 threshold
+    missing: str = ""
+    cards: tuple[Card, ...] = ()
+    plot: Plot | None = None
+    empty: str = ""  #: shown instead of the plot when there are no gaps
+    streams: Table | None = None
+
+
+@dataclass(frozen=True)
+class IdleView:
+    missing: str = ""
+    cards: tuple[Card, ...] = ()
+    causes: Table | None = None
+    streams: Table | None = None
+
+
+@dataclass(frozen=True)
+class TransfersView:
+    missing: str = ""
+    cards: tuple[Card, ...] = ()
+    plot: Plot | None = None
+    empty: str = ""
+    link_note: str = ""
+    host: Table | None = None
+
+
+@dataclass(frozen=True)
+class AttributionView:
+    band: str  #: "the median band (n units around P50)"
+    who: str  #: "the slowest 5% (n units)"
+    missing: str = ""
+    plot: Plot | None = None
+    table: Table | None = None
+    slowest: Table | None = None
+
+
+@dataclass(frozen=True)
+class TimelineView:
+    label: str
+    stats: str  #: duration, multiple of the median, GPU busy share, ... ("" without a window)
+    note: str
+    svg: Markup | None
+
+
+@dataclass(frozen=True)
+class TimelinesView:
+    units: tuple[TimelineView, ...] | None  #: None when no timelines were collected
+    legend: tuple[LegendItem, ...] = ()
+
+
+@dataclass(frozen=True)
+class JitterView:
+    missing: str = ""
+    table: Table | None = None
+
+
+@dataclass(frozen=True)
+class CulpritView:
+    streams: Table | None = None
+    workload: str = ""
+    scatter: Markup | None = None
+    bins: Table | None = None
+
+
+@dataclass(frozen=True)
+class FindingView:
+    number: int
+    severity: str
+    color: str
+    layer: str
+    layer_color: str
+    title: str
+    check: str
+    evidence: tuple[str, ...]
+    fix: str
+
+
+@dataclass(frozen=True)
+class FindingsView:
+    findings: tuple[FindingView, ...]
+
+
+@dataclass(frozen=True)
+class CapturedView:
+    views: Table
+    analyses: Table
+    settings: Table
+
+
+@dataclass(frozen=True)
+class Section:
+    """One ``<section>`` of the page: its id, its entry in the table of contents, the
+    template that draws it and that template's view."""
+
+    id: str
+    label: str
+    template: str
+    view: Any
+
+
 # ============================================================================ public API
 
 
+@functools.cache
+def _environment() -> jinja2.Environment:
+    """The templates' environment: autoescaping on, and an undefined name (a view field
+    that was renamed) is an error, not an empty string."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader(__package__, "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
 def render_html(
-    diagnosis: Diagnosis, *, timelines: Sequence[dict] | None = None, title: str | None = None
+    diagnosis: Diagnosis,
+    *,
+    timelines: Sequence[UnitTimeline] | None = None,
+    title: str | None = None,
 ) -> str:
     """The report of ``diagnosis`` as one self-contained HTML document.
 
@@ -145,7 +371,7 @@ def render_html(
     ----------
     diagnosis : Diagnosis
         The result of :func:`nsysdiag.diagnosis.engine.diagnose`.
-    timelines : sequence of dict, optional
+    timelines : sequence of UnitTimeline, optional
         Per-unit timelines from :func:`collect_timelines` (gathered while the report was
         open). Without them the timeline section says how to get them.
     title : str, optional
@@ -158,44 +384,34 @@ def render_html(
     """
     d = diagnosis
     name = Path(str(d.path)).name or str(d.path)
-    title = title or f"nsysdiag: {name}"
-    sections = [
-        ("latency", "Latency", _section_latency(d)),
-        ("gaps", "Launch gaps", _section_gaps(d)),
-        ("idle", "GPU idle by cause", _section_idle(d)),
-        ("transfers", "Transfers", _section_transfers(d)),
-        ("attribution", "Tail attribution", _section_attribution(d)),
-        ("timelines", "Slowest units", _section_timelines(d, timelines)),
-        ("jitter", "Kernel jitter", _section_jitter(d)),
-        ("culprit", "Culprit", _section_culprit(d)),
-        ("findings", f"Findings ({len(d.findings)})", _section_findings(d)),
-        ("captured", "Captured data", _section_captured(d)),
-    ]
-    nav = "".join(f'<a href="#{sid}">{esc(label)}</a>' for sid, label, _ in sections)
-    body = "".join(f'<section id="{sid}">{html_}</section>' for sid, _, html_ in sections)
-    from .._version import __version__
-
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<meta name="generator" content="nsysdiag">'
-        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
-        f'<header class="top"><div class="brand">nsysdiag</div>'
-        f'<div class="trace" title="{esc(d.path)}">{esc(d.path)}</div>'
-        f'<div class="stamp">nsysdiag {esc(__version__)} &middot; {esc(stamp)}</div></header>'
-        f'<main>{_section_verdict(d)}<nav class="toc">{nav}</nav>{body}</main>'
-        "<footer>Generated offline by nsysdiag. Plots are inline SVG; hover a bar or span "
-        "for its figures.</footer></body></html>\n"
+    sections = (
+        Section("latency", "Latency", "latency.html.j2", _latency(d)),
+        Section("gaps", "Launch gaps", "gaps.html.j2", _gaps(d)),
+        Section("idle", "GPU idle by cause", "idle.html.j2", _idle(d)),
+        Section("transfers", "Transfers", "transfers.html.j2", _transfers(d)),
+        Section("attribution", "Tail attribution", "attribution.html.j2", _attribution(d)),
+        Section("timelines", "Slowest units", "timelines.html.j2", _timelines(d, timelines)),
+        Section("jitter", "Kernel jitter", "jitter.html.j2", _jitter(d)),
+        Section("culprit", "Culprit", "culprit.html.j2", _culprit(d)),
+        Section("findings", f"Findings ({len(d.findings)})", "findings.html.j2", _findings(d)),
+        Section("captured", "Captured data", "captured.html.j2", _captured(d)),
     )
+    page = _environment().get_template("report.html.j2").render(
+        title=title or f"nsysdiag: {name}",
+        path=str(d.path),
+        version=__version__,
+        stamp=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        verdict=_verdict(d),
+        sections=sections,
+    )
+    return page + "\n"
 
 
 def write_html(
     diagnosis: Diagnosis,
     path: str | os.PathLike[str],
     *,
-    timelines: Sequence[dict] | None = None,
+    timelines: Sequence[UnitTimeline] | None = None,
     report: Report | None = None,
     title: str | None = None,
 ) -> Path:
@@ -210,7 +426,7 @@ def write_html(
         What to report.
     path : path-like
         Destination file; its directory must exist.
-    timelines : sequence of dict, optional
+    timelines : sequence of UnitTimeline, optional
         From :func:`collect_timelines`.
     report : Report, optional
         The still-open report of the diagnosis: when given and ``timelines`` is None, the
@@ -250,7 +466,7 @@ def write_html(
 
 def _analysis(d: Diagnosis, name: str) -> AnalysisResult | None:
     r = (d.analyses or {}).get(name)
-    return r if r is not None and getattr(r, "ok", False) else None
+    return r if r is not None and r.ok else None
 
 
 def _num(v: Any) -> float | None:
@@ -261,61 +477,32 @@ def _num(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _note(text: str, cls: str = "note") -> str:
-    return f'<p class="{cls}">{esc(text)}</p>'
-
-
 def _missing(d: Diagnosis, analysis: str, what: str) -> str:
     """Why a section is empty, from the analysis' status and message."""
     r = (d.analyses or {}).get(analysis)
     if r is None:
-        return _note(f"{what}: the {analysis} analysis did not run for this trace.")
-    reason = f"{r.status}" + (f" - {r.message}" if r.message else "")
-    return _note(f"{what}: {reason}")
+        return f"{what}: the {analysis} analysis did not run for this trace."
+    return f"{what}: {r.status}" + (f" - {r.message}" if r.message else "")
 
 
-def _h2(text: str, sub: str = "") -> str:
-    s = f'<p class="sub">{sub}</p>' if sub else ""
-    return f"<h2>{esc(text)}</h2>{s}"
-
-
-def _kv_cards(items: Sequence[tuple[str, str, str]]) -> str:
-    """Small figure cards: (label, value, sub-text); all escaped here."""
-    cells = "".join(
-        f'<div class="card"><div class="k">{esc(k)}</div><div class="v">{esc(v)}</div>'
-        + (f'<div class="s">{esc(s)}</div>' if s else "")
-        + "</div>"
-        for k, v, s in items
-    )
-    return f'<div class="cards">{cells}</div>'
-
-
-def _html_table(
+def _table(
     columns: Sequence[str],
-    rows: Sequence[Sequence[Any]],
+    rows: Iterable[Sequence[Any]],
     *,
-    cls: str = "",
     numeric: Sequence[bool] | None = None,
-) -> str:
-    """An escaped table; cells are given as text (already formatted) or None."""
-    numeric = numeric or [False] * len(columns)
-    head = "".join(
-        f'<th class="{"num" if n else ""}">{esc(c)}</th>'
-        for c, n in zip(columns, numeric, strict=False)
+    cls: str = "",
+) -> Table:
+    """A :class:`Table` of ``rows`` (cells as given, made text; None shows empty)."""
+    return Table(
+        tuple(columns),
+        tuple(tuple("" if v is None else str(v) for v in row) for row in rows),
+        tuple(numeric or [False] * len(columns)),
+        cls,
     )
-    body = []
-    for r in rows:
-        cells = []
-        for v, n in zip(r, numeric, strict=False):
-            text = "" if v is None else str(v)
-            short = text if len(text) <= 90 else text[:89] + "…"
-            title = f' title="{esc(text)}"' if short != text else ""
-            cells.append(f'<td class="{"num" if n else ""}"{title}>{esc(short)}</td>')
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return (
-        f'<div class="tablewrap"><table class="{esc(cls)}"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>"
-    )
+
+
+def _legend(items: Iterable[tuple[str, str]]) -> tuple[LegendItem, ...]:
+    return tuple(LegendItem(label, color) for label, color in items)
 
 
 def _pct(v: float | None, digits: int = 0) -> str:
@@ -329,105 +516,65 @@ def _gbps(v: float | None) -> str:
 # ============================================================================ sections
 
 
-def _section_verdict(d: Diagnosis) -> str:
+def _verdict(d: Diagnosis) -> VerdictView:
     v, t = d.verdict, d.tail
     color = LAYER_COLORS.get(v.layer, INK)
     conf = max(0.0, min(1.0, float(v.confidence or 0.0)))
-    scores = ""
-    if v.scores:
-        rows = []
-        for layer, s in sorted(v.scores.items(), key=lambda kv: -kv[1]):
-            w = max(0.0, min(1.0, float(s))) * 100
-            rows.append(
-                f'<div class="score"><span class="sl">{esc(layer)}</span>'
-                f'<span class="sbar"><span style="width:{w:.1f}%;background:'
-                f'{LAYER_COLORS.get(layer, INK)}"></span></span>'
-                f'<span class="sv">{float(s):.2f}</span></div>'
-            )
-        scores = (
-            '<div class="scores"><div class="k">evidence score by layer</div>'
-            + "".join(rows)
-            + "</div>"
-        )
-    head = (
-        f'<div class="verdict" style="border-color:{color}">'
-        f'<div class="vhead"><span class="vlabel">Verdict</span>'
-        f'<span class="vlayer" style="background:{color}">{esc(v.layer.upper())}</span>'
-        f'<span class="vname">{esc(LAYER_NAMES.get(v.layer, v.layer))}</span>'
-        f'<span class="vconf">confidence {conf:.2f}<span class="meter"><span style="width:'
-        f'{conf * 100:.1f}%;background:{color}"></span></span></span></div>'
-        f'<p class="vsummary">{esc(v.summary)}</p>'
-        + (f'<p class="unit-reason">Unit choice: {esc(t.unit_reason)}</p>'
-           if t.unit_reason else "")
-        + f"{scores}</div>"
+    scores = tuple(
+        Score(layer, f"{float(s):.2f}", f"{max(0.0, min(1.0, float(s))) * 100:.1f}",
+              LAYER_COLORS.get(layer, INK))
+        for layer, s in sorted((v.scores or {}).items(), key=lambda kv: -kv[1])
     )
-    cards: list[tuple[str, str, str]] = []
+    cards: list[Card] = []
     if t.unit:
         cards += [
-            ("unit", str(t.unit), f"{t.unit_source or ''}, n = {t.n}"
-             + (f"; runner-up {t.runner_up}" if t.runner_up else "")),
-            ("P50", fmt_ns(t.p50_ns), ""),
-            ("P90", fmt_ns(t.p90_ns), ""),
-            ("P99", fmt_ns(t.p99_ns), ""),
-            ("P99 / P50", "-" if t.p99_over_p50 is None else f"{t.p99_over_p50:.2f}", t.level),
-            ("shape", t.shape.replace("_", " "), f"confidence {t.shape_confidence:.2f}"),
+            Card("unit", str(t.unit), f"{t.unit_source or ''}, n = {t.n}"
+                 + (f"; runner-up {t.runner_up}" if t.runner_up else "")),
+            Card("P50", fmt_ns(t.p50_ns)),
+            Card("P90", fmt_ns(t.p90_ns)),
+            Card("P99", fmt_ns(t.p99_ns)),
+            Card("P99 / P50", "-" if t.p99_over_p50 is None else f"{t.p99_over_p50:.2f}",
+                 t.level),
+            Card("shape", t.shape.replace("_", " "), f"confidence {t.shape_confidence:.2f}"),
         ]
     if t.n_warmup:
-        cards.append(("warm-up", f"{t.n_warmup} set apart", ", ".join(t.warmup_calls)))
-    whole = d.analyses.get("whole_run")
-    if whole is not None and whole.ok and getattr(whole, "dominated_by", None):
-        cards.append(("whole run", str(whole.dominated_by).replace("_", " "),
-                      f"{(getattr(whole, 'kernel_busy_pct', None) or 0):.0f}% kernels, "
-                      f"{(getattr(whole, 'gpu_idle_pct', None) or 0):.0f}% idle"))
+        cards.append(Card("warm-up", f"{t.n_warmup} set apart", ", ".join(t.warmup_calls)))
+    whole = _analysis(d, "whole_run")
+    if isinstance(whole, WholeRunResult) and whole.dominated_by:
+        cards.append(Card("whole run", str(whole.dominated_by).replace("_", " "),
+                          f"{(whole.kernel_busy_pct or 0):.0f}% kernels, "
+                          f"{(whole.gpu_idle_pct or 0):.0f}% idle"))
     g = d.launch_gaps
     if g.count:
-        cards.append(
-            (
-                "launch gaps",
-                f"P99 {fmt_ns(g.p99_ns)}",
-                f"P50 {fmt_ns(g.p50_ns)}, {int(g.count)} gaps",
-            )
-        )
-    graphs = "in use" if d.cuda_graphs.in_use else "not used"
-    cards.append(("CUDA Graphs", graphs, ""))
+        cards.append(Card("launch gaps", f"P99 {fmt_ns(g.p99_ns)}",
+                          f"P50 {fmt_ns(g.p50_ns)}, {int(g.count)} gaps"))
+    cards.append(Card("CUDA Graphs", "in use" if d.cuda_graphs.in_use else "not used"))
     for gpu in d.platform.gpus:
         where = LINK_SOURCES.get(gpu.link_source, gpu.link_source)
-        cards.append((f"GPU {gpu.device_id} host link",
-                      "none" if gpu.link_gbps is None else f"{gpu.link_gbps:.1f} GB/s",
-                      f"{gpu.name or '?'}; {where}: {gpu.link_note}"))
+        cards.append(Card(f"GPU {gpu.device_id} host link",
+                          "none" if gpu.link_gbps is None else f"{gpu.link_gbps:.1f} GB/s",
+                          f"{gpu.name or '?'}; {where}: {gpu.link_note}"))
     if d.platform.driver_version or d.platform.cuda_version:
-        cards.append(("driver", d.platform.driver_version or "-",
-                      f"CUDA {d.platform.cuda_version}" if d.platform.cuda_version else ""))
-    tail = _kv_cards(cards)
-    if not t.unit:
-        tail = (
-            _note(
-                "No repeated unit of work was found to measure latency on; the figures "
-                "below describe the whole trace."
-            )
-            + tail
-        )
-    return f'<section id="verdict">{head}{tail}</section>'
-
-
-def _section_latency(d: Diagnosis) -> str:
-    t = d.tail
-    head = _h2(
-        "Unit latency distribution",
-        esc(
-            f"Latency of each '{t.unit}' ({t.n} units), log-spaced bins; the line is the "
-            "density of the model the tail classifier fitted, scaled to counts."
-        )
-        if t.unit
-        else "",
+        cards.append(Card("driver", d.platform.driver_version or "-",
+                          f"CUDA {d.platform.cuda_version}" if d.platform.cuda_version else ""))
+    return VerdictView(
+        layer=v.layer.upper(), name=LAYER_NAMES.get(v.layer, v.layer), color=color,
+        confidence=f"{conf:.2f}", meter_pct=f"{conf * 100:.1f}", summary=v.summary,
+        unit_reason=t.unit_reason or "", scores=scores, has_unit=bool(t.unit),
+        cards=tuple(cards),
     )
+
+
+def _latency(d: Diagnosis) -> LatencyView:
+    t = d.tail
+    unit, n = str(t.unit or ""), t.n
     x = d.durations_ns
     if x is None or len(x) == 0:
-        return head + _missing(d, "ranges", "No unit latencies")
+        return LatencyView(unit, n, missing=_missing(d, "ranges", "No unit latencies"))
     x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x) & (x > 0)]
     if x.size == 0:
-        return head + _note("No positive unit latencies to plot.")
+        return LatencyView(unit, n, missing="No positive unit latencies to plot.")
     lo, hi = float(x.min()), float(x.max())
     if hi <= lo * 1.001:
         lo, hi = lo * 0.95, hi * 1.05
@@ -442,9 +589,9 @@ def _section_latency(d: Diagnosis) -> str:
     bins = [(float(edges[i]), float(edges[i + 1]), float(counts[i])) for i in range(nb)]
     curves: list[Curve] = []
     c = d.classifier
-    if c is not None and getattr(c, "best_model", ""):
+    if c is not None and c.best_model:
         grid = np.geomspace(edges[0], edges[-1], 400)
-        n_fit = c.n if getattr(c, "n", 0) else x.size
+        n_fit = c.n or x.size
         # expected units per bin of width dln(x): n * f(x) * x * dln(x)
         dln = math.log(edges[1] / edges[0])
         try:
@@ -471,17 +618,15 @@ def _section_latency(d: Diagnosis) -> str:
         vlines=vlines,
         tip=lambda a, b, n: f"{fmt_ns(a)} - {fmt_ns(b)}: {int(n)} units",
     )
-    leg = legend([("units per bin", BAR)] + ([("fitted model density", CURVE)] if curves else []))
-    shape = t.shape
-    shape_box = (
-        f'<div class="callout shape-{esc(shape)}">'
-        f"<b>Shape: {esc(shape.replace('_', ' '))}</b>"
-        f" (confidence {t.shape_confidence:.2f}). {esc(SHAPE_TEXT.get(shape, ''))}"
+    plot = Plot(
+        _safe_svg(svg),
+        _legend([("units per bin", BAR)] + ([("fitted model density", CURVE)] if curves else [])),
     )
+    fit, models = "", None
     if c is not None:
-        st = getattr(c, "statistics", {}) or {}
+        st = c.statistics or {}
         bits = []
-        if getattr(c, "best_model", ""):
+        if c.best_model:
             bits.append(f"best model {c.best_model}")
         if "dip_pvalue" in st:
             bits.append(f"dip test p = {float(st['dip_pvalue']):.3g}")
@@ -489,66 +634,34 @@ def _section_latency(d: Diagnosis) -> str:
             bits.append(f"modes {st['n_modes']}")
         if "tail_flatness" in st:
             bits.append(f"tail flatness {float(st['tail_flatness']):.2f}")
-        if bits:
-            shape_box += f'<br><span class="muted">{esc("; ".join(bits))}</span>'
-        cands = getattr(c, "candidates", {}) or {}
+        fit = "; ".join(bits)
+        cands = c.candidates or {}
         if cands:
             best = min(cf.bic for cf in cands.values())
-            rows = [
-                (cf.name, f"{cf.bic - best:+.1f}", f"{cf.log_likelihood:.1f}", cf.n_params)
-                for cf in sorted(cands.values(), key=lambda cf: cf.bic)
-            ]
-            shape_box += (
-                "<details><summary>model comparison (BIC)</summary>"
-                + _html_table(
-                    ["model", "ΔBIC", "log-likelihood", "parameters"],
-                    rows,
-                    numeric=[False, True, True, True],
-                )
-                + "</details>"
+            models = _table(
+                ["model", "ΔBIC", "log-likelihood", "parameters"],
+                [
+                    (cf.name, f"{cf.bic - best:+.1f}", f"{cf.log_likelihood:.1f}", cf.n_params)
+                    for cf in sorted(cands.values(), key=lambda cf: cf.bic)
+                ],
+                numeric=[False, True, True, True],
             )
-    shape_box += "</div>"
-    return head + f'<div class="plotbox">{svg}{leg}</div>' + shape_box
-
-
-def _section_gaps(d: Diagnosis) -> str:
-    head = _h2(
-        "Launch gaps",
-        "Idle time between consecutive kernels on a GPU (start minus the "
-        f"running maximum of earlier kernels' ends). Normal is under "
-        f"{fmt_ns(d.settings.gap_normal_ns)}; a P99 above "
-        f"{fmt_ns(d.settings.gap_p99_ns)} signals a CPU-side scheduling bottleneck.",
+    return LatencyView(
+        unit, n, plot=plot, shape=t.shape, shape_name=t.shape.replace("_", " "),
+        shape_confidence=f"{t.shape_confidence:.2f}", shape_text=SHAPE_TEXT.get(t.shape, ""),
+        fit=fit, models=models,
     )
+
+
+def _gaps(d: Diagnosis) -> GapsView:
+    view = GapsView(fmt_ns(d.settings.gap_normal_ns), fmt_ns(d.settings.gap_p99_ns))
     r = _analysis(d, "launch_gaps")
     if not isinstance(r, LaunchGapsResult):
-        return head + _missing(d, "launch_gaps", "No launch gaps")
+        return _replace(view, missing=_missing(d, "launch_gaps", "No launch gaps"))
     # the thresholds the analysis judged with (the settings')
     normal = float(r.normal_threshold_ns)
     p99t = float(r.p99_threshold_ns)
-    bins: list[tuple[float, float, float]] = []
-    hist = r.tables.get("histogram")
-    if (
-        hist is not None
-        and hist.num_rows
-        and {"bin_lo_ns", "bin_hi_ns", "gaps"} <= set(hist.column_names)
-    ):
-        for row in hist.to_pylist():
-            lo_, hi_, n_ = _num(row["bin_lo_ns"]), _num(row["bin_hi_ns"]), _num(row["gaps"])
-            if lo_ and hi_ and n_ is not None:
-                bins.append((lo_, hi_, n_))
-    else:
-        dist = r.tables.get("distribution")
-        if dist is not None and dist.num_rows and "gap_ns" in dist.column_names:
-            g = np.asarray(dist.column("gap_ns").to_numpy(zero_copy_only=False), dtype=float)
-            g = g[np.isfinite(g) & (g > 0)]
-            if g.size:
-                edges = 10 ** np.arange(
-                    math.floor(math.log10(g.min()) * 5) / 5, math.log10(g.max()) + 0.2, 0.2
-                )
-                cnt, _ = np.histogram(g, bins=edges)
-                bins = [
-                    (float(edges[i]), float(edges[i + 1]), float(cnt[i])) for i in range(len(cnt))
-                ]
+    bins = [(b.bin_lo_ns, b.bin_hi_ns, float(b.gaps)) for b in r.histogram()]
     # trim empty bins at both ends, keeping the thresholds in view
     nz = [i for i, b in enumerate(bins) if b[2] > 0]
     if nz:
@@ -558,26 +671,16 @@ def _section_gaps(d: Diagnosis) -> str:
         while last < len(bins) - 1 and bins[last][1] < p99t * 3:
             last += 1
         bins = bins[first : last + 1]
-    cards = _kv_cards(
-        [
-            (
-                "gaps",
-                f"{int(r.count or 0):,}",
-                f"over {int(r.kernels or 0):,} kernels",
-            ),
-            ("P50", fmt_ns(_num(r.p50_ns)), ""),
-            ("P90", fmt_ns(_num(r.p90_ns)), ""),
-            (
-                "P99",
-                fmt_ns(_num(r.p99_ns)),
-                "CPU-bound" if r.cpu_bound else "within threshold",
-            ),
-            ("above normal", _pct(_num(r.share_above_normal_pct), 1), f"> {fmt_ns(normal)}"),
-            ("idle total", fmt_ns(_num(r.total_ns)), "sum of gaps"),
-        ]
+    cards = (
+        Card("gaps", f"{int(r.count or 0):,}", f"over {int(r.kernels or 0):,} kernels"),
+        Card("P50", fmt_ns(_num(r.p50_ns))),
+        Card("P90", fmt_ns(_num(r.p90_ns))),
+        Card("P99", fmt_ns(_num(r.p99_ns)), "CPU-bound" if r.cpu_bound else "within threshold"),
+        Card("above normal", _pct(_num(r.share_above_normal_pct), 1), f"> {fmt_ns(normal)}"),
+        Card("idle total", fmt_ns(_num(r.total_ns)), "sum of gaps"),
     )
     if not bins or not any(b[2] for b in bins):
-        return head + cards + _note(r.message or "No gaps between kernels.")
+        return _replace(view, cards=cards, empty=r.message or "No gaps between kernels.")
 
     def color(lo_: float, hi_: float) -> str:
         mid = math.sqrt(lo_ * hi_)
@@ -600,94 +703,65 @@ def _section_gaps(d: Diagnosis) -> str:
         bar_color=color,
         tip=lambda a, b, n: f"{fmt_ns(a)} - {fmt_ns(b)}: {int(n):,} gaps ({n / total:.1%})",
     )
-    leg = legend(
-        [
+    plot = Plot(
+        _safe_svg(svg),
+        _legend([
             (f"normal (< {fmt_ns(normal)})", "#54a24b"),
             (f"{fmt_ns(normal)} - {fmt_ns(p99t)}", "#e8890c"),
             (f"> {fmt_ns(p99t)}", "#e45756"),
-        ]
+        ]),
     )
-    extra = ""
+    streams = None
     per_stream = r.per_stream()
     if len(per_stream) > 1:
-        rows = [
-            (
-                row.device_id,
-                row.pid,
-                row.stream_id,
-                row.kernels,
-                row.gaps,
-                fmt_ns(_num(row.p50_ns)),
-                fmt_ns(_num(row.p99_ns)),
-                _pct(_num(row.share_above_normal_pct), 1),
-            )
-            for row in per_stream[:20]
-        ]
-        extra = (
-            "<details><summary>gaps per stream</summary>"
-            + _html_table(
-                ["device", "pid", "stream", "kernels", "gaps", "P50", "P99", "above normal"],
-                rows,
-                numeric=[True] * 8,
-            )
-            + "</details>"
+        streams = _table(
+            ["device", "pid", "stream", "kernels", "gaps", "P50", "P99", "above normal"],
+            [
+                (row.device_id, row.pid, row.stream_id, row.kernels, row.gaps,
+                 fmt_ns(_num(row.p50_ns)), fmt_ns(_num(row.p99_ns)),
+                 _pct(_num(row.share_above_normal_pct), 1))
+                for row in per_stream[:20]
+            ],
+            numeric=[True] * 8,
         )
-    return head + cards + f'<div class="plotbox">{svg}{leg}</div>' + extra
+    return _replace(view, cards=cards, plot=plot, streams=streams)
 
 
-def _section_idle(d: Diagnosis) -> str:
-    head = _h2(
-        "GPU idle by cause",
-        "Why the GPU waited before each kernel: each gap gets one cause from the unit "
-        "windows and the launching thread's CUDA calls. Only launch-bound gaps are launch "
-        "overhead (check C1).",
-    )
+def _idle(d: Diagnosis) -> IdleView:
     r = _analysis(d, "gpu_idle")
     if not isinstance(r, GpuIdleResult):
-        return head + _missing(d, "gpu_idle", "No GPU idle breakdown")
-    cards = _kv_cards([
-        ("gaps", f"{r.gaps:,}", f"unit {r.unit}" if r.unit else "no unit: whole run"),
-        ("idle total", fmt_ns(_num(r.idle_ns)), "sum of gaps"),
-        ("launch-bound P99", fmt_ns(_num(r.launch_bound_p99_ns)),
-         "launch overhead" if r.launch_overhead else "within threshold"),
-        ("launch-bound gaps", f"{r.launch_bound_gaps:,}",
-         _pct(_num(r.launch_bound_idle_pct), 1) + " of idle time"),
-    ])
-    rows = [(c.cause.replace("_", " "), c.gaps, fmt_ns(_num(c.idle_ns)), _pct(c.share_pct, 1),
-             IDLE_MEANING[c.cause]) for c in r.causes() if c.gaps]
-    table = _html_table(["cause", "gaps", "idle", "share", "what it means"], rows,
-                        numeric=[False, True, True, True, False])
-    streams = r.tables.get("per_stream")
-    extra = ""
-    if streams is not None and streams.num_rows:
-        srows = [(x["pid"], x["device_id"], x["stream_id"], x["cause"].replace("_", " "),
-                  x["gaps"], fmt_ns(_num(x["idle_ns"])), _pct(x["share_pct"], 1))
-                 for x in sorted(streams.to_pylist(), key=lambda x: -x["idle_ns"])[:30]]
-        extra = ("<details><summary>per process, GPU and stream</summary>"
-                 + _html_table(["pid", "device", "stream", "cause", "gaps", "idle", "share"],
-                               srows, numeric=[True, True, True, False, True, True, True])
-                 + "</details>")
-    return head + cards + table + extra
-
-
-def _direction(kind: str) -> str:
-    k = str(kind or "")
-    for d_ in ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH"):
-        if d_ in k:
-            return d_
-    return k
-
-
-def _section_transfers(d: Diagnosis) -> str:
-    head = _h2(
-        "Transfer bandwidth",
-        "Median bandwidth per copy kind (whiskers: P10 to P90 of "
-        "single copies) against the host link's per-direction rate (dashed).",
+        return IdleView(missing=_missing(d, "gpu_idle", "No GPU idle breakdown"))
+    cards = (
+        Card("gaps", f"{r.gaps:,}", f"unit {r.unit}" if r.unit else "no unit: whole run"),
+        Card("idle total", fmt_ns(_num(r.idle_ns)), "sum of gaps"),
+        Card("launch-bound P99", fmt_ns(_num(r.launch_bound_p99_ns)),
+             "launch overhead" if r.launch_overhead else "within threshold"),
+        Card("launch-bound gaps", f"{r.launch_bound_gaps:,}",
+             _pct(_num(r.launch_bound_idle_pct), 1) + " of idle time"),
     )
+    causes = _table(
+        ["cause", "gaps", "idle", "share", "what it means"],
+        [(c.cause.replace("_", " "), c.gaps, fmt_ns(_num(c.idle_ns)), _pct(c.share_pct, 1),
+          IDLE_MEANING[c.cause]) for c in r.causes() if c.gaps],
+        numeric=[False, True, True, True, False],
+    )
+    streams = r.per_stream()
+    per_stream = None
+    if streams:
+        per_stream = _table(
+            ["pid", "device", "stream", "cause", "gaps", "idle", "share"],
+            [(x.pid, x.device_id, x.stream_id, x.cause.replace("_", " "), x.gaps,
+              fmt_ns(_num(x.idle_ns)), _pct(x.share_pct, 1))
+             for x in sorted(streams, key=lambda x: -x.idle_ns)[:30]],
+            numeric=[True, True, True, False, True, True, True],
+        )
+    return IdleView(cards=cards, causes=causes, streams=per_stream)
+
+
+def _transfers(d: Diagnosis) -> TransfersView:
     r = _analysis(d, "transfers")
     if not isinstance(r, TransfersResult):
-        return head + _missing(d, "transfers", "No transfers")
-    by_kind = r.by_kind()
+        return TransfersView(missing=_missing(d, "transfers", "No transfers"))
     links: dict[str, tuple[float, str]] = {}
     for lk in r.links():
         g = _num(lk.link_gbps)
@@ -701,132 +775,83 @@ def _section_transfers(d: Diagnosis) -> str:
         if dirn not in links and g:
             links[dirn] = (g, str(r.link_source or ""))
     bars: list[Bar] = []
-    if by_kind:
-        for row in sorted(by_kind, key=lambda r_: -(r_.total_bytes or 0))[:10]:
-            op = str(row.op or "memcpy")
-            kind = "memset" if op == "memset" else str(row.copy_kind or "?")
-            dirn = _direction(kind)
-            med = _num(row.median_gbps) or 0.0
-            src, dst = row.src_kind, row.dst_kind
-            sub = f"{src}→{dst}" if src and dst and op != "memset" else (str(dst or src or ""))
-            link = links.get(dirn)
-            tip = (
-                f"{kind} {sub}: {int(row.copies or 0):,} copies, "
-                f"{fmt_bytes(row.total_bytes)}; median {_gbps(med)}, "
-                f"P10 {_gbps(_num(row.p10_gbps))}, "
-                f"P90 {_gbps(_num(row.p90_gbps))}, "
-                f"aggregate {_gbps(_num(row.aggregate_gbps))}"
+    for row in sorted(r.by_kind(), key=lambda r_: -(r_.total_bytes or 0))[:10]:
+        op = str(row.op or "memcpy")
+        kind = "memset" if op == "memset" else str(row.copy_kind or "?")
+        dirn = _direction(kind)
+        med = _num(row.median_gbps) or 0.0
+        src, dst = row.src_kind, row.dst_kind
+        sub = f"{src}→{dst}" if src and dst and op != "memset" else (str(dst or src or ""))
+        link = links.get(dirn)
+        tip = (
+            f"{kind} {sub}: {int(row.copies or 0):,} copies, "
+            f"{fmt_bytes(row.total_bytes)}; median {_gbps(med)}, "
+            f"P10 {_gbps(_num(row.p10_gbps))}, "
+            f"P90 {_gbps(_num(row.p90_gbps))}, "
+            f"aggregate {_gbps(_num(row.aggregate_gbps))}"
+        )
+        if link:
+            tip += f"; link {_gbps(link[0])} ({link[1]})"
+        bars.append(
+            Bar(
+                kind,
+                med,
+                GPU_COLORS.get(dirn, GPU_COLORS["copy"]),
+                tip,
+                ref=link[0] if link else None,
+                ref_label=f"link {fmt_num(link[0])} GB/s" if link else "",
+                sublabel=f"{sub} ×{int(row.copies or 0):,}",
+                lo=_num(row.p10_gbps),
+                hi=_num(row.p90_gbps),
             )
-            if link:
-                tip += f"; link {_gbps(link[0])} ({link[1]})"
-            bars.append(
-                Bar(
-                    kind,
-                    med,
-                    GPU_COLORS.get(dirn, GPU_COLORS["copy"]),
-                    tip,
-                    ref=link[0] if link else None,
-                    ref_label=f"link {fmt_num(link[0])} GB/s" if link else "",
-                    sublabel=f"{sub} ×{int(row.copies or 0):,}",
-                    lo=_num(row.p10_gbps),
-                    hi=_num(row.p90_gbps),
-                )
-            )
-    parts = [head]
+        )
     cards = [
-        ("copies", f"{int(r.copies or 0):,}", f"{fmt_bytes(r.total_bytes)}"),
-        ("copy time", fmt_ns(_num(r.total_time_ns)), ""),
+        Card("copies", f"{int(r.copies or 0):,}", f"{fmt_bytes(r.total_bytes)}"),
+        Card("copy time", fmt_ns(_num(r.total_time_ns))),
     ]
     for dirn, p in (("HtoD", "htod"), ("DtoH", "dtoh")):
         f = r.direction(p)
         if f.copies:
-            cards.append(
-                (
-                    f"{dirn} aggregate",
-                    _gbps(_num(f.aggregate_gbps)),
-                    f"{_pct(_num(f.aggregate_pct_of_link))} of the link",
-                )
-            )
+            cards.append(Card(f"{dirn} aggregate", _gbps(_num(f.aggregate_gbps)),
+                              f"{_pct(_num(f.aggregate_pct_of_link))} of the link"))
     if r.pageable_copies:
-        cards.append(
-            (
-                "pageable copies",
-                f"{int(r.pageable_copies):,}",
-                f"{_pct(_num(r.pageable_time_pct))} of copy time",
-            )
-        )
-    cards.append(
-        (
-            "same-direction contention",
-            _pct(_num(r.contention_share_pct)),
-            "of copy time overlapped",
-        )
-    )
-    parts.append(_kv_cards(cards))
+        cards.append(Card("pageable copies", f"{int(r.pageable_copies):,}",
+                          f"{_pct(_num(r.pageable_time_pct))} of copy time"))
+    cards.append(Card("same-direction contention", _pct(_num(r.contention_share_pct)),
+                      "of copy time overlapped"))
+    plot = None
     if bars:
-        svg = bar_chart(
-            bars,
-            title="Transfer bandwidth by copy kind",
-            y_label="GB/s",
-            y_fmt=lambda v: fmt_num(v),
+        svg = bar_chart(bars, title="Transfer bandwidth by copy kind", y_label="GB/s",
+                        y_fmt=lambda v: fmt_num(v))
+        plot = Plot(
+            _safe_svg(svg),
+            _legend([(k, c) for k, c in GPU_COLORS.items() if any(b.color == c for b in bars)]
+                    + [("host link rate", CURVE)]),
         )
-        leg = legend(
-            [(k, c) for k, c in GPU_COLORS.items() if any(b.color == c for b in bars)]
-            + [("host link rate", CURVE)]
-        )
-        parts.append(f'<div class="plotbox">{svg}{leg}</div>')
-    else:
-        parts.append(_note(r.message or "No copies to plot."))
     notes = sorted({v[1] for v in links.values() if v[1]})
+    link_note = ""
     if notes:
-        parts.append(
-            _note(
-                "Link: "
-                + "; ".join(notes)
-                + (
-                    ""
-                    if r.link_source != "default"
-                    else " - pass --baseline with nvbandwidth -j output for a measured figure."
-                ),
-                "note small",
-            )
+        link_note = "Link: " + "; ".join(notes) + (
+            "" if r.link_source != "default"
+            else " - pass --baseline with nvbandwidth -j output for a measured figure."
         )
     host = r.host()
+    host_table = None
     if host:
-        rows = [
-            (
-                row.device_id,
-                row.direction,
-                f"{int(row.copies or 0):,}",
-                fmt_bytes(row.median_bytes),
-                _gbps(_num(row.median_gbps)),
-                _gbps(_num(row.p90_gbps)),
-                _gbps(_num(row.aggregate_gbps)),
-                _gbps(_num(row.link_gbps)),
-                _pct(_num(row.achieved_pct_of_link)),
-            )
-            for row in host
-        ]
-        parts.append(
-            "<details><summary>host link per device and direction</summary>"
-            + _html_table(
-                [
-                    "device",
-                    "direction",
-                    "copies",
-                    "median size",
-                    "median",
-                    "P90",
-                    "aggregate",
-                    "link",
-                    "achieved of link",
-                ],
-                rows,
-                numeric=[True, False] + [True] * 7,
-            )
-            + "</details>"
+        host_table = _table(
+            ["device", "direction", "copies", "median size", "median", "P90", "aggregate",
+             "link", "achieved of link"],
+            [
+                (row.device_id, row.direction, f"{int(row.copies or 0):,}",
+                 fmt_bytes(row.median_bytes), _gbps(_num(row.median_gbps)),
+                 _gbps(_num(row.p90_gbps)), _gbps(_num(row.aggregate_gbps)),
+                 _gbps(_num(row.link_gbps)), _pct(_num(row.achieved_pct_of_link)))
+                for row in host
+            ],
+            numeric=[True, False] + [True] * 7,
         )
-    return "".join(parts)
+    return TransfersView(cards=tuple(cards), plot=plot, empty=r.message or "No copies to plot.",
+                         link_note=link_note, host=host_table)
 
 
 COMPONENT_COLORS = {
@@ -844,40 +869,47 @@ COMPONENT_COLORS = {
 FAMILY_NAMES = {"cpu": "CPU side", "gpu": "GPU side"}
 
 
-def _attribution_rows(r: RangesResult) -> list[dict]:
-    """Components of the tail attribution: ``component``, ``family`` (cpu, gpu or ""),
-    ``median_ns``, ``tail_ns``, ``delta_ns``, ``share``, from the ``attribution`` table.
-    The ``total`` row is left out.
-    """
-    out: list[dict] = [
-        {
-            "component": str(row.component),
-            "family": str(row.family or ""),
-            "median_ns": _num(row.median_mean_ns) or 0.0,
-            "tail_ns": _num(row.tail_mean_ns) or 0.0,
-            "delta_ns": _num(row.delta_ns),
-            "share": _num(row.share_of_delta),
-        }
-        for row in r.attribution_rows()
+@dataclass(frozen=True)
+class _Growth:
+    """One component of the tail attribution, as the section draws it."""
+
+    component: str
+    family: str  #: cpu, gpu or ""
+    median_ns: float
+    tail_ns: float
+    delta_ns: float
+    share: float | None  #: of the family's growth (fraction)
+
+
+def _attribution_rows(r: RangesResult) -> list[_Growth]:
+    """Components of the tail attribution from the ``attribution`` table (the ``total``
+    row left out); a missing family is read from the component's prefix, a missing delta
+    is tail minus median, a missing share the delta over its family's positive deltas."""
+    rows = [
+        row for row in r.attribution_rows()
+        if str(row.family or "") != "total"
+        and str(row.component) not in ("duration", "total", "duration_ns")
     ]
-    out = [
-        row
-        for row in out
-        if row["family"] != "total" and row["component"] not in ("duration", "total", "duration_ns")
+    out: list[_Growth] = []
+    for row in rows:
+        component, family = str(row.component), str(row.family or "")
+        if not family:
+            prefix = component.split("_", 1)[0].lower()
+            family = prefix if prefix in FAMILY_NAMES else ""
+        median, tail = _num(row.median_mean_ns) or 0.0, _num(row.tail_mean_ns) or 0.0
+        delta = _num(row.delta_ns)
+        out.append(_Growth(component, family, median, tail,
+                           tail - median if delta is None else delta,
+                           _num(row.share_of_delta)))
+    totals = {
+        fam: sum(max(g.delta_ns, 0) for g in out if g.family == fam)
+        for fam in {g.family for g in out}
+    }
+    return [
+        _replace(g, share=max(g.delta_ns, 0) / totals[g.family])
+        if g.share is None and totals[g.family] else g
+        for g in out
     ]
-    for row in out:
-        if not row["family"]:
-            prefix = row["component"].split("_", 1)[0].lower()
-            row["family"] = prefix if prefix in FAMILY_NAMES else ""
-        if row["delta_ns"] is None:
-            row["delta_ns"] = row["tail_ns"] - row["median_ns"]
-    for fam in {row["family"] for row in out}:
-        rows = [row for row in out if row["family"] == fam]
-        total = sum(max(row["delta_ns"], 0) for row in rows)
-        for row in rows:
-            if row["share"] is None and total:
-                row["share"] = max(row["delta_ns"], 0) / total
-    return out
 
 
 def _layer(component: str) -> str | None:
@@ -896,89 +928,74 @@ def _pretty(component: str) -> str:
     return c.replace("_", " ").replace("api", "API").replace("cuda", "CUDA")
 
 
-def _section_attribution(d: Diagnosis) -> str:
+
+
+def _attribution(d: Diagnosis) -> AttributionView:
     pct = d.settings.tail_pct
     r = _analysis(d, "ranges")
     r = r if isinstance(r, RangesResult) else None
     tail_n = r.tail_n if r is not None else None
     med_n = r.median_band_n if r is not None else None
-    who = (
-        f"the slowest {fmt_num(pct)}% ({tail_n} units)"
-        if tail_n
-        else f"the slowest {fmt_num(pct)}%"
-    )
-    band = f"the median band ({med_n} units around P50)" if med_n else "the median band"
-    head = _h2(
-        "Tail attribution",
-        esc(
-            f"Mean time per unit in {band} against {who}. Each side of the unit adds up to its "
-            "duration: the CPU side by what the unit's thread was doing, the GPU side by what "
-            "its GPU was doing."
-        ),
+    view = AttributionView(
+        band=f"the median band ({med_n} units around P50)" if med_n else "the median band",
+        who=(f"the slowest {fmt_num(pct)}% ({tail_n} units)" if tail_n
+             else f"the slowest {fmt_num(pct)}%"),
     )
     if r is None:
-        return head + _missing(d, "ranges", "No tail attribution")
+        return _replace(view, missing=_missing(d, "ranges", "No tail attribution"))
     rows = _attribution_rows(r)
     if not rows:
-        return head + _note("The ranges analysis gave no attribution of the tail.")
-    fams = [f for f in ("cpu", "gpu") if any(row["family"] == f for row in rows)]
-    fams += sorted({row["family"] for row in rows} - set(fams))
+        return view
+    fams = [f for f in ("cpu", "gpu") if any(row.family == f for row in rows)]
+    fams += sorted({row.family for row in rows} - set(fams))
     extra_colors = iter(PALETTE)
     colors = {
-        row["component"]: COMPONENT_COLORS.get(row["component"]) or next(extra_colors, INK)
+        row.component: COMPONENT_COLORS.get(row.component) or next(extra_colors, INK)
         for row in rows
     }
     bars = []
     for fam in fams:
-        segs = [row for row in rows if row["family"] == fam]
+        segs = [row for row in rows if row.family == fam]
         name = FAMILY_NAMES.get(fam, fam or "components")
-        bars.append(
-            (
-                f"{name}: median",
-                [(_pretty(x["component"]), x["median_ns"], colors[x["component"]]) for x in segs],
-            )
-        )
-        bars.append(
-            (
-                f"{name}: slowest",
-                [(_pretty(x["component"]), x["tail_ns"], colors[x["component"]]) for x in segs],
-            )
-        )
+        bars.append((f"{name}: median",
+                     [(_pretty(x.component), x.median_ns, colors[x.component])
+                      for x in segs]))
+        bars.append((f"{name}: slowest",
+                     [(_pretty(x.component), x.tail_ns, colors[x.component])
+                      for x in segs]))
     svg = stacked_hbars(
         bars, title="Tail attribution: median band vs slowest units", x_label="mean time per unit"
     )
-    leg = legend(
-        [
-            (
-                f"{fam.upper() + ' ' if fam else ''}{_pretty(row['component'])}",
-                colors[row["component"]],
-            )
+    plot = Plot(
+        _safe_svg(svg),
+        _legend(
+            (f"{fam.upper() + ' ' if fam else ''}{_pretty(row.component)}", colors[row.component])
             for fam in fams
             for row in rows
-            if row["family"] == fam
-        ]
+            if row.family == fam
+        ),
     )
-    table = _html_table(
+    table = _table(
         ["side", "component", "points at", "median band", "slowest", "extra", "share of the extra"],
         [
             (
-                FAMILY_NAMES.get(row["family"], row["family"]),
-                _pretty(row["component"]),
-                _layer(row["component"]) or "waiting (a consequence)",
-                fmt_ns(row["median_ns"]),
-                fmt_ns(row["tail_ns"]),
-                ("+" if row["delta_ns"] > 0 else "") + fmt_ns(row["delta_ns"]),
-                "-" if row["share"] is None else f"{row['share']:.0%}",
+                FAMILY_NAMES.get(row.family, row.family),
+                _pretty(row.component),
+                _layer(row.component) or "waiting (a consequence)",
+                fmt_ns(row.median_ns),
+                fmt_ns(row.tail_ns),
+                ("+" if row.delta_ns > 0 else "") + fmt_ns(row.delta_ns),
+                "-" if row.share is None else f"{row.share:.0%}",
             )
             for fam in fams
             for row in sorted(
-                (x for x in rows if x["family"] == fam), key=lambda x: -(x["delta_ns"] or 0)
+                (x for x in rows if x.family == fam), key=lambda x: -(x.delta_ns or 0)
             )
         ],
         numeric=[False, False, False, True, True, True, True],
     )
     slow = r.tables.get("slowest")
-    extra = ""
+    slowest = None
     if slow is not None and slow.num_rows:
         want = [
             "instance",
@@ -993,77 +1010,233 @@ def _section_attribution(d: Diagnosis) -> str:
             "n_kernels",
         ]
         cols = [c for c in want if c in slow.column_names] or slow.column_names[:9]
-        rows_ = [
+        slowest = _table(
+            [c.replace("_ns", "").replace("_", " ") for c in cols],
             [
-                fmt_ns(_num(v))
-                if c.endswith("_ns") and c != "start_ns" and _num(v) is not None
-                else v
-                for c, v in ((c, row.get(c)) for c in cols)
-            ]
-            for row in slow.slice(0, 20).to_pylist()
-        ]
-        extra = (
-            "<details><summary>the slowest units, decomposed</summary>"
-            + _html_table(
-                [c.replace("_ns", "").replace("_", " ") for c in cols],
-                rows_,
-                numeric=[True] * len(cols),
-            )
-            + "</details>"
+                [
+                    fmt_ns(_num(v))
+                    if c.endswith("_ns") and c != "start_ns" and _num(v) is not None
+                    else v
+                    for c, v in ((c, row.get(c)) for c in cols)
+                ]
+                for row in slow.slice(0, 20).to_pylist()
+            ],
+            numeric=[True] * len(cols),
         )
-    return head + f'<div class="plotbox">{svg}{leg}</div>' + table + extra
+    return _replace(view, plot=plot, table=table, slowest=slowest)
 
 
-def _section_timelines(d: Diagnosis, timelines: Sequence[dict] | None) -> str:
-    head = _h2(
-        "Slowest units on the timeline",
-        "CUDA API calls on the unit's thread (coloured by category), NVTX ranges, and the "
-        "process's GPU work (kernels, copies) inside each unit's window; the last one is "
-        "a unit of median latency for contrast.",
-    )
+def _timelines(d: Diagnosis, timelines: Sequence[UnitTimeline] | None) -> TimelinesView:
     if timelines is None:
-        return head + _note(
-            "Timelines need the open report: gather them with "
-            "nsysdiag.render.html.collect_timelines(report, diagnosis) and pass "
-            "them as timelines=... (nsysdiag diagnose --html does this)."
-        )
-    if not timelines:
-        return head + _note("No unit of latency to show (the trace has no repeated unit of work).")
-    parts = [head]
+        return TimelinesView(None)
     seen_cats: set[str] = set()
     seen_gpu: set[str] = set()
-    for tl in timelines:
-        parts.append(_one_timeline(d, tl, seen_cats, seen_gpu))
+    units = tuple(_one_timeline(d, tl, seen_cats, seen_gpu) for tl in timelines)
     items = [
         (f"API: {c}", CATEGORY_COLORS.get(c, CATEGORY_COLORS["other"]))
         for c in CATEGORY_COLORS
         if c in seen_cats
     ]
     items += [(f"GPU: {k}", GPU_COLORS[k]) for k in GPU_COLORS if k in seen_gpu]
-    if items:
-        parts.insert(1, legend(items))
-    return "".join(parts)
+    return TimelinesView(units, _legend(items))
 
 
-def _gpu_key(ev: dict) -> str:
-    kind = str(ev.get("kind") or "kernel")
+def _one_timeline(
+    d: Diagnosis, tl: UnitTimeline, seen_cats: set[str], seen_gpu: set[str]
+) -> TimelineView:
+    t0, t1 = _num(tl.start_ns), _num(tl.end_ns)
+    label = str(tl.label or tl.name or "unit")
+    if t0 is None or t1 is None or t1 <= t0:
+        return TimelineView(label, "", str(tl.note or "no window"), None)
+    dur = t1 - t0
+    lanes: list[Lane] = []
+    nvtx = [e for e in tl.nvtx if _num(e.start_ns) is not None]
+    if nvtx:
+        nested = _nest(nvtx)
+        depth = min(4, max(dep for _, dep in nested) + 1)
+        spans = [
+            Span(
+                e.start_ns,
+                e.end_ns,
+                NVTX_COLORS[dep % len(NVTX_COLORS)],
+                f"NVTX {e.name}: {fmt_ns(e.end_ns - e.start_ns)}",
+                str(e.name or ""),
+                dep,
+            )
+            for e, dep in nested
+            if dep < depth
+        ]
+        lanes.append(Lane("NVTX", spans, depth))
+    by_tid: dict[int | None, list[ApiSpan]] = {}
+    for e in tl.cpu:
+        by_tid.setdefault(e.tid, []).append(e)
+    api_ns: dict[str, float] = {}
+    for tid, evs in by_tid.items():
+        spans = []
+        for e in evs:
+            cat = str(e.category or "other")
+            seen_cats.add(cat if cat in CATEGORY_COLORS else "other")
+            a, b = max(e.start_ns, t0), min(e.end_ns, t1)
+            api_ns[cat] = api_ns.get(cat, 0.0) + max(0.0, b - a)
+            spans.append(
+                Span(
+                    e.start_ns,
+                    e.end_ns,
+                    CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"]),
+                    f"{e.name} ({cat}): {fmt_ns(e.end_ns - e.start_ns)}",
+                    str(e.name or ""),
+                )
+            )
+        lanes.append(Lane(f"CPU tid {tid}" if tid is not None else "CPU", spans))
+    by_stream: dict[tuple[int | None, int | None], list[GpuSpan]] = {}
+    for e in tl.gpu:
+        by_stream.setdefault((e.device_id, e.stream_id), []).append(e)
+    busy: list[tuple[float, float]] = []
+    for (dev, stream), evs in sorted(
+        by_stream.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))
+    ):
+        spans = []
+        for e in evs:
+            key = _gpu_key(e)
+            seen_gpu.add(key)
+            busy.append((max(e.start_ns, t0), min(e.end_ns, t1)))
+            what = e.name or e.kind
+            size = f", {fmt_bytes(e.bytes)}" if e.bytes else ""
+            spans.append(
+                Span(
+                    e.start_ns,
+                    e.end_ns,
+                    GPU_COLORS[key],
+                    f"{what}: {fmt_ns(e.end_ns - e.start_ns)}{size}",
+                )
+            )
+        lanes.append(Lane(f"GPU {dev} stream {stream}", spans))
+    stats = [f"{fmt_ns(dur)}"]
+    p50 = d.tail.p50_ns
+    if p50 and tl.rank > 0:
+        stats.append(f"{dur / p50:.1f}x the median")
+    if busy:
+        share = _union_ns([b for b in busy if b[1] > b[0]]) / dur
+        stats.append(f"GPU busy {share:.0%} of the window")
+    for cat in ("launch", "sync", "memcpy"):
+        if api_ns.get(cat):
+            stats.append(f"{cat} calls {fmt_ns(api_ns[cat])}")
+    if tl.truncated:
+        stats.append(f"{tl.truncated:,} events not drawn")
+    svg = _safe_svg(timeline(lanes, t0, t1, title=f"Timeline of {label}")) if lanes else None
+    return TimelineView(label, " · ".join(stats), tl.note, svg)
+
+
+def _jitter(d: Diagnosis) -> JitterView:
+    j = _analysis(d, "jitter")
+    per_kernel = j.per_kernel() if isinstance(j, JitterResult) else []
+    if not per_kernel:
+        return JitterView(missing=_missing(d, "jitter", "No kernel jitter figures"))
+    return JitterView(table=_table(
+        ["kernel", "launches", "GPU time", "P50", "P99", "P99/P50", "slow"],
+        [
+            (
+                row.name,
+                f"{int(row.instances or 0):,}",
+                fmt_ns(_num(row.total_ns)),
+                fmt_ns(_num(row.p50_ns)),
+                fmt_ns(_num(row.p99_ns)),
+                "-" if _num(row.p99_over_p50) is None else f"{row.p99_over_p50:.2f}",
+                _pct(_num(row.slow_pct), 1),
+            )
+            for row in per_kernel[:15]
+        ],
+        numeric=[False] + [True] * 6,
+    ))
+
+
+def _culprit(d: Diagnosis) -> CulpritView:
+    """Other GPU work during the slow units by name, and latency against work per unit."""
+    view = CulpritView()
+    inter = _analysis(d, "interference")
+    streams = inter.per_stream() if isinstance(inter, InterferenceResult) else []
+    if streams:
+        view = _replace(view, streams=_table(
+            ["process", "stream", "names", "slow units", "median units", "time / slow unit",
+             "time / median unit"],
+            [(f"{w.process_name or '-'} ({w.pid})", w.stream_id, w.names,
+              f"{w.slow_units} of {w.slow_n}", f"{w.median_units} of {w.median_n}",
+              fmt_ns(w.slow_overlap_mean_ns), fmt_ns(w.median_overlap_mean_ns))
+             for w in streams[:10]],
+            numeric=[False, True, False, True, True, True, True]))
+    work = _analysis(d, "workload")
+    if not isinstance(work, WorkloadResult):
+        return view
+    view = _replace(view, workload=f"{work.kind.replace('_', ' ')}: {work.line()}")
+    ranges = _analysis(d, "ranges")
+    if isinstance(ranges, RangesResult) and "instances" in ranges.tables:
+        t = ranges.tables["instances"].select(["n_kernels", "duration_ns"])
+        if t.num_rows > 3000:  # a sample keeps the page small
+            t = t.take(list(range(0, t.num_rows, t.num_rows // 3000 + 1)))
+        cut = (d.tail.p99_ns or float("inf"))
+        x, y = t.column("n_kernels").to_pylist(), t.column("duration_ns").to_pylist()
+        line = ((work.slope_ns_per_kernel, _intercept(work))
+                if work.slope_ns_per_kernel is not None else None)
+        view = _replace(view, scatter=_safe_svg(scatter(
+            [v or 0 for v in x], [v or 0 for v in y],
+            title="Latency against own kernels per unit", x_label="own kernels per unit",
+            y_label="latency", line=line, highlight=[(v or 0) >= cut for v in y])))
+    bins = work.bins()
+    if bins:
+        view = _replace(view, bins=_table(
+            ["kernels per unit", "units", "median latency", "time per kernel"],
+            [(f"{b.min_kernels}-{b.max_kernels}", b.units, fmt_ns(b.p50_ns),
+              fmt_ns(b.mean_per_kernel_ns)) for b in bins],
+            numeric=[False, True, True, True]))
+    return view
+
+
+def _findings(d: Diagnosis) -> FindingsView:
+    return FindingsView(tuple(
+        FindingView(
+            number=i, severity=f.severity, color=SEVERITY_COLORS.get(f.severity, INK),
+            layer=f.layer, layer_color=LAYER_COLORS.get(f.layer, INK), title=f.title,
+            check=f.check, evidence=tuple(f.evidence), fix=f.fix,
+        )
+        for i, f in enumerate(d.findings, 1)
+    ))
+
+
+def _captured(d: Diagnosis) -> CapturedView:
+    return CapturedView(
+        views=_table(["view", "status"], (d.captured or {}).items()),
+        analyses=_table(["analysis", "status", "message"],
+                        [(k, r.status, r.message) for k, r in (d.analyses or {}).items()]),
+        settings=_table(["setting", "value"],
+                        [(k, "" if v is None else v) for k, v in d.settings_dict().items()]),
+    )
+
+
+def _safe_svg(svg: str) -> Markup:
+    """SVG from :mod:`nsysdiag.render.svg`, which escapes every text it places (labels,
+    ``<title>`` tooltips): safe to put in the page as it is."""
+    return Markup(svg)
+
+
+def _gpu_key(ev: GpuSpan) -> str:
+    kind = str(ev.kind or "kernel")
     if kind == "kernel":
         return "kernel"
     if kind == "memset":
         return "memset"
-    dirn = _direction(str(ev.get("name") or ""))
+    dirn = _direction(str(ev.name or ""))
     return dirn if dirn in GPU_COLORS else "copy"
 
 
-def _nest(spans: list[dict]) -> list[tuple[dict, int]]:
+def _nest(spans: Sequence[NvtxSpan]) -> list[tuple[NvtxSpan, int]]:
     """Depths for (possibly nested) ranges: a range starts one level below every open one."""
-    out: list[tuple[dict, int]] = []
+    out: list[tuple[NvtxSpan, int]] = []
     stack: list[float] = []
-    for s in sorted(spans, key=lambda s: (s["start_ns"], -s["end_ns"])):
-        while stack and stack[-1] <= s["start_ns"]:
+    for s in sorted(spans, key=lambda s: (s.start_ns, -s.end_ns)):
+        while stack and stack[-1] <= s.start_ns:
             stack.pop()
         out.append((s, len(stack)))
-        stack.append(s["end_ns"])
+        stack.append(s.end_ns)
     return out
 
 
@@ -1081,315 +1254,17 @@ def _union_ns(iv: list[tuple[float, float]]) -> float:
     return total
 
 
-def _one_timeline(d: Diagnosis, tl: dict, seen_cats: set[str], seen_gpu: set[str]) -> str:
-    t0, t1 = _num(tl.get("start_ns")), _num(tl.get("end_ns"))
-    label = str(tl.get("label") or tl.get("name") or "unit")
-    if t0 is None or t1 is None or t1 <= t0:
-        return (
-            f'<div class="tl"><h3>{esc(label)}</h3>'
-            + _note(str(tl.get("note") or "no window"))
-            + "</div>"
-        )
-    dur = t1 - t0
-    lanes: list[Lane] = []
-    nvtx = [e for e in tl.get("nvtx") or [] if _num(e.get("start_ns")) is not None]
-    if nvtx:
-        nested = _nest(nvtx)
-        depth = min(4, max(dep for _, dep in nested) + 1)
-        spans = [
-            Span(
-                e["start_ns"],
-                e["end_ns"],
-                NVTX_COLORS[dep % len(NVTX_COLORS)],
-                f"NVTX {e.get('name')}: {fmt_ns(e['end_ns'] - e['start_ns'])}",
-                str(e.get("name") or ""),
-                dep,
-            )
-            for e, dep in nested
-            if dep < depth
-        ]
-        lanes.append(Lane("NVTX", spans, depth))
-    cpu = tl.get("cpu") or []
-    by_tid: dict[Any, list[dict]] = {}
-    for e in cpu:
-        by_tid.setdefault(e.get("tid"), []).append(e)
-    api_ns: dict[str, float] = {}
-    for tid, evs in by_tid.items():
-        spans = []
-        for e in evs:
-            cat = str(e.get("category") or "other")
-            seen_cats.add(cat if cat in CATEGORY_COLORS else "other")
-            a, b = max(e["start_ns"], t0), min(e["end_ns"], t1)
-            api_ns[cat] = api_ns.get(cat, 0.0) + max(0.0, b - a)
-            spans.append(
-                Span(
-                    e["start_ns"],
-                    e["end_ns"],
-                    CATEGORY_COLORS.get(cat, CATEGORY_COLORS["other"]),
-                    f"{e.get('name')} ({cat}): {fmt_ns(e['end_ns'] - e['start_ns'])}",
-                    str(e.get("name") or ""),
-                )
-            )
-        lanes.append(Lane(f"CPU tid {tid}" if tid is not None else "CPU", spans))
-    gpu = tl.get("gpu") or []
-    by_stream: dict[tuple, list[dict]] = {}
-    for e in gpu:
-        by_stream.setdefault((e.get("device_id"), e.get("stream_id")), []).append(e)
-    busy: list[tuple[float, float]] = []
-    for (dev, stream), evs in sorted(
-        by_stream.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))
-    ):
-        spans = []
-        for e in evs:
-            key = _gpu_key(e)
-            seen_gpu.add(key)
-            busy.append((max(e["start_ns"], t0), min(e["end_ns"], t1)))
-            what = e.get("name") or e.get("kind")
-            size = f", {fmt_bytes(e['bytes'])}" if e.get("bytes") else ""
-            spans.append(
-                Span(
-                    e["start_ns"],
-                    e["end_ns"],
-                    GPU_COLORS[key],
-                    f"{what}: {fmt_ns(e['end_ns'] - e['start_ns'])}{size}",
-                )
-            )
-        lanes.append(Lane(f"GPU {dev} stream {stream}", spans))
-    stats = [f"{fmt_ns(dur)}"]
-    p50 = d.tail.p50_ns
-    if p50 and int(tl.get("rank") or 0) > 0:
-        stats.append(f"{dur / p50:.1f}x the median")
-    if busy:
-        share = _union_ns([b for b in busy if b[1] > b[0]]) / dur
-        stats.append(f"GPU busy {share:.0%} of the window")
-    for cat in ("launch", "sync", "memcpy"):
-        if api_ns.get(cat):
-            stats.append(f"{cat} calls {fmt_ns(api_ns[cat])}")
-    if tl.get("truncated"):
-        stats.append(f"{int(tl['truncated']):,} events not drawn")
-    body = (
-        timeline(lanes, t0, t1, title=f"Timeline of {label}")
-        if lanes
-        else _note("No CUDA API calls, NVTX ranges or GPU work inside this window.")
-    )
-    note = _note(str(tl["note"]), "note small") if tl.get("note") else ""
-    return (
-        f'<div class="tl"><h3>{esc(label)} <span class="muted">{esc(" · ".join(stats))}'
-        f"</span></h3>{note}{body}</div>"
-    )
-
-
-def _section_jitter(d: Diagnosis) -> str:
-    head = _h2(
-        "Kernel duration jitter",
-        "Kernels with the most GPU time: how far their slow "
-        "launches stray from the median (check D1).",
-    )
-    j = _analysis(d, "jitter")
-    per_kernel = j.per_kernel() if isinstance(j, JitterResult) else []
-    if not per_kernel:
-        return head + _missing(d, "jitter", "No kernel jitter figures")
-    rows = []
-    for row in per_kernel[:15]:
-        rows.append(
-            (
-                row.name,
-                f"{int(row.instances or 0):,}",
-                fmt_ns(_num(row.total_ns)),
-                fmt_ns(_num(row.p50_ns)),
-                fmt_ns(_num(row.p99_ns)),
-                "-" if _num(row.p99_over_p50) is None else f"{row.p99_over_p50:.2f}",
-                _pct(_num(row.slow_pct), 1),
-            )
-        )
-    return head + _html_table(
-        ["kernel", "launches", "GPU time", "P50", "P99", "P99/P50", "slow"],
-        rows,
-        numeric=[False] + [True] * 6,
-    )
-
-
-def _section_culprit(d: Diagnosis) -> str:
-    """Other GPU work during the slow units by name, and latency against work per unit."""
-    head = _h2(
-        "Culprit",
-        "Other GPU work that ran during the slowest units, and whether they do more work "
-        "or the same work slower.",
-    )
-    parts = []
-    inter = _analysis(d, "interference")
-    streams = inter.per_stream() if isinstance(inter, InterferenceResult) else []
-    if streams:
-        parts.append(_html_table(
-            ["process", "stream", "names", "slow units", "median units", "time / slow unit",
-             "time / median unit"],
-            [(f"{w.process_name or '-'} ({w.pid})", w.stream_id, w.names,
-              f"{w.slow_units} of {w.slow_n}", f"{w.median_units} of {w.median_n}",
-              fmt_ns(w.slow_overlap_mean_ns), fmt_ns(w.median_overlap_mean_ns))
-             for w in streams[:10]],
-            numeric=[False, True, False, True, True, True, True]))
-    work = _analysis(d, "workload")
-    if isinstance(work, WorkloadResult):
-        parts.append(_note(f"{work.kind.replace('_', ' ')}: {work.line()}"))
-        ranges = _analysis(d, "ranges")
-        if isinstance(ranges, RangesResult) and "instances" in ranges.tables:
-            t = ranges.tables["instances"].select(["n_kernels", "duration_ns"])
-            if t.num_rows > 3000:  # a sample keeps the page small
-                t = t.take(list(range(0, t.num_rows, t.num_rows // 3000 + 1)))
-            cut = (d.tail.p99_ns or float("inf"))
-            x, y = t.column("n_kernels").to_pylist(), t.column("duration_ns").to_pylist()
-            line = ((work.slope_ns_per_kernel, _intercept(work))
-                    if work.slope_ns_per_kernel is not None else None)
-            parts.append(scatter(
-                [v or 0 for v in x], [v or 0 for v in y],
-                title="Latency against own kernels per unit", x_label="own kernels per unit",
-                y_label="latency", line=line, highlight=[(v or 0) >= cut for v in y]))
-        bins = work.bins()
-        if bins:
-            parts.append(_html_table(
-                ["kernels per unit", "units", "median latency", "time per kernel"],
-                [(f"{b.min_kernels}-{b.max_kernels}", b.units, fmt_ns(b.p50_ns),
-                  fmt_ns(b.mean_per_kernel_ns)) for b in bins],
-                numeric=[False, True, True, True]))
-    if not parts:
-        return head + _note("Not examined: other GPU work, own kernel time and launch calls "
-                            "did not grow in the slowest units.")
-    return head + "".join(parts)
-
-
 def _intercept(work: WorkloadResult) -> float:
     rel = work.tables.get("relation")
     value = rel.column("intercept_ns")[0].as_py() if rel is not None and rel.num_rows else None
     return float(value) if value is not None else 0.0
 
 
-def _section_findings(d: Diagnosis) -> str:
-    head = _h2("Findings", "Most important first, with the measured evidence and what to do.")
-    if not d.findings:
-        return head + _note("No findings.")
-    out = [head]
-    for i, f in enumerate(d.findings, 1):
-        sev = SEVERITY_COLORS.get(f.severity, INK)
-        ev = "".join(f"<li>{esc(x)}</li>" for x in f.evidence)
-        fix = f'<div class="fix"><b>Fix</b> {esc(f.fix)}</div>' if f.fix else ""
-        check = f'<span class="chk">check {esc(f.check)}</span>' if f.check else ""
-        out.append(
-            f'<div class="finding" style="border-left-color:{sev}"><div class="fhead">'
-            f'<span class="num">{i}</span>'
-            f'<span class="badge" style="background:{sev}">{esc(f.severity)}</span>'
-            f'<span class="badge layer" style="background:{LAYER_COLORS.get(f.layer, INK)}">'
-            f"{esc(f.layer)}</span><b>{esc(f.title)}</b>{check}</div>"
-            + (f"<ul>{ev}</ul>" if ev else "")
-            + fix
-            + "</div>"
-        )
-    return "".join(out)
+def _direction(kind: str) -> str:
+    k = str(kind or "")
+    for d_ in ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH"):
+        if d_ in k:
+            return d_
+    return k
 
 
-def _section_captured(d: Diagnosis) -> str:
-    head = _h2("Captured data and settings")
-    rows = [(k, v) for k, v in (d.captured or {}).items()]
-    status_rows = [(k, r.status, r.message) for k, r in (d.analyses or {}).items()]
-    settings = [(k, "" if v is None else v) for k, v in d.settings_dict().items()]
-    return (
-        head
-        + '<div class="cols">'
-        + "<div><h3>views</h3>"
-        + _html_table(["view", "status"], rows)
-        + "</div>"
-        + "<div><h3>analyses</h3>"
-        + _html_table(["analysis", "status", "message"], status_rows)
-        + "<h3>settings</h3>"
-        + _html_table(["setting", "value"], settings)
-        + "</div></div>"
-    )
-
-
-# ============================================================================ style
-
-_CSS = """
-:root{--ink:#1f2933;--muted:#616e7c;--line:#e4e7eb;--bg:#f5f7fa;--card:#fff;--accent:#4c78a8}
-*{box-sizing:border-box}
-body{margin:0;font:14px/1.5 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,"Helvetica Neue",
-Arial,"DejaVu Sans",sans-serif;color:var(--ink);background:var(--bg)}
-header.top{display:flex;gap:16px;align-items:baseline;padding:10px 24px;background:#1f2933;
-color:#fff;flex-wrap:wrap}
-header .brand{font-weight:700;font-size:16px;letter-spacing:.5px}
-header .trace{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,"DejaVu Sans Mono",monospace;
-font-size:13px;opacity:.9;overflow-wrap:anywhere;flex:1}
-header .stamp{font-size:12px;opacity:.7}
-main{max-width:1120px;margin:0 auto;padding:18px 24px 40px}
-section{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:16px 20px;
-margin:0 0 18px}
-section#verdict{background:transparent;border:0;padding:0}
-h2{font-size:18px;margin:0 0 4px}
-h3{font-size:14px;margin:14px 0 6px}
-p.sub{margin:0 0 12px;color:var(--muted);font-size:13px}
-.verdict{background:var(--card);border:1px solid var(--line);border-left:8px solid;
-border-radius:8px;padding:14px 18px;margin-bottom:14px}
-.vhead{display:flex;align-items:center;gap:12px;flex-wrap:wrap}
-.vlabel{text-transform:uppercase;font-size:12px;color:var(--muted);letter-spacing:1px}
-.vlayer{color:#fff;font-weight:700;padding:3px 10px;border-radius:4px;font-size:16px;
-letter-spacing:.5px}
-.vname{font-size:18px;font-weight:600}
-.vconf{margin-left:auto;color:var(--muted);font-size:13px;display:flex;align-items:center;gap:8px}
-.meter,.sbar{display:inline-block;width:120px;height:8px;background:var(--line);border-radius:4px;
-overflow:hidden}
-.meter>span,.sbar>span{display:block;height:100%}
-.vsummary{font-size:15px;margin:10px 0 4px}
-.scores{display:flex;gap:18px;flex-wrap:wrap;align-items:center;font-size:12px;color:var(--muted);
-margin-top:6px}
-.score{display:flex;gap:6px;align-items:center}.score .sbar{width:80px}
-.cards{display:flex;flex-wrap:wrap;gap:10px;margin:4px 0 12px}
-.card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:8px 12px;
-min-width:120px;flex:1 1 120px;overflow:hidden}
-.card .k{font-size:11px;text-transform:uppercase;color:var(--muted);letter-spacing:.5px}
-.card .v{font-size:18px;font-weight:600;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-.card .s{font-size:12px;color:var(--muted)}
-nav.toc{display:flex;flex-wrap:wrap;gap:6px;margin:0 0 16px}
-nav.toc a{font-size:13px;text-decoration:none;color:var(--accent);border:1px solid var(--line);
-background:var(--card);padding:3px 10px;border-radius:14px}
-.plotbox{margin:6px 0 8px}
-svg.plot{display:block;max-width:100%;height:auto;font-family:inherit}
-svg .tick{font-size:11px;fill:#52606d}
-svg .tick.muted{fill:#9aa5b1;font-size:10px}
-svg .axis-label{font-size:12px;fill:#52606d}
-svg .marker-label{font-size:11px;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px}
-svg .value-label{font-size:11px;fill:#1f2933;font-weight:600;paint-order:stroke;stroke:#fff;
-stroke-width:3px}
-svg .row-label{font-size:12px;fill:#1f2933}
-svg .seg-label,svg .span-label{font-size:10px;pointer-events:none}
-svg .bar:hover,svg .segment:hover,svg .span:hover{opacity:.75}
-ul.legend{list-style:none;display:flex;flex-wrap:wrap;gap:4px 16px;padding:0;margin:4px 0 0 70px;
-font-size:12px;color:var(--muted)}
-ul.legend li{display:flex;align-items:center;gap:6px}
-.swatch{display:inline-block;width:12px;height:12px;border-radius:2px}
-.swatch.line{height:3px}
-.callout{background:#f8f9fb;border:1px solid var(--line);border-radius:6px;padding:10px 14px;
-margin-top:8px}
-.muted{color:var(--muted);font-weight:400;font-size:12px}
-p.note{color:var(--muted);font-style:italic;margin:6px 0}
-p.note.small{font-size:12px}
-.tablewrap{overflow-x:auto}
-table{border-collapse:collapse;width:100%;font-size:13px;margin:6px 0}
-th,td{padding:4px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
-th{font-size:11px;text-transform:uppercase;color:var(--muted);letter-spacing:.4px}
-td{overflow-wrap:break-word}
-td.num,th.num{text-align:right;white-space:nowrap}
-details{margin:8px 0}summary{cursor:pointer;color:var(--accent);font-size:13px}
-.tl{border-top:1px solid var(--line);padding-top:4px;margin-top:8px}
-.tl h3{margin-bottom:2px}
-.finding{border:1px solid var(--line);border-left:5px solid;border-radius:6px;padding:8px 14px;
-margin:10px 0}
-.fhead{display:flex;gap:8px;align-items:center;flex-wrap:wrap}
-.fhead .num{color:var(--muted);font-weight:600}
-.badge{color:#fff;font-size:11px;padding:1px 7px;border-radius:10px;text-transform:uppercase;
-letter-spacing:.4px}
-.chk{margin-left:auto;font-size:12px;color:var(--muted)}
-.finding ul{margin:6px 0;padding-left:22px}
-.fix{background:#eef6ee;border-radius:4px;padding:6px 10px;font-size:13px}
-.cols{display:grid;grid-template-columns:1fr 2fr;gap:20px}
-footer{text-align:center;color:var(--muted);font-size:12px;padding:0 0 30px}
-@media (max-width:760px){.cols{grid-template-columns:1fr}main{padding:10px}}
-@media print{body{background:#fff}section{break-inside:avoid}nav.toc{display:none}}
-"""

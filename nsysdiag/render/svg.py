@@ -1,7 +1,7 @@
 """Small inline-SVG plots for the HTML report: no JavaScript, no external files.
 
 Every function returns one ``<svg>`` element as a string. Each piece of text that reaches
-the markup (labels, tooltips in ``<title>``, legends) goes through :func:`esc`, so strings
+the markup (labels, tooltips in ``<title>``) goes through :func:`esc`, so strings
 from a trace (kernel names, NVTX text, process names) can never become markup.
 
 Plots scale with the page (``viewBox`` plus ``width="100%"``); sizes below are in
@@ -715,16 +715,6 @@ def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[: max(1, n - 1)] + "…"
 
 
-def legend(items: Sequence[tuple[str, str]], *, line: bool = False) -> str:
-    """An HTML legend (``<ul>``) of ``(label, colour)`` pairs, to sit under a plot."""
-    cells = "".join(
-        f'<li><span class="swatch{" line" if line else ""}" style="background:{esc(c)}"></span>'
-        f"{esc(lab)}</li>"
-        for lab, c in items
-    )
-    return f'<ul class="legend">{cells}</ul>'
-
-
 __all__ = [
     "Bar",
     "Curve",
@@ -736,7 +726,6 @@ __all__ = [
     "esc",
     "fmt_num",
     "histogram",
-    "legend",
     "nice_max",
     "stacked_hbars",
     "timeline",
