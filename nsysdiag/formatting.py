@@ -123,6 +123,32 @@ def html_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], caption: s
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def driver_version(value: str | None) -> str | None:
+    """``NvDriverVersion`` in the dotted form nsys shows.
+
+    Newer exports record it dotted ("535.216.01"); older ones, and Windows exports, as one
+    number: the major version, the minor (2 digits, or 3 for Linux minors above 99) and,
+    on Linux, a 2-digit patch. "0" means the driver was not recorded (None). A number of
+    another length, which no such packing gives, is kept as it is.
+
+    >>> driver_version("58160"), driver_version("41867"), driver_version("5355403")
+    ('581.60', '418.67', '535.54.03')
+    >>> driver_version("52510517"), driver_version("535.216.01"), driver_version("0")
+    ('525.105.17', '535.216.01', None)
+    """
+    if value is None or not str(value).strip().isdigit():
+        return value
+    digits = str(value).strip()
+    if int(digits) == 0:
+        return None
+    major, rest = digits[:3], digits[3:]
+    if len(digits) == 5:  # major.minor (Windows; Linux before patch numbers)
+        return f"{major}.{rest}"
+    if len(digits) in (7, 8):  # major.minor.patch, minor of 2 or 3 digits
+        return f"{major}.{rest[:-2]}.{rest[-2:]}"
+    return digits
+
+
 def cuda_version(value: str | None) -> str | None:
     """``CudaDriverVersion`` as nsys records it (12020) in the usual form ("12.2").
 

@@ -25,7 +25,14 @@ from .config import cache_dir as default_cache_dir
 from .engine.database import connect
 from .engine.workspace import Workspace
 from .errors import InputError, UsageError
-from .formatting import cuda_version, fmt_bytes, fmt_ns, format_rows, html_table
+from .formatting import (
+    cuda_version,
+    driver_version,
+    fmt_bytes,
+    fmt_ns,
+    format_rows,
+    html_table,
+)
 from .views.build import VIEW_FORMAT, ViewStore
 from .views.definitions import VIEWS
 from .views.probe import Probe, cached_probe
@@ -290,7 +297,7 @@ class Report:
         start, end = self._time_span(active)
         env = self.system_env()
         return ReportInfo(
-            driver_version=env.get("NvDriverVersion"),
+            driver_version=driver_version(env.get("NvDriverVersion")),
             cuda_version=cuda_version(env.get("CudaDriverVersion")),
             path=str(self.path),
             format=self.source.kind,

@@ -135,8 +135,9 @@ class Settings:
               "bandwidth (on the device) by more than this is suspect data, %")
     min_finding_copies: int = _rule(3, "copies a device and direction needs to be judged")
     uvm_pct: float = _rule(10.0, "share of the units' time (without units: of the GPU work's "
-                                 "span) spent in unified-memory migrations from which they are "
-                                 "a warning (below: information), %")
+                                 "span) spent in unified-memory migrations, or by the GPU "
+                                 "resolving page faults, from which they are a warning "
+                                 "(below: information), %")
     # -- overlap and CUDA Graphs --------------------------------------------------------------
     sync_copy_pct: float = _rule(10.0, "share of copy time from synchronous copy APIs from "
                                        "which it is reported, %")

@@ -110,6 +110,32 @@ def test_info_gives_versions(builder, tmp_path):
     assert (info.driver_version, info.cuda_version) == ("550.54.15", "12.4")
 
 
+@pytest.mark.parametrize(("raw", "shown"), [
+    ("58160", "581.60"),        # Windows, CS336_assignment2 (RTX 5000 Ada Laptop)
+    ("41867", "418.67"),        # Mordred-Deprecated (nsys 2019)
+    ("5355403", "535.54.03"),   # kmeans-parallel: major, 2-digit minor, patch
+    ("52510517", "525.105.17"),  # pipit (Perlmutter): a 3-digit minor
+    ("550.54.15", "550.54.15"),  # recorded dotted: as it is
+    ("0", None),                # not recorded
+])
+def test_driver_version_as_nsys_shows_it(builder, tmp_path, raw, shown):
+    b = builder("current")
+    b.launch(0, 100, 200, 300)
+    b.system_env("NvDriverVersion", raw)
+    path = b.write(tmp_path / "v.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        assert rep.info().driver_version == shown
+        assert capture.run(rep).driver_version == shown
+
+
+def test_corpus_windows_driver_version():
+    # the export records "58160": the platform states driver 581.60
+    d = diagnose(_corpus("Athrun0109__CS336_assignment2__result.sqlite"))
+    assert d.platform.driver_version == "581.60"
+    assert "driver 581.60, CUDA 13.0" in d.platform.lines()
+    assert d.to_dict()["platform"]["driver_version"] == "581.60"
+
+
 def test_gpus_link_table(builder, tmp_path):
     # the builder's GPU: an H200 (compute capability 9.0): PCIe Gen5 x16 from the table,
     # 32 GT/s x 128/130 / 8 x 16 lanes = 63.0 GB/s per direction
@@ -199,6 +225,40 @@ def test_unified_memory_finding(builder, tmp_path):
     t = d.analyses["transfers"]
     assert (t.uvm_copies, t.uvm_time_ns, t.uvm_htod_bytes, t.uvm_dtoh_bytes) == (
         4, 20_000, 4 << 20, 0)
+
+
+def test_unified_memory_page_faults_finding(builder, tmp_path):
+    # 50 units of 4 us (200 us); no migrations; GPU fault groups of 6 us every 20 us, five
+    # of them (30 us: 15 % of the units' time, >= uvm_pct) with 8 faults each, and 10 CPU
+    # faults: 50 faults, 1 per unit
+    b = _steps(builder, [4_000] * 50)
+    for i in range(5):
+        b.um_gpu_fault(20_000 * i, 20_000 * i + 6000, faults=8)
+    for i in range(10):
+        b.um_cpu_fault(1000 * i + 50)
+    d = diagnose(b.write(tmp_path / "faults.sqlite"), cache=False)
+    (f,) = [f for f in d.findings if f.title.startswith("Unified memory")]
+    assert f.title == "Unified memory faults on access"
+    assert f.severity == "warning" and f.layer == "pcie" and f.check == "E1"
+    assert f.evidence == ("50 unified-memory page faults (10 on the host, 40 raised by kernels "
+                          "in 5 groups), 1 per unit (50 units); the GPU spent 30 us resolving "
+                          "them, 15.0% of the units' time",)
+    assert "cudaMemPrefetchAsync" in f.fix and "cudaMemAdvise" in f.fix
+
+
+def test_unified_memory_faults_below_the_threshold_and_unrecorded(builder, tmp_path):
+    # one fault group of 2 us (1 % of 200 us): information only. Migrations in an export
+    # without fault tables say which capture options record them.
+    b = _steps(builder, [4_000] * 50)
+    b.um_gpu_fault(1000, 3000, faults=3)
+    d = diagnose(b.write(tmp_path / "few.sqlite"), cache=False)
+    (f,) = [f for f in d.findings if f.title.startswith("Unified memory")]
+    assert f.severity == "info" and "1.0% of the units' time" in f.evidence[0]
+    b = _steps(builder, [4_000] * 50)
+    b.memcpy(1000, 2000, 1 << 20, kind="UVM_HtoD", src="unknown", dst="unknown")
+    d = diagnose(b.write(tmp_path / "migrations.sqlite"), cache=False)
+    (f,) = [f for f in d.findings if f.title.startswith("Unified memory")]
+    assert "--cuda-um-gpu-page-faults=true" in f.evidence[1]
 
 
 # -- the public corpus exports the issue names --------------------------------------------

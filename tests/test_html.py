@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import zlib
+from html import unescape
 from html.parser import HTMLParser
 from importlib import resources
 from pathlib import Path
@@ -202,6 +203,31 @@ def test_sections_missing_are_explained(builder, tmp_path):
     parser = _Tags()
     parser.feed(text)
     assert "script" not in parser.tags
+
+
+def test_attribution_shares_of_each_side_growth(builder, tmp_path):
+    """99 steps of 10 us and one of 12 us whose kernel runs 5 us longer while the GPU idles
+    3 us less (tests/test_ranges.py, test_tail_attribution_with_shrinking, works the figures
+    out): the kernel's growth is 250% of the unit's, 100% of the GPU side's."""
+    b = builder("current")
+    for k in range(100):
+        s, slow = (k + 1) * 100_000, k == 99
+        b.nvtx(s, s + (12000 if slow else 10000), "step")
+        b.launch(s + 1000, s + (2500 if slow else 2000), s + 2000, s + (11000 if slow else 6000))
+        b.api(s + 5000, s + (11500 if slow else 7000), "cudaStreamSynchronize_v3020")
+    d = diagnose(b.write(tmp_path / "shrink.sqlite"), cache=False)
+    (tail,) = [f for f in d.findings if f.check == "A/B"]
+    assert ("slowest 1 units vs median: gpu own kernel 4 us -> 9 us (+5 us, 100% of the GPU "
+            "side's growth)") in tail.evidence
+    note = ("GPU side: gpu_idle shrank by 3 us, so gpu_own_kernel's growth (5 us) exceeds the "
+            "units' (2 us); shares are of the side's growth (5 us), which the shrinking offsets "
+            "by 3 us")
+    assert note in tail.evidence
+    text = unescape(render_html(d))
+    assert "share of the side's growth" in text and note in text
+    assert "250%" not in text
+    shares = d.to_dict()["evidence"]["ranges"]["summary"]["attribution"]
+    assert max(v["share_of_growth"] for v in shares.values()) == 1.0
 
 
 def test_collect_timelines_without_unit(builder, tmp_path):

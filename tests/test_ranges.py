@@ -195,23 +195,78 @@ def test_tail_attribution(steps, tmp_path):
     for comp, (tail, med, delta) in expect.items():
         a = att[comp]
         assert (a["tail_mean_ns"], a["median_mean_ns"], a["delta_ns"]) == (tail, med, delta), comp
-    assert att["cpu_sync"]["share_of_delta"] == pytest.approx(2 / 3)
-    assert att["cpu_outside_cuda"]["share_of_delta"] == pytest.approx(1 / 3)
-    assert att["gpu_own_kernel"]["share_of_delta"] == pytest.approx(2 / 3)
+    # nothing shrank: the shares of each side's growth are those of the duration's delta
+    assert att["cpu_sync"]["share_of_growth"] == pytest.approx(2 / 3)
+    assert att["cpu_outside_cuda"]["share_of_growth"] == pytest.approx(1 / 3)
+    assert att["gpu_own_kernel"]["share_of_growth"] == pytest.approx(2 / 3)
+    assert att["cpu_launch"]["share_of_growth"] == 0
     # the GPU side names the work that grew
     assert (s["top_component"], s["top_cpu_component"], s["top_gpu_component"]) == (
         "gpu_own_kernel", "cpu_sync", "gpu_own_kernel")
     table = res.table("attribution").to_pylist()
     assert table[0]["component"] == "duration" and table[0]["delta_ns"] == 6000
     for family in ("cpu", "gpu"):
-        assert sum(r["share_of_delta"] for r in table if r["family"] == family) == pytest.approx(1)
+        rows = [r for r in table if r["family"] == family]
+        assert sum(r["share_of_growth"] for r in rows) == pytest.approx(1)
+        assert {(r["family_growth_ns"], r["family_shrink_ns"]) for r in rows} == {(6000, 0)}
     assert res.table("slowest").to_pylist()[0]["duration_ns"] == 16000
     assert any("6 us longer than the median band" in f for f in res.findings)
     # 20 %: the two slowest, mean duration (16000 + 10000) / 2 = 13000, sync 4000:
     # deltas 3000 and 2000 -> share 2/3
     w = wide.summary
     assert (w["tail_n"], w["attribution"]["cpu_sync"]["delta_ns"]) == (2, 2000)
-    assert w["attribution"]["cpu_sync"]["share_of_delta"] == pytest.approx(2 / 3)
+    assert w["attribution"]["cpu_sync"]["share_of_growth"] == pytest.approx(2 / 3)
+    assert res.offset_notes() == []
+
+
+def test_tail_attribution_with_shrinking(builder, tmp_path):
+    """A component that shrinks lets another grow by more than the unit did: its share is
+    of its side's growth (never above 100%) and the shrinking is stated.
+
+    normal (9x, start s): range [s, s+10000]; launch [s+1000, s+2000] -> kernel
+        [s+2000, s+6000]; cudaStreamSynchronize [s+5000, s+7000]
+    slow (1x):            range [s, s+12000]; launch [s+1000, s+2500] -> kernel
+        [s+2000, s+11000]; cudaStreamSynchronize [s+5000, s+11500]
+    """
+    b = builder("current")
+    for k in range(10):
+        s, slow = (k + 1) * 100_000, k == 9
+        b.nvtx(s, s + (12000 if slow else 10000), "step")
+        b.launch(s + 1000, s + (2500 if slow else 2000), s + 2000, s + (11000 if slow else 6000))
+        b.api(s + 5000, s + (11500 if slow else 7000), "cudaStreamSynchronize_v3020")
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        res = ranges.run(rep, min_instances=5)
+    # duration 10000 -> 12000: +2000.
+    # GPU side: own kernel 4000 -> 9000 (+5000), idle 6000 -> 3000 (-3000): growth 5000,
+    #   shrink 3000, 5000 - 3000 = 2000. The kernel's delta is 250% of the duration's; of
+    #   the GPU side's growth it is 100%.
+    # CPU side: launch 1000 -> 1500 (+500), sync 2000 -> 6500 (+4500), outside CUDA
+    #   7000 -> 4000 (-3000): growth 5000, shrink 3000; shares 10% and 90%.
+    att = res.summary["attribution"]
+    expect = {"gpu_own_kernel": (5000, 1.0), "gpu_idle": (-3000, 0.0),
+              "cpu_launch": (500, 0.1), "cpu_sync": (4500, 0.9), "cpu_outside_cuda": (-3000, 0.0)}
+    for comp, (delta, share) in expect.items():
+        assert att[comp]["delta_ns"] == delta, comp
+        assert att[comp]["share_of_growth"] == pytest.approx(share), comp
+    assert all(0 <= a["share_of_growth"] <= 1 for a in att.values())
+    table = {r["component"]: r for r in res.table("attribution").to_pylist()}
+    assert table["duration"]["delta_ns"] == 2000 and table["duration"]["share_of_growth"] == 1
+    for c in ("gpu_idle", "cpu_launch"):
+        assert (table[c]["family_growth_ns"], table[c]["family_shrink_ns"]) == (5000, 3000)
+    gpu = res.balance("gpu")
+    assert (gpu.growth_ns, gpu.shrink_ns, gpu.delta_ns) == (5000, 3000, 2000)
+    notes = res.offset_notes()
+    # the CPU side's top grower (sync, +4500) also passes the units' +2000
+    assert notes == [
+        "CPU side: cpu_outside_cuda shrank by 3 us, so cpu_sync's growth (4.5 us) exceeds the "
+        "units' (2 us); shares are of the side's growth (5 us), which the shrinking offsets "
+        "by 3 us",
+        "GPU side: gpu_idle shrank by 3 us, so gpu_own_kernel's growth (5 us) exceeds the "
+        "units' (2 us); shares are of the side's growth (5 us), which the shrinking offsets "
+        "by 3 us"]
+    assert all(n in res.findings for n in notes)
+    assert any("GPU side: gpu_own_kernel 100%" in f and "of each side's growth" in f
+               for f in res.findings)
 
 
 def test_sync_fallback(builder, tmp_path):
@@ -656,3 +711,21 @@ def test_only_first_time_allocation_is_warmup(builder, tmp_path):
     inst = res.table("instances").to_pylist()
     assert [r["instance"] for r in inst if r["warmup"]] == [1, 2]
     assert (res.n, res.n_warmup, res.warmup_calls) == (28, 2, ("cudaMalloc",))
+
+
+def test_offset_note_only_when_a_share_would_read_above_100():
+    # GPU side: own kernel +1004 ns, idle -4 ns: the units grew 1000 ns; the kernel's
+    # growth is 100.4% of it, which reads 100%: no note. With idle -6 ns (+1006 against
+    # +1000: 100.6%, reads 101%) the note names the shrinking.
+    from nsysdiag.analyses.ranges import ComponentGrowth, side_balance
+
+    def att(kernel, idle):
+        return (ComponentGrowth(ranges.Component.GPU_OWN_KERNEL, None, None, kernel, 1.0),
+                ComponentGrowth(ranges.Component.GPU_IDLE, None, None, idle, 0.0))
+
+    assert side_balance(att(1004.0, -4.0), "gpu").offset_note() is None
+    b = side_balance(att(1006.0, -6.0), "gpu")
+    assert (b.growth_ns, b.shrink_ns, b.delta_ns) == (1006, 6, 1000)
+    assert b.offset_note().startswith("GPU side: gpu_idle shrank by 0.006 us, so "
+                                      "gpu_own_kernel's growth (1.01 us) exceeds")
+    assert side_balance(att(1006.0, -6.0), "cpu") is None

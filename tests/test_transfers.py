@@ -518,3 +518,71 @@ def test_faster_than_physically_possible(builder, tmp_path):
     assert (r.suspect_copies, r.faster_than_link, r.faster_than_memory) == (2, 1, 1)
     assert r.htod_median_gbps == pytest.approx((64 << 20) / 2_000_000)
     assert any("faster than physically possible" in f for f in r.findings)
+
+
+def faults_trace(builder, tmp_path, layout="current"):
+    """Unified-memory page faults of two processes, and one migration.
+
+    pid 4242: CPU faults at 500 and 600; GPU fault groups on device 0: [1000, 3000] 5
+        read faults, [2000, 4000] 3 write faults (overlapping: union [1000, 4000], 3000 ns),
+        [10000, 11000] 2 faults (1000 ns): 10 faults, 3 groups, 4000 ns.
+    pid 7: [1000, 1500] 4 faults on device 1, [1200, 1400] 1 fault on device 0: the
+        unions are per GPU, 500 + 200 = 700 ns; 5 faults, 2 groups, 2 GPUs.
+    """
+    b = builder(layout)
+    b.memcpy(1000, 4000, 1 << 16, kind="UVM_HtoD", src="unknown", dst="unknown")
+    b.um_cpu_fault(500)
+    b.um_cpu_fault(600)
+    b.um_gpu_fault(1000, 3000, faults=5, access="read")
+    b.um_gpu_fault(2000, 4000, faults=3, access="write")
+    b.um_gpu_fault(10000, 11000, faults=2)
+    b.um_gpu_fault(1000, 1500, faults=4, device=1, pid=7)
+    b.um_gpu_fault(1200, 1400, faults=1, device=0, pid=7)
+    return b.write(tmp_path / f"faults-{layout}.sqlite")
+
+
+@pytest.mark.parametrize("layout", ["current", "old"])
+def test_unified_memory_page_faults(builder, tmp_path, layout):
+    with nsysdiag.open(faults_trace(builder, tmp_path, layout), cache=False) as rep:
+        res = transfers.run(rep)
+        view = rep.sql("SELECT side, access_type, faults, duration_ns FROM um_page_faults "
+                       "ORDER BY side, start_ns, device_id").fetchall()
+    # the access type by name from ENUM_CUDA_UNIF_MEM_ACCESS_TYPE (current) or from the
+    # fallback constants (old: no ENUM tables); CPU faults are instants
+    assert view == [("cpu", None, 1, None), ("cpu", None, 1, None),
+                    ("gpu", "read", 5, 2000), ("gpu", "read", 4, 500), ("gpu", "read", 1, 200),
+                    ("gpu", "write", 3, 2000), ("gpu", "read", 2, 1000)]
+    rows = {r.pid: r for r in res.page_faults()}
+    a, b = rows[4242], rows[7]
+    assert (a.cpu_faults, a.gpu_faults, a.gpu_fault_groups, a.gpu_fault_time_ns, a.devices,
+            a.first_ns, a.last_ns) == (2, 10, 3, 4000, 1, 500, 11000)
+    assert (b.cpu_faults, b.gpu_faults, b.gpu_fault_groups, b.gpu_fault_time_ns,
+            b.devices) == (0, 5, 2, 700, 2)
+    assert [r.pid for r in res.page_faults()] == [4242, 7]  # most faults first
+    assert res.um_faults_recorded
+    assert (res.um_cpu_faults, res.um_gpu_faults, res.um_gpu_fault_groups,
+            res.um_gpu_fault_time_ns, res.um_faults) == (2, 15, 5, 4700, 17)
+    assert any("17 unified-memory page faults (2 on the host, 15 raised by kernels, "
+               "4.7 us of GPU time" in f for f in res.findings)
+
+
+def test_no_page_fault_tables(builder, tmp_path):
+    # an export without the fault tables: nothing recorded, no table rows, no finding
+    with nsysdiag.open(kinds_trace(builder, tmp_path), cache=False) as rep:
+        res = transfers.run(rep)
+        status = rep.probe["um_page_faults"]
+    assert status.status == "not_captured" and "--cuda-um-gpu-page-faults" in status.hint
+    assert not res.um_faults_recorded and res.page_faults() == []
+    assert (res.um_cpu_faults, res.um_gpu_faults, res.um_gpu_fault_time_ns) == (0, 0, 0)
+    assert not any("page faults" in f for f in res.findings)
+
+
+def test_corpus_empty_page_fault_tables():
+    # the only corpus export with the fault tables (nsys 2022.2, every table written) holds
+    # no rows in them
+    path = CORPUS_DIR / "public" / "hpcgroup__pipit" / "saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
+    need(path)
+    with nsysdiag.open(path) as rep:
+        res = transfers.run(rep)
+        assert rep.probe["um_page_faults"].status == "empty"
+    assert res.um_faults_recorded and res.um_faults == 0 and res.page_faults() == []

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ..formatting import cuda_version
+from ..formatting import cuda_version, driver_version
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 from .link import parse_nvbandwidth, resolve_links
@@ -187,7 +187,7 @@ def run(report: Report, *, baseline: str | None = None,
         orphan_kernels_pct=orphan_pct, dropped_warnings=int(sum(notes.column("n").to_pylist())),
         open_ranges=int(sum(open_ranges.column("n").to_pylist())), blocking_waits=int(blocking),
         nvtx_only=has_nvtx and not has_calls and not has_kernels, incomplete=incomplete,
-        driver_version=env.get("NvDriverVersion"),
+        driver_version=driver_version(env.get("NvDriverVersion")),
         cuda_version=cuda_version(env.get("CudaDriverVersion")), gpu_count=gpus.num_rows,
     )
     findings = tuple(_findings(result, open_ranges.to_pylist(), notes.to_pylist()))

@@ -120,7 +120,62 @@ class ComponentGrowth:
     tail_mean_ns: float | None  #: mean over the slowest units, ns
     median_mean_ns: float | None  #: mean over the median band, ns
     delta_ns: float | None  #: tail_mean_ns - median_mean_ns, ns
-    share_of_delta: float | None  #: delta_ns over the units' own growth (fraction)
+    #: delta_ns over the growth of its side (the sum of the side's positive deltas): 0..1,
+    #: 0 for a component that did not grow (fraction)
+    share_of_growth: float | None
+
+
+@dataclass(frozen=True)
+class SideBalance:
+    """What grew and what shrank on one side (CPU or GPU) of the tail attribution.
+
+    Each side's components add up to the unit's duration, so their deltas add up to the
+    duration's: ``growth_ns - shrink_ns``. A component that shrank lets another grow by
+    more than the duration did; shares are of ``growth_ns`` for that reason.
+    """
+
+    side: str  #: cpu or gpu
+    growth_ns: float  #: sum of the side's positive deltas, ns
+    shrink_ns: float  #: sum of the side's negative deltas, as a positive figure, ns
+    shrunk: tuple[ComponentGrowth, ...]  #: the components that shrank, most first
+    top: ComponentGrowth | None  #: the component that grew most
+
+    @property
+    def delta_ns(self) -> float:
+        """The duration's delta, as this side adds it up, ns."""
+        return self.growth_ns - self.shrink_ns
+
+    def offset_note(self) -> str | None:
+        """Why the side's top component grew by more than the units did: the components
+        that shrank, by how much. None when its growth, as a percentage of the units', would
+        read 100% or less (rounded to a whole percent)."""
+        if self.top is None or not self.shrunk:
+            return None
+        top = self.top.delta_ns or 0.0
+        if self.delta_ns > 0 and round(100 * top / self.delta_ns) <= 100:
+            return None
+        shrank = ", ".join(f"{g.component.value} shrank by {_duration(-(g.delta_ns or 0))}"
+                           for g in self.shrunk[:2])
+        if len(self.shrunk) > 2:
+            shrank += f" and {len(self.shrunk) - 2} more"
+        return (f"{self.side.upper()} side: {shrank}, so {self.top.component.value}'s growth "
+                f"({_duration(self.top.delta_ns or 0)}) exceeds the units' "
+                f"({_duration(self.delta_ns)}); shares are of the side's growth "
+                f"({_duration(self.growth_ns)}), which the shrinking offsets by "
+                f"{_duration(self.shrink_ns)}")
+
+
+def side_balance(attribution: tuple[ComponentGrowth, ...], side: str) -> SideBalance | None:
+    """The growth and shrinking of ``side`` (``cpu`` or ``gpu``) in ``attribution``; None
+    when the side was not measured."""
+    parts = [g for g in attribution if g.component.side == side and g.delta_ns is not None]
+    if not parts:
+        return None
+    grown = sorted((g for g in parts if g.delta_ns > 0), key=lambda g: -g.delta_ns)
+    shrunk = sorted((g for g in parts if g.delta_ns < 0), key=lambda g: g.delta_ns)
+    return SideBalance(side, float(sum(g.delta_ns for g in grown)),
+                       float(-sum(g.delta_ns for g in shrunk)), tuple(shrunk),
+                       grown[0] if grown else None)
 
 
 @dataclass(frozen=True)
@@ -132,7 +187,10 @@ class AttributionRow:
     tail_mean_ns: float | None  #: mean over the slowest units, ns
     median_mean_ns: float | None  #: mean over the median band, ns
     delta_ns: float | None  #: tail_mean_ns - median_mean_ns, ns
-    share_of_delta: float | None  #: delta_ns over the duration's delta_ns (fraction)
+    #: delta_ns over family_growth_ns for a component that grew, else 0 (fraction)
+    share_of_growth: float | None
+    family_growth_ns: float | None  #: sum of the family's positive deltas, ns
+    family_shrink_ns: float | None  #: sum of the family's negative deltas (positive), ns
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,7 +232,7 @@ class RangesResult(AnalysisResult):
     top_gpu_component: Component | None = figure("the GPU-side component that grew most")
     attribution: tuple[ComponentGrowth, ...] = figure(
         "each component's growth in the tail, largest first (JSON: component -> "
-        "tail_mean_ns, median_mean_ns, delta_ns, share_of_delta)", ())
+        "tail_mean_ns, median_mean_ns, delta_ns, share_of_growth: of its side's growth)", ())
 
     def attribution_rows(self) -> list[AttributionRow]:
         """The ``attribution`` table as records (empty without it)."""
@@ -185,6 +243,16 @@ class RangesResult(AnalysisResult):
         """The growth of ``component`` (None when the capture could not measure it)."""
         return next((g for g in self.attribution if g.component is component), None)
 
+    def balance(self, side: str) -> SideBalance | None:
+        """The growth and shrinking of ``side`` (``cpu`` or ``gpu``) in the attribution."""
+        return side_balance(self.attribution, side)
+
+    def offset_notes(self) -> list[str]:
+        """Per side, why a component grew by more than the units did (the components that
+        shrank and offset it); empty when none did."""
+        notes = (b.offset_note() for b in map(self.balance, ("cpu", "gpu")) if b is not None)
+        return [n for n in notes if n]
+
     def figure_json(self, name: str) -> Any:
         if name == "warmup_calls":
             return list(self.warmup_calls)
@@ -192,7 +260,7 @@ class RangesResult(AnalysisResult):
             return {g.component.value: {"tail_mean_ns": g.tail_mean_ns,
                                         "median_mean_ns": g.median_mean_ns,
                                         "delta_ns": g.delta_ns,
-                                        "share_of_delta": g.share_of_delta}
+                                        "share_of_growth": g.share_of_growth}
                     for g in self.attribution}
         return super().figure_json(name)
 
@@ -1113,7 +1181,7 @@ def _summarize(
         top_gpu_component=top_gpu,
         attribution=tuple(
             ComponentGrowth(Component(r["component"]), r["tail_mean_ns"], r["median_mean_ns"],
-                            r["delta_ns"], r["share_of_delta"])
+                            r["delta_ns"], r["share_of_growth"])
             for r in parts),
     )
 
@@ -1125,17 +1193,18 @@ def _findings(r: RangesResult, attribution: pa.Table) -> list[str]:
         sides = []
         for family in ("cpu", "gpu"):
             grew = [
-                f"{g.component.value} {_fmt(100 * g.share_of_delta)}%"
+                f"{g.component.value} {_fmt(100 * g.share_of_growth)}%"
                 for g in r.attribution
-                if g.component.side == family and (g.share_of_delta or 0) >= 0.2
+                if g.component.side == family and (g.share_of_growth or 0) >= 0.2
             ]
             if grew:
                 sides.append(f"{family.upper()} side: {', '.join(grew)}")
         findings.append(
             f"the slowest {r.tail_n} {r.unit} instances take "
             f"{_duration(total['delta_ns'])} longer than the median band"
-            + (f" ({'; '.join(sides)} of the difference)" if sides else "")
+            + (f" ({'; '.join(sides)} of each side's growth)" if sides else "")
         )
+        findings.extend(r.offset_notes())
         if r.top_component is not None:
             findings.append(f"tail grew most in {r.top_component}: {r.top_component.meaning}")
     if r.n_attributed < r.n:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..engine.steps import bind
+from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .link import Link, parse_nvbandwidth, resolve_links
@@ -101,6 +102,27 @@ class HostDirection:
 
 
 @dataclass(frozen=True)
+class PageFaults:
+    """One row of the ``page_faults`` table: a process's unified-memory page faults."""
+
+    pid: int | None  #: process id
+    global_pid: int | None  #: nsys packed process key
+    cpu_faults: int  #: faults on the host
+    gpu_faults: int  #: faults raised by kernels (sum of numberOfPageFaults)
+    gpu_fault_groups: int  #: GPU fault records
+    gpu_fault_time_ns: int  #: union of the GPU fault groups per GPU, summed, ns
+    devices: int  #: GPUs that faulted
+    first_ns: int | None  #: first fault, ns
+    last_ns: int | None  #: last fault (end of its handling on a GPU), ns
+
+    def line(self) -> str:
+        """The process's faults in words."""
+        gpu = (f"{self.gpu_faults} GPU faults in {self.gpu_fault_groups} groups "
+               f"({fmt_ns(self.gpu_fault_time_ns)} of GPU time resolving them)")
+        return f"pid {self.pid}: {self.cpu_faults} CPU faults, {gpu}"
+
+
+@dataclass(frozen=True)
 class LinkFigure:
     """One row of the ``links`` table: a device's link bandwidth in one direction."""
 
@@ -119,7 +141,8 @@ class TransfersResult(AnalysisResult):
     as one record.
 
     Tables: ``by_kind`` (main), ``mem_time``, ``host``, ``contention``, ``copies`` (one row
-    per memcpy/memset) and ``links``.
+    per memcpy/memset), ``links`` and ``page_faults`` (unified-memory page faults per
+    process).
     """
 
     analysis: str = field(default="transfers", init=False)
@@ -141,6 +164,16 @@ class TransfersResult(AnalysisResult):
     uvm_htod_bytes: int = figure("bytes migrated host to device on demand (UVM_HtoD)", 0)
     uvm_dtoh_bytes: int = figure("bytes migrated device to host on demand (UVM_DtoH)", 0)
     managed_copies: int = figure("explicit copies from or to managed memory", 0)
+    um_faults_recorded: bool = figure("the export holds unified-memory page-fault tables "
+                                      "(captured with --cuda-um-cpu-page-faults / "
+                                      "--cuda-um-gpu-page-faults)", False)
+    um_cpu_faults: int = figure("unified-memory page faults on the host (CPU accesses to "
+                                "pages resident on a GPU)", 0)
+    um_gpu_faults: int = figure("unified-memory page faults raised by kernels", 0)
+    um_gpu_fault_groups: int = figure("GPU fault records (the faults of one page handled "
+                                      "together)", 0)
+    um_gpu_fault_time_ns: int = figure("GPU time resolving page faults: the union of the "
+                                       "fault groups per GPU and process, summed, ns", 0)
     pageable_copies: int = figure("copies from or to pageable host memory", 0)
     pageable_bytes: int = figure("bytes of the pageable copies", 0)
     pageable_time_pct: float | None = figure("pageable copies' share of host copy time, %")
@@ -211,6 +244,16 @@ class TransfersResult(AnalysisResult):
         table = self.tables.get("links")
         return records(table, LinkFigure) if table is not None else []
 
+    def page_faults(self) -> list[PageFaults]:
+        """The ``page_faults`` table as records (empty without it)."""
+        table = self.tables.get("page_faults")
+        return records(table, PageFaults) if table is not None else []
+
+    @property
+    def um_faults(self) -> int:
+        """Unified-memory page faults, host and GPU."""
+        return self.um_cpu_faults + self.um_gpu_faults
+
     def by_kind(self) -> list[CopyKind]:
         """The ``by_kind`` table as records (empty without it)."""
         table = self.tables.get("by_kind")
@@ -259,6 +302,8 @@ def run(
         figures: ``copies``, ``memsets``, ``total_bytes``, ``total_time_ns``,
         ``zero_duration_copies``, ``host_copies``, ``uvm_copies``, ``uvm_bytes``,
         ``uvm_time_ns``, ``uvm_htod_bytes``, ``uvm_dtoh_bytes``, ``managed_copies``,
+        ``um_faults_recorded``, ``um_cpu_faults``, ``um_gpu_faults``,
+        ``um_gpu_fault_groups``, ``um_gpu_fault_time_ns``,
         ``pageable_copies``, ``pageable_bytes``, ``pageable_time_pct``, ``link_source``,
         ``link_htod_gbps``, ``link_dtoh_gbps``, ``contention_share_pct`` and per direction
         (``htod_``/``dtoh_`` prefix): ``copies``, ``bytes``, ``median_gbps``, ``p90_gbps``,
@@ -267,7 +312,7 @@ def run(
         ``contention_share_pct``, ``overlapped_median_gbps``, ``alone_median_gbps``.
         Per-direction figures are those of the device that moved the most bytes in that
         direction. Tables: ``by_kind`` (main), ``mem_time``, ``host``, ``contention``,
-        ``links``, ``copies`` (one row per memcpy/memset).
+        ``links``, ``copies`` (one row per memcpy/memset), ``page_faults`` (per process).
 
     Raises
     ------
@@ -278,7 +323,9 @@ def run(
     if large_bytes is None:
         large_bytes = settings.large_copy_bytes
     measured = parse_nvbandwidth(baseline) if baseline else None
-    if not (report.probe.present("memcpys") or report.probe.present("memsets")):
+    # page faults without a copy (pages mapped over the link, or migrations the capture
+    # did not record) are still unified-memory traffic
+    if not any(report.probe.present(v) for v in ("memcpys", "memsets", "um_page_faults")):
         return not_captured(NAME, report, "memcpys")  # type: ignore[return-value]
     links = resolve_links(run_query(report, NAME, "devices").to_pylist(), measured)
     params = {
@@ -308,6 +355,8 @@ def run(
         report.sql(load_sql(NAME)["_drop"])
     tables["links"] = _links_table(links)
     summary = _summary(totals, tables["host"].to_pylist(), tables["contention"].to_pylist(), links)
+    tables["page_faults"] = run_query(report, NAME, "page_faults")
+    summary.update(_fault_figures(report, tables["page_faults"].to_pylist()))
     result = TransfersResult(status=OK, tables=tables, main="by_kind", **summary)
     return replace(result, message=_message(result), findings=tuple(_findings(
         result, tables["host"].to_pylist(), tables["contention"].to_pylist(), settings)))
@@ -390,6 +439,16 @@ def _summary(
     return summary
 
 
+def _fault_figures(report: Report, rows: list[dict]) -> dict[str, Any]:
+    """The unified-memory page-fault figures: totals of the ``page_faults`` table, and
+    whether the export holds the fault tables at all (nsys writes them only when asked)."""
+    return {
+        "um_faults_recorded": report.probe["um_page_faults"].status != "not_captured",
+        **{f"um_{k}": int(sum(r[k] for r in rows))
+           for k in ("cpu_faults", "gpu_faults", "gpu_fault_groups", "gpu_fault_time_ns")},
+    }
+
+
 def _message(r: TransfersResult) -> str:
     text = (
         f"{r.copies} copies + {r.memsets} memsets, {r.total_bytes / 1e6:.1f} MB "
@@ -454,6 +513,12 @@ def _findings(result: TransfersResult, host: list[dict], contention: list[dict],
         out.append(
             f"{result.uvm_copies} unified-memory migrations ({result.uvm_bytes / 1e6:.1f} MB) "
             "are kept apart from explicit copies"
+        )
+    if result.um_faults:
+        out.append(
+            f"{result.um_faults} unified-memory page faults ({result.um_cpu_faults} on the "
+            f"host, {result.um_gpu_faults} raised by kernels, "
+            f"{fmt_ns(result.um_gpu_fault_time_ns)} of GPU time resolving them)"
         )
     if result.suspect_copies:
         out.append(

@@ -114,15 +114,16 @@ class Evidence:
         own copies, other work, idle), and each side sums to the unit's duration. The
         waiting component of each side says which side the extra latency belongs to: GPU
         idle time means the GPU waited for the host (CPU-side cause), time in sync calls
-        means the host waited for the GPU. So the GPU-idle share of the extra latency
+        means the host waited for the GPU. So the GPU-idle share of the GPU side's growth
         weighs the CPU side's causes and the rest weighs the GPU side's; within a side,
-        each cause counts by its share of that side's positive growth.
+        each cause counts by its share of that side's growth (``share_of_growth``: of the
+        side's positive deltas, so never above 1 when other components shrank).
         """
         sides: dict[str, dict[str, float]] = {"cpu": {}, "gpu": {}}
         idle = 0.0
         pageable = self.pageable_dominant()
         for g in self.attribution():
-            share = g.share_of_delta
+            share = g.share_of_growth
             comp = g.component
             if not share or share <= 0:
                 continue
@@ -151,7 +152,7 @@ class Evidence:
                 continue
             delta = g.delta_ns or 0.0
             if delta > 0 and (best is None or delta > best[1]):
-                best = (g.component, delta, side_shares(self.attribution())[g.component])
+                best = (g.component, delta, g.share_of_growth or 0.0)
         if best is None:
             return ""
         return (
@@ -195,16 +196,20 @@ class Evidence:
                         weight=1.0 if undermines else 0.01)]
 
     def unified_memory(self) -> list[Finding]:
-        """Unified-memory migrations (check E1, managed memory): bytes, count, time and their
-        share of the units' time; a warning from ``settings.uvm_pct``."""
+        """Unified memory (check E1, managed memory): the migrations (bytes, count, time)
+        and the page faults (per unit, per process, GPU time resolving them), with their
+        shares of the units' time; a warning when either share reaches
+        ``settings.uvm_pct``."""
         t = self.measured("transfers", TransfersResult)
-        if t is None or not (t.uvm_copies or t.managed_copies):
+        if t is None or not (t.uvm_copies or t.managed_copies or t.um_faults):
             return []
         # share of the units' summed time; without units, of the span of the GPU work
         o = self.measured("overlap", OverlapResult)
         whole, of = ((self.unit_time_ns, "the units' time") if self.unit_time_ns
                      else (o.wall_span_ns if o is not None else None, "the GPU work's span"))
         share = 100.0 * t.uvm_time_ns / whole if whole and t.uvm_time_ns else None
+        fault_share = (100.0 * t.um_gpu_fault_time_ns / whole
+                       if whole and t.um_gpu_fault_time_ns else None)
         ev = []
         if t.uvm_copies:
             ev.append(f"{t.uvm_copies} unified-memory migrations moved "
@@ -212,21 +217,47 @@ class Evidence:
                       f"device, {t.uvm_dtoh_bytes / 1e6:.1f} MB device to host) in "
                       f"{fmt_ns(t.uvm_time_ns)} of GPU time"
                       + (f", {share:.1f}% of {of}" if share is not None else ""))
+        ev.extend(self._fault_evidence(t, fault_share, of))
         if t.managed_copies:
             ev.append(f"{t.managed_copies} explicit copies from or to managed memory")
-        heavy = share is not None and share >= self.settings.uvm_pct
+        worst = max(share or 0.0, fault_share or 0.0)
+        heavy = worst >= self.settings.uvm_pct
         if heavy:
-            self._score("pcie", min(1.0, share / 100.0 + 0.3),
-                        f"unified-memory migrations take {share:.0f}% of {of}")
+            what = ("unified-memory migrations" if (share or 0.0) >= (fault_share or 0.0)
+                    else "resolving unified-memory page faults")
+            self._score("pcie", min(1.0, worst / 100.0 + 0.3), f"{what} take {worst:.0f}% of {of}")
+        title = ("Unified memory migrates on demand" if t.uvm_copies
+                 else "Unified memory faults on access" if t.um_faults
+                 else "Managed memory in use")
         return [Finding(
-            "pcie", "warning" if heavy else "info",
-            "Unified memory migrates on demand" if t.uvm_copies else "Managed memory in use",
-            tuple(ev),
+            "pcie", "warning" if heavy else "info", title, tuple(ev),
             "Prefetch managed buffers to the GPU before the kernels run "
             "(cudaMemPrefetchAsync), set placement hints with cudaMemAdvise, or use device "
             "memory with explicit asynchronous copies from pinned buffers.",
-            check="E1", weight=(share or 0.0) / 100.0,
+            check="E1", weight=worst / 100.0,
         )]
+
+    def _fault_evidence(self, t: TransfersResult, fault_share: float | None,
+                        of: str) -> list[str]:
+        """The page faults in words: count, per unit, GPU time resolving them and its share
+        of ``of``, the processes that fault most; or, with migrations and no fault records,
+        the capture options that would record them."""
+        if not t.um_faults:
+            if t.uvm_copies and not t.um_faults_recorded:
+                return ["the export holds no page-fault records: capture with nsys profile "
+                        "--cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true to see "
+                        "how many accesses fault"]
+            return []
+        r = self.measured("ranges", RangesResult)
+        per_unit = f", {t.um_faults / r.n:.3g} per unit ({r.n} units)" if r and r.n else ""
+        ev = [f"{t.um_faults} unified-memory page faults ({t.um_cpu_faults} on the host, "
+              f"{t.um_gpu_faults} raised by kernels in {t.um_gpu_fault_groups} groups)"
+              f"{per_unit}; the GPU spent {fmt_ns(t.um_gpu_fault_time_ns)} resolving them"
+              + (f", {fault_share:.1f}% of {of}" if fault_share is not None else "")]
+        procs = t.page_faults()
+        if len(procs) > 1:
+            ev += [p.line() for p in procs[:3]]
+        return ev
 
     def c1_launch(self) -> list[Finding]:
         """C1: launch overhead, judged on the launch-bound gaps only (gpu_idle: inside
@@ -556,19 +587,6 @@ class Evidence:
         ]
 
 
-def side_shares(attribution: tuple[ComponentGrowth, ...]) -> dict[Component, float]:
-    """Each growing component's share of its side's growth (the CPU side's components add
-    up to the unit's time, and so do the GPU side's): within a side the shares add up to
-    1 and none passes it, where a share of the unit's own growth passes 1 when other
-    components of the side shrank."""
-    grown: dict[str, float] = {}
-    for g in attribution:
-        if (g.delta_ns or 0) > 0:
-            grown[g.component.side] = grown.get(g.component.side, 0.0) + g.delta_ns
-    return {g.component: g.delta_ns / grown[g.component.side]
-            for g in attribution if (g.delta_ns or 0) > 0}
-
-
 def _interference_finding(r: InterferenceResult) -> Finding | None:
     rows = r.per_stream()
     if not rows or not rows[0].slow_units:
@@ -631,16 +649,17 @@ def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Find
                   "alone; the slow-unit comparison it would carry is left out")
     grown = sorted((g for g in ranges.attribution if (g.delta_ns or 0) > 0),
                    key=lambda g: -(g.delta_ns or 0))
-    shares = side_shares(ranges.attribution)
     if tail.lone_outlier_ns is not None:
         grown = []
     for g in grown[:4]:
         ev.append(
             f"slowest {tail.tail_n} units vs median: {g.component.value.replace('_', ' ')} "
             f"{fmt_ns(g.median_mean_ns)} -> {fmt_ns(g.tail_mean_ns)} "
-            f"(+{fmt_ns(g.delta_ns)}, {shares[g.component]:.0%} "
+            f"(+{fmt_ns(g.delta_ns)}, {g.share_of_growth or 0:.0%} "
             f"of the {g.component.side.upper()} side's growth)"
         )
+    if grown:
+        ev.extend(ranges.offset_notes())
     if {g.component.side for g in grown[:4]} == {"cpu", "gpu"}:
         ev.append("the CPU side (the host thread's time) and the GPU side (the device's) "
                   "each add up to the unit's time: each side's shares add up to 100%, and "

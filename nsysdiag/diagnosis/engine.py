@@ -171,7 +171,7 @@ def _diagnose(
     )
 
 
-#: a component's share of the tail's growth from which the culprit analyses run
+#: a component's share of its side's growth in the tail from which the culprit analyses run
 _CULPRIT_SHARE = 0.1
 
 
@@ -188,7 +188,7 @@ def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailS
 
     def grew(c: Component) -> bool:
         g = ranges.growth(c)
-        return g is not None and (g.share_of_delta or 0) >= _CULPRIT_SHARE
+        return g is not None and (g.share_of_growth or 0) >= _CULPRIT_SHARE
 
     out: dict[str, AnalysisResult] = {}
     for name, components in (

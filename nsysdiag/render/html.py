@@ -277,6 +277,8 @@ class AttributionView:
     plot: Plot | None = None
     table: Table | None = None
     slowest: Table | None = None
+    #: per side, why a component grew by more than the units (what shrank)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -878,7 +880,7 @@ class _Growth:
     median_ns: float
     tail_ns: float
     delta_ns: float
-    share: float | None  #: of the family's growth (fraction)
+    share: float | None  #: of the family's growth (fraction; share_of_growth)
 
 
 def _attribution_rows(r: RangesResult) -> list[_Growth]:
@@ -900,7 +902,7 @@ def _attribution_rows(r: RangesResult) -> list[_Growth]:
         delta = _num(row.delta_ns)
         out.append(_Growth(component, family, median, tail,
                            tail - median if delta is None else delta,
-                           _num(row.share_of_delta)))
+                           _num(row.share_of_growth)))
     totals = {
         fam: sum(max(g.delta_ns, 0) for g in out if g.family == fam)
         for fam in {g.family for g in out}
@@ -976,7 +978,8 @@ def _attribution(d: Diagnosis) -> AttributionView:
         ),
     )
     table = _table(
-        ["side", "component", "points at", "median band", "slowest", "extra", "share of the extra"],
+        ["side", "component", "points at", "median band", "slowest", "extra",
+         "share of the side's growth"],
         [
             (
                 FAMILY_NAMES.get(row.family, row.family),
@@ -985,7 +988,7 @@ def _attribution(d: Diagnosis) -> AttributionView:
                 fmt_ns(row.median_ns),
                 fmt_ns(row.tail_ns),
                 ("+" if row.delta_ns > 0 else "") + fmt_ns(row.delta_ns),
-                "-" if row.share is None else f"{row.share:.0%}",
+                "-" if row.share is None or row.delta_ns <= 0 else f"{row.share:.0%}",
             )
             for fam in fams
             for row in sorted(
@@ -1023,7 +1026,9 @@ def _attribution(d: Diagnosis) -> AttributionView:
             ],
             numeric=[True] * len(cols),
         )
-    return _replace(view, plot=plot, table=table, slowest=slowest)
+    # why a component's growth can pass the units' own: others on its side shrank
+    return _replace(view, plot=plot, table=table, slowest=slowest,
+                    notes=tuple(r.offset_notes()))
 
 
 def _timelines(d: Diagnosis, timelines: Sequence[UnitTimeline] | None) -> TimelinesView:

@@ -562,6 +562,49 @@ LEFT JOIN info i ON i.typeId = m.typeId AND i.metricId = m.metricId""",
     capture_hint="nsys profile --gpu-metrics-devices=all",
 )
 
+UM_PAGE_FAULTS = ViewSpec(
+    name="um_page_faults",
+    description=("Unified-memory page faults: one row per CPU fault, and per GPU fault group "
+                 "(the faults of one page handled together)."),
+    inputs=(
+        RawInput("gpu_fault", ("CUDA_UM_GPU_PAGE_FAULT_EVENTS",),
+                 {"start": "int", "end": "int", "globalPid": "int", "deviceId": "int",
+                  "address": "int", "numberOfPageFaults": "int", "faultAccessType": "int"}),
+        RawInput("cpu_fault", ("CUDA_UM_CPU_PAGE_FAULT_EVENTS",),
+                 {"start": "int", "globalPid": "int", "address": "int"}),
+    ),
+    sql=f"""
+SELECT 'gpu' AS side, g.start AS start_ns, g."end" AS end_ns,
+       {_PID.format(g='g.globalPid')} AS pid, {_GPID.format(g='g.globalPid')} AS global_pid,
+       g.deviceId AS device_id, g.address AS address,
+       greatest(coalesce(g.numberOfPageFaults, 1), 1) AS faults,
+       coalesce(a.name, 'kind_' || g.faultAccessType) AS access_type
+FROM {_timed('raw_gpu_fault')} g
+LEFT JOIN _enum_um_access a ON a.id = g.faultAccessType
+UNION ALL
+SELECT 'cpu', c.start, NULL, {_PID.format(g='c.globalPid')}, {_GPID.format(g='c.globalPid')},
+       NULL, c.address, 1, NULL
+FROM {_timed('raw_cpu_fault', 'start', None)} c""",
+    derived={"duration_ns": "end_ns - start_ns"},
+    columns={
+        "side": "gpu (a fault group raised by a kernel) or cpu (a host access)",
+        "start_ns": "fault time, ns on the trace timeline (NULL if missing or invalid)",
+        "end_ns": "GPU fault group: when the driver finished handling it, ns; NULL for CPU "
+                  "faults, which nsys records as instants",
+        "duration_ns": "end_ns - start_ns: the GPU's time handling the group, ns (NULL for "
+                       "CPU faults)",
+        "pid": "process id",
+        "global_pid": "nsys packed process key; use for joins",
+        "device_id": "GPU that faulted (NULL for CPU faults)",
+        "address": "virtual address of the page",
+        "faults": "page faults: numberOfPageFaults of a GPU group, 1 for a CPU fault",
+        "access_type": "GPU faults: read, write, atomic, prefetch or unknown (NULL for CPU)",
+    },
+    source_tables=("CUDA_UM_GPU_PAGE_FAULT_EVENTS", "CUDA_UM_CPU_PAGE_FAULT_EVENTS"),
+    capture_hint=("nsys profile --trace=cuda --cuda-um-cpu-page-faults=true "
+                  "--cuda-um-gpu-page-faults=true"),
+)
+
 GRAPH_TRACE_INPUT = RawInput(
     "graph_trace", ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE",),
     {"start": "int", "end": "int", "deviceId": "int", "streamId": "int", "correlationId": "int",
@@ -633,7 +676,7 @@ FROM launches l FULL OUTER JOIN gpu g
 VIEWS: dict[str, ViewSpec] = {
     v.name: v
     for v in (KERNELS, KERNEL_CONFIGS, MEMCPYS, MEMSETS, API_CALLS, NVTX_RANGES, SYNCS, THREADS,
-              PROCESSES, DEVICES, OS_RUNTIME, GPU_METRICS, CUDA_GRAPHS)
+              PROCESSES, DEVICES, OS_RUNTIME, GPU_METRICS, CUDA_GRAPHS, UM_PAGE_FAULTS)
 }
 
 #: the values of ``api_calls.category``

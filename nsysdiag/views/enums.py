@@ -48,11 +48,23 @@ SYNC_TYPES: dict[int, tuple[str, str, str]] = {
     4: ("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE", "context_synchronize", "Context sync"),
 }
 
+#: CUPTI unified-memory access type of a GPU page fault (``faultAccessType``): id ->
+#: (symbol, short name, label)
+UM_ACCESS_TYPES: dict[int, tuple[str, str, str]] = {
+    0: ("CUDA_UNIFIED_MEMORY_ACCESS_TYPE_UNKNOWN", "unknown", "Unknown"),
+    1: ("CUDA_UNIFIED_MEMORY_ACCESS_TYPE_READ", "read", "Read"),
+    2: ("CUDA_UNIFIED_MEMORY_ACCESS_TYPE_WRITE", "write", "Write"),
+    3: ("CUDA_UNIFIED_MEMORY_ACCESS_TYPE_ATOMIC", "atomic", "Atomic"),
+    4: ("CUDA_UNIFIED_MEMORY_ACCESS_TYPE_PREFETCH", "prefetch", "Prefetch"),
+}
+
 #: ENUM table name and symbol prefix for each enum above
 ENUM_TABLES = {
     "copy_kind": ("ENUM_CUDA_MEMCPY_OPER", "CUDA_MEMCPY_KIND_", COPY_KINDS),
     "mem_kind": ("ENUM_CUDA_MEM_KIND", "CUDA_MEMOPR_MEMORY_KIND_", MEM_KINDS),
     "sync_type": ("ENUM_CUPTI_SYNC_TYPE", "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_", SYNC_TYPES),
+    "um_access": ("ENUM_CUDA_UNIF_MEM_ACCESS_TYPE", "CUDA_UNIFIED_MEMORY_ACCESS_TYPE_",
+                  UM_ACCESS_TYPES),
 }
 
 _SHORT_COPY = {v[0]: v[1] for v in COPY_KINDS.values()}

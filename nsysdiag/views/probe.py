@@ -114,6 +114,7 @@ def _reason(name: str, status: str, cuda_traced: bool, has_runtime: bool) -> str
         "nvtx_ranges": "no NVTX ranges (no NVTX annotations, or nvtx was not traced)",
         "os_runtime": "OS runtime calls were not traced",
         "gpu_metrics": "GPU metrics were not sampled",
+        "um_page_faults": "unified-memory page faults were not traced (or none happened)",
         "threads": "no thread names recorded",
         "processes": "no process table in this export",
         "devices": "no GPU information in this export",

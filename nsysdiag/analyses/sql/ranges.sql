@@ -30,7 +30,8 @@
 --   units_warmup the one-off calls (module loading, handle creation, ...) per instance
 --   instances    one row per unit instance with its CPU and GPU decomposition
 --   summary      latency percentiles, tail and median-band sizes
---   attribution  per component: mean in the tail and the median band, difference, share
+--   attribution  per component: mean in the tail and the median band, difference, share of
+--                its family's growth, the family's growth and shrinking
 --   slowest      the $limit slowest instances
 --   totals       NVIDIA's `nsys stats --report nvtx_sum`, per range name and style
 
@@ -635,9 +636,16 @@ FROM q, band;
 -- Over the instances the CUDA trace covers (cuda_covered not false), n of them.
 -- tail: the ceil(n * $tail_pct / 100) slowest instances (at least one);
 -- median band: the instances whose duration lies between the 45th and 55th percentile.
--- delta_ns = tail_mean_ns - median_mean_ns; share_of_delta = delta_ns / the duration's
--- delta_ns. The cpu_* components add up to duration_ns and so do the gpu_* components,
--- so each family's shares add up to 1.
+-- delta_ns = tail_mean_ns - median_mean_ns. The cpu_* components add up to duration_ns and
+-- so do the gpu_* components, so each family's deltas add up to the duration's; where one
+-- component shrank, another grew by more than the duration did, and its delta over the
+-- duration's would pass 1. So a share is of the family's growth, never above 1:
+--   family_growth_ns  sum of the family's positive deltas (the duration row: its own)
+--   family_shrink_ns  sum of the family's negative deltas, as a positive figure: the
+--                     shrinking that offsets part of the growth (growth - shrink = the
+--                     duration's delta)
+--   share_of_growth   delta_ns / family_growth_ns for a component that grew, 0 for one that
+--                     did not (each family's shares add up to 1 when anything grew)
 WITH i AS (SELECT * FROM _ranges_instances WHERE cuda_covered IS NOT FALSE),
 band AS (
     SELECT quantile_cont(duration_ns, 0.45) AS lo, quantile_cont(duration_ns, 0.55) AS hi,
@@ -657,14 +665,17 @@ means AS (
     SELECT col, avg(value_ns) FILTER (WHERE grp = 'tail') AS tail_mean_ns,
            avg(value_ns) FILTER (WHERE grp = 'median') AS median_mean_ns
     FROM long GROUP BY col)
-SELECT regexp_replace(col, '_ns$', '') AS component,
-       CASE WHEN col LIKE 'cpu_%' THEN 'cpu' WHEN col LIKE 'gpu_%' THEN 'gpu' ELSE 'total' END
-           AS family,
-       tail_mean_ns, median_mean_ns, tail_mean_ns - median_mean_ns AS delta_ns,
-       (tail_mean_ns - median_mean_ns)
-           / nullif(max(tail_mean_ns - median_mean_ns) FILTER (WHERE col = 'duration_ns') OVER (), 0)
-           AS share_of_delta
-FROM means
+SELECT regexp_replace(col, '_ns$', '') AS component, family,
+       tail_mean_ns, median_mean_ns, delta_ns,
+       CASE WHEN delta_ns > 0 THEN delta_ns / sum(greatest(delta_ns, 0)) OVER fam
+            WHEN delta_ns IS NOT NULL THEN 0.0 END AS share_of_growth,
+       sum(greatest(delta_ns, 0)) OVER fam AS family_growth_ns,
+       sum(greatest(-delta_ns, 0)) OVER fam AS family_shrink_ns
+FROM (SELECT *, tail_mean_ns - median_mean_ns AS delta_ns,
+             CASE WHEN col LIKE 'cpu_%' THEN 'cpu' WHEN col LIKE 'gpu_%' THEN 'gpu'
+                  ELSE 'total' END AS family
+      FROM means)
+WINDOW fam AS (PARTITION BY family)
 ORDER BY family = 'gpu', family = 'cpu', delta_ns DESC, component;
 
 

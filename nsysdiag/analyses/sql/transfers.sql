@@ -46,6 +46,13 @@
 -- totals: counts, bytes and times of all copies; the unified-memory migrations (copy kinds
 --   UVM_*: uvm_copies, uvm_bytes, uvm_time_ns ns, uvm_htod_bytes, uvm_dtoh_bytes) and the
 --   explicit copies from or to managed memory (managed_copies, prefetches included).
+-- page_faults (over the um_page_faults view; no rows when the export holds none): per
+--   process, cpu_faults (host accesses to managed pages not resident on the host),
+--   gpu_faults (faults raised by kernels: the sum of each group's numberOfPageFaults),
+--   gpu_fault_groups (records: the faults of one page handled together), gpu_fault_time_ns
+--   (the union, per GPU, of the groups' handling intervals, summed over the GPUs: ns the
+--   GPU spent resolving faults), devices (GPUs that faulted), first_ns / last_ns (the
+--   first and last fault, ns on the trace timeline).
 
 -- @query _ops
 CREATE OR REPLACE TEMP TABLE _transfers_ops AS
@@ -266,6 +273,40 @@ SELECT op, operation, start_ns, end_ns, duration_ns, device_id, pid, global_pid,
        expected_ns, suspect
 FROM _transfers_ops
 ORDER BY start_ns, device_id, stream_id
+
+-- @query page_faults
+WITH g AS (
+    SELECT global_pid, device_id, start_ns, end_ns FROM um_page_faults
+    WHERE side = 'gpu' AND start_ns IS NOT NULL AND end_ns IS NOT NULL),
+-- the union of a process's fault groups per GPU: an island starts at a group that begins
+-- after every earlier group (in start order) has ended
+ordered AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY global_pid, device_id ORDER BY start_ns, end_ns
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+    FROM g),
+islands AS (
+    SELECT *, sum(CASE WHEN prev_end IS NULL OR start_ns > prev_end THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY global_pid, device_id ORDER BY start_ns, end_ns
+                        ROWS UNBOUNDED PRECEDING) AS island
+    FROM ordered),
+busy AS (
+    SELECT global_pid, sum(len)::BIGINT AS gpu_fault_time_ns
+    FROM (SELECT global_pid, max(end_ns) - min(start_ns) AS len
+          FROM islands GROUP BY global_pid, device_id, island)
+    GROUP BY global_pid),
+counts AS (
+    SELECT global_pid, any_value(pid) AS pid,
+           coalesce(sum(faults) FILTER (WHERE side = 'cpu'), 0)::BIGINT AS cpu_faults,
+           coalesce(sum(faults) FILTER (WHERE side = 'gpu'), 0)::BIGINT AS gpu_faults,
+           count(*) FILTER (WHERE side = 'gpu') AS gpu_fault_groups,
+           count(DISTINCT device_id) AS devices, min(start_ns) AS first_ns,
+           max(coalesce(end_ns, start_ns)) AS last_ns
+    FROM um_page_faults GROUP BY global_pid)
+SELECT c.pid, c.global_pid, c.cpu_faults, c.gpu_faults, c.gpu_fault_groups,
+       coalesce(b.gpu_fault_time_ns, 0)::BIGINT AS gpu_fault_time_ns, c.devices, c.first_ns,
+       c.last_ns
+FROM counts c LEFT JOIN busy b USING (global_pid)
+ORDER BY c.cpu_faults + c.gpu_faults DESC, c.pid
 
 -- @query _drop
 DROP TABLE IF EXISTS _transfers_ops
