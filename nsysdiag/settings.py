@@ -106,6 +106,10 @@ class Settings:
     workload_ratio: float = _rule(
         1.5, "the slowest units do more work when they launch at least this multiple of the "
              "median band's kernels (or kernel time at its per-kernel speed) (ratio)")
+    work_explains: float = _rule(
+        0.5, "share (0-1) of the slowest units' extra latency that their extra work must "
+             "explain (extra kernels at the latency-per-kernel slope over every unit, or "
+             "extra own copy time) for the tail to be named after the work")
     # -- E1: transfers ---------------------------------------------------------------------
     large_copy_bytes: int = _rule(1 << 20, "copies at least this large give the P90 "
                                            "bandwidth compared with the link, bytes")

@@ -344,10 +344,11 @@ def test_real_h200_traces_in_300_request_windows(trace, expected):
 # ------------------------------------------------------------ mechanisms, not shapes
 #
 # Each mechanism is simulated directly (independently of bench/classifier.py), with
-# seeds 500-509, used nowhere else: the decision rules were tuned on the bench's seeds
-# 31-33 and the confidence model fitted on its seed 21. The seeds are fixed, so these
-# tests are deterministic; on 60 other seeds (700-759) each mechanism was classified
-# right 60 times, so nine of ten leaves room for numerical noise, not for a regression.
+# seeds 500-519, used nowhere else: the decision rules were tuned on the bench's
+# development seeds (1, 31-33, 101-104) and the confidence model fitted on seeds 1 and
+# 101-104. The seeds are fixed, so these tests are deterministic; on 60 other seeds
+# (700-759) each of the first three mechanisms was classified right 60 times, so nine
+# of ten leaves room for numerical noise, not for a regression.
 
 MECH_SEEDS = range(500, 510)
 
@@ -402,5 +403,69 @@ def test_onoff_gpu_contention_is_multimodal():
 def test_uniform_contention_waits_are_flat_tail():
     shapes = [
         classify_tail(uniform_waits(np.random.default_rng(s), 500)).shape for s in MECH_SEEDS
+    ]
+    assert shapes.count("flat_tail") >= 9, shapes
+
+
+def bursty_queue(rng, n, load=0.7, burst=6.0, share=0.25, stay=0.97, burn=2000):
+    """Sojourn times of one server with a tight service time and bursty arrivals.
+
+    Arrivals come from a two-state Markov-modulated Poisson process: bursts at
+    ``burst`` times the base rate hold ``share`` of the arrivals' states and last
+    ``1 / (1 - stay)`` arrivals on average (about 33); inter-arrival times are scaled to
+    the offered ``load``.
+    """
+    m = n + burn
+    s = body(rng, m) / MEDIAN_NS
+    p = share * burst / (share * burst + 1.0 - share)
+    flips, draws = rng.random(m) > stay, rng.random(m) < p
+    state, cur = np.empty(m, bool), bool(rng.random() < p)
+    for i in range(m):
+        if flips[i]:
+            cur = bool(draws[i])
+        state[i] = cur
+    a = rng.exponential(1.0, m) / np.where(state, burst, 1.0)
+    a *= s.mean() / (load * a.mean())
+    u = np.concatenate(([0.0], np.cumsum(s[:-1] - a[1:])))
+    w = u - np.minimum.accumulate(u)
+    return MEDIAN_NS * (w + s)[burn:]
+
+
+def waits_behind_light_queue(rng, n, hit=0.1, length=6.0, load=0.15, burn=2000):
+    """Uniform transfer-contention waits on ``hit`` of the copies, behind a light queue."""
+    m = n + burn
+    s = body(rng, m) / MEDIAN_NS
+    h = rng.random(m) < hit
+    s[h] += length * rng.random(int(h.sum()))
+    a = rng.exponential(s.mean() / load, m)
+    u = np.concatenate(([0.0], np.cumsum(s[:-1] - a[1:])))
+    w = u - np.minimum.accumulate(u)
+    return MEDIAN_NS * (w + s)[burn:]
+
+
+def test_bursty_queue_windows_are_right_skewed_not_multimodal():
+    """A busy queue's windows: most requests wait, busy periods make broad lumps.
+
+    Before the busy-queue rule the lumps read as modes (GPU jitter): on seeds 720-759,
+    9 of the 32 abnormal 800-request windows were `multimodal`, none after it (32 of
+    32 `right_skewed`). Windows whose own p99/p50 is under the gate are `tight` by
+    step A whatever the mechanism, so they are left out; at least 85 % of the rest must
+    be `right_skewed`.
+    """
+    res = [classify_tail(bursty_queue(np.random.default_rng(s), 800)) for s in range(500, 520)]
+    abnormal = [r for r in res if r.shape != "tight"]
+    assert all(r.statistics["p99_over_p50_robust"] <= 2.0 for r in res if r.shape == "tight")
+    assert len(abnormal) >= 12, [r.shape for r in res]
+    right = sum(r.shape == "right_skewed" for r in abnormal)
+    assert right >= 0.85 * len(abnormal), [r.shape for r in abnormal]
+
+
+def test_uniform_waits_behind_a_light_queue_are_flat_tail():
+    """The light queue's waits make a decaying lump next to the body; the plateau of the
+    contention waits lies further out and decides (before the upper-tail rule: 1 of 20
+    `flat_tail` on seeds 700-719, 19 `right_skewed`; after it 20 of 20)."""
+    shapes = [
+        classify_tail(waits_behind_light_queue(np.random.default_rng(s), 2000)).shape
+        for s in MECH_SEEDS
     ]
     assert shapes.count("flat_tail") >= 9, shapes

@@ -124,6 +124,65 @@ def test_what_grew_decides_not_the_shape(builder, tmp_path, weights, layer):
     assert "the shape (multimodal) points at gpu" in d.verdict.summary
 
 
+def test_weight_loads_are_a_transfer_volume_tail(builder, tmp_path):
+    """The weight-loading mechanism above: the 10 slowest requests (of the 15% that load)
+    each copy 100 MiB, the median band none; their extra own copy time is their extra
+    latency (the load comes before the request's kernels), so the verdict names transfer
+    volume, not contention, and the finding gives the bytes."""
+    path = _mechanism(builder("current"), np.random.default_rng(5), 300,
+                      weights=True).write(tmp_path / "m.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        w = rep.analysis("workload")
+    assert w.slow_n == 10 and w.slow_copy_bytes == 100 << 20 and w.median_copy_bytes == 0
+    assert w.copies_explain > 0.95
+    # 100 MiB in the extra copy time, which is 3.5-4.5 ms: 23-30 GB/s
+    assert 23 < w.extra_copy_gbps < 30
+    d = nsysdiag.diagnose(path, cache=False)
+    assert d.verdict.layer == "pcie" and "transfer volume" in d.verdict.summary
+    (f,) = [f for f in d.findings if f.title.startswith("Transfer volume")]
+    assert f.layer == "pcie" and f.severity == "warning" and "105 MB" in f.evidence[0]
+
+
+def test_more_work_that_mostly_grows_the_gpu_idle_time_is_a_workload_tail(builder, tmp_path):
+    """Requests of varying size launched from Python: each kernel (50 us) waits for the next
+    launch 150 us after the previous one, so a bigger request grows the GPU's idle time
+    more than its kernel time; the extra kernels still explain the extra latency."""
+    rng = np.random.default_rng(11)
+    b = builder("current")
+    t = 0
+    for k in rng.choice([4, 4, 4, 4, 4, 4, 4, 4, 16, 24], size=200).tolist():
+        for j in range(k):
+            launch = t + 5_000 + j * 150_000
+            b.launch(launch, launch + 5_000, launch + 10_000, launch + 60_000, name="step")
+        end = t + 5_000 + k * 150_000 + int(rng.uniform(0, 5_000))
+        b.nvtx(t, end, "request")
+        t = end + 50_000
+    path = b.write(tmp_path / "py.sqlite")
+    d = nsysdiag.diagnose(path, cache=False)
+    r, w = d.analyses["ranges"], d.analyses["workload"]
+    assert r.top_gpu_component.value == "gpu_idle"
+    # slope 150 us per kernel x (24 - 4) kernels = the extra latency (3 ms)
+    assert w.kernels_explain == pytest.approx(1.0, abs=0.05)
+    assert d.verdict.layer == "workload", d.verdict.summary
+    assert "the extra kernels explain" in d.verdict.summary
+
+
+def test_explained_shares_by_hand():
+    from nsysdiag.analyses.workload import explained
+
+    c = {"slow_duration_ns": 5_000, "median_duration_ns": 1_000, "slow_kernels": 12,
+         "median_kernels": 4, "slow_copy_bytes": 3e6, "median_copy_bytes": 1e6,
+         "slow_copy_ns": 2_000, "median_copy_ns": 1_000}
+    out = explained(c, slope_ns_per_kernel=250.0)
+    # 8 extra kernels x 250 ns = 2000 ns of the 4000 ns extra latency
+    assert out["extra_latency_ns"] == 4_000 and out["kernels_explain"] == pytest.approx(0.5)
+    # 1000 ns more copy time of 4000; 2 MB more in 1000 ns = 2000 GB/s... per ns: bytes/ns
+    assert out["copies_explain"] == pytest.approx(0.25)
+    assert out["extra_copy_gbps"] == pytest.approx(2e6 / 1_000)
+    # slow units no slower than the median band: nothing to explain
+    assert "kernels_explain" not in explained({**c, "slow_duration_ns": 900}, 250.0)
+
+
 def test_bundled_example_names_the_interfering_stream(capsys):
     """examples/gpu-jitter.sqlite: a background stream (13) runs GEMM bursts (nvjet) part of
     the time; the verdict's evidence names it, in the terminal and the JSON."""

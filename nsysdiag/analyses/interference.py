@@ -151,7 +151,7 @@ def run(report: Report, *, settings: Settings | None = None,
     ranges = report.analysis("ranges", range_name=range_name, settings=settings)
     if not isinstance(ranges, RangesResult) or not ranges.ok:
         return AnalysisResult(NAME, ranges.status, ranges.message)
-    instances = ranges.tables["instances"].select(
+    instances = ranges.counted_instances(
         ["instance", "start_ns", "end_ns", "duration_ns", "pid", "tid", "device_id",
          "cuda_covered"])
     slow_n = slow_count(ranges.n_attributed, ranges.tail_n, settings)

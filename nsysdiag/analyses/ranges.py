@@ -239,6 +239,12 @@ class RangesResult(AnalysisResult):
         table = self.tables.get("attribution")
         return records(table, AttributionRow) if table is not None else []
 
+    def counted_instances(self, columns: list[str]) -> pa.Table:
+        """The instances the tail figures count (warm-up set apart unless kept), with
+        ``columns``: the units the slow-unit comparisons choose from."""
+        table = self.tables["instances"]
+        return table.filter(table.column("counted")).select(columns)
+
     def growth(self, component: Component) -> ComponentGrowth | None:
         """The growth of ``component`` (None when the capture could not measure it)."""
         return next((g for g in self.attribution if g.component is component), None)

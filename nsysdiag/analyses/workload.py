@@ -79,11 +79,36 @@ class WorkloadResult(AnalysisResult):
                                                "(least squares), ns")
     r_kernel_ns: float | None = figure("correlation of latency with own kernel time per unit "
                                        "(Pearson r)")
+    extra_latency_ns: float | None = figure("mean latency of the slow units minus the median "
+                                            "band's, ns")
+    kernels_explain: float | None = figure(
+        "share of extra_latency_ns that the slow units' extra kernels explain at the "
+        "latency-per-kernel slope over every unit (fraction, 0-1)")
+    slow_copy_bytes: float | None = figure("host-device bytes per slow unit (mean), bytes")
+    median_copy_bytes: float | None = figure("host-device bytes per median-band unit (mean), "
+                                             "bytes")
+    slow_copy_ns: float | None = figure("own copy time per slow unit (mean), ns")
+    median_copy_ns: float | None = figure("own copy time per median-band unit (mean), ns")
+    extra_copy_gbps: float | None = figure("the slow units' extra bytes over their extra own "
+                                           "copy time (GB/s): the speed of the extra copies")
+    copies_explain: float | None = figure(
+        "share of extra_latency_ns that the slow units' extra own copy time is (fraction, 0-1)")
 
     def bins(self) -> list[WorkBin]:
         """The ``bins`` table as records (empty without it)."""
         table = self.tables.get("bins")
         return records(table, WorkBin) if table is not None else []
+
+    def copy_line(self) -> str:
+        """One line: what the slow units' host-device copies are, against the median band."""
+        extra = (self.slow_copy_bytes or 0.0) - (self.median_copy_bytes or 0.0)
+        speed = (f" at {self.extra_copy_gbps:.3g} GB/s"
+                 if self.extra_copy_gbps is not None else "")
+        share = (f", {self.copies_explain:.0%} of their extra latency"
+                 if self.copies_explain is not None else "")
+        return (f"slow units move {_mb(self.slow_copy_bytes)} between host and device against "
+                f"the median band's {_mb(self.median_copy_bytes)} ({_mb(extra)} more{speed}); "
+                f"own copy time {_us(self.slow_copy_ns)} vs {_us(self.median_copy_ns)}{share}")
 
     def line(self) -> str:
         """One line: what the slow units' kernels are, against the median band."""
@@ -101,6 +126,10 @@ class WorkloadResult(AnalysisResult):
 def _us(ns: float | None) -> str:
     ns = ns or 0.0
     return f"{ns / 1e6:.3g} ms" if abs(ns) >= 1e6 else f"{ns / 1e3:.3g} us"
+
+
+def _mb(b: float | None) -> str:
+    return f"{(b or 0.0) / 1e6:.3g} MB"
 
 
 RESULT = WorkloadResult
@@ -130,12 +159,12 @@ def run(report: Report, *, settings: Settings | None = None,
     ranges = report.analysis("ranges", range_name=range_name, settings=settings)
     if not isinstance(ranges, RangesResult) or not ranges.ok:
         return AnalysisResult(NAME, ranges.status, ranges.message)
-    instances = ranges.tables["instances"].select(
-        ["instance", "start_ns", "duration_ns", "n_kernels", "own_kernel_total_ns",
-         "cuda_covered"])
+    instances = ranges.counted_instances(
+        ["instance", "start_ns", "end_ns", "duration_ns", "pid", "tid", "n_kernels",
+         "own_kernel_total_ns", "own_copy_total_ns", "cuda_covered"])
     slow_n = slow_count(ranges.n_attributed, ranges.tail_n, settings)
     with registered(report, "_workload_instances", instances):
-        compare = run_query(report, NAME, "compare", {"slow_n": slow_n})
+        compare = run_query(report, NAME, "compare", {"slow_n": slow_n, "scope": ranges.scope})
         relation = run_query(report, NAME, "relation")
         bins = run_query(report, NAME, "bins")
     c = compare.to_pylist()[0]
@@ -144,11 +173,34 @@ def run(report: Report, *, settings: Settings | None = None,
     # a constant number of kernels per unit has no correlation (NaN): None
     figures.update({k: (None if rel[k] is None or math.isnan(rel[k]) else rel[k])
                     for k in ("r_kernels", "slope_ns_per_kernel", "r_kernel_ns")})
+    figures.update(explained(c, figures["slope_ns_per_kernel"]))
     result = WorkloadResult(status=OK, main="bins",
                             tables={"bins": bins, "compare": compare, "relation": relation},
                             **figures)
     return WorkloadResult(status=OK, main="bins", tables=result.tables,
                           message=f"{result.kind}: {result.line()}", **figures)
+
+
+def explained(c: dict, slope_ns_per_kernel: float | None) -> dict:
+    """How much of the slow units' extra latency their extra work explains: extra kernels at
+    the latency-per-kernel slope, and extra own copy time (with the extra bytes' speed)."""
+    out = {k: c[k] for k in ("slow_copy_bytes", "median_copy_bytes", "slow_copy_ns",
+                             "median_copy_ns")}
+    d_s, d_m = c["slow_duration_ns"], c["median_duration_ns"]
+    if d_s is None or d_m is None or d_s <= d_m:
+        return out
+    extra = d_s - d_m
+    out["extra_latency_ns"] = extra
+    k_s, k_m = c["slow_kernels"], c["median_kernels"]
+    if slope_ns_per_kernel is not None and k_s is not None and k_m is not None:
+        out["kernels_explain"] = max(0.0, min(1.0, slope_ns_per_kernel * (k_s - k_m) / extra))
+    t_s, t_m = c["slow_copy_ns"], c["median_copy_ns"]
+    if t_s is not None and t_m is not None:
+        out["copies_explain"] = max(0.0, min(1.0, (t_s - t_m) / extra))
+        b_s, b_m = c["slow_copy_bytes"] or 0.0, c["median_copy_bytes"] or 0.0
+        if t_s > t_m and b_s > b_m:
+            out["extra_copy_gbps"] = (b_s - b_m) / (t_s - t_m)
+    return out
 
 
 def judge(c: dict, settings: Settings) -> dict:
@@ -179,3 +231,12 @@ def is_workload_tail(w: WorkloadResult, settings: Settings) -> bool:
     kernels do not run ``slow_ratio`` times slower."""
     return (w.kind == "more_work" and (w.work_ratio or 0) >= settings.workload_ratio
             and (w.per_kernel_ratio or 0) < settings.slow_ratio)
+
+
+def is_transfer_volume_tail(w: WorkloadResult, settings: Settings) -> bool:
+    """A transfer-volume tail: the slow units move at least ``workload_ratio`` times the
+    median band's host-device bytes, and their extra own copy time is at least
+    ``work_explains`` of their extra latency (weights or inputs loaded on some units)."""
+    slow, median = w.slow_copy_bytes or 0.0, w.median_copy_bytes or 0.0
+    return (slow > 0 and slow >= settings.workload_ratio * median
+            and (w.copies_explain or 0.0) >= settings.work_explains)

@@ -25,7 +25,7 @@ from ..analyses.launch_latency import LaunchLatencyResult
 from ..analyses.overlap import OverlapResult
 from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
-from ..analyses.workload import WorkloadResult, is_workload_tail
+from ..analyses.workload import WorkloadResult, is_transfer_volume_tail, is_workload_tail
 from ..formatting import fmt_ns
 from .model import Finding
 
@@ -558,10 +558,27 @@ class Evidence:
         return [f] if f is not None else []
 
     def workload(self) -> list[Finding]:
-        """More work vs slower work in the slow units (own kernels per unit)."""
+        """More work vs slower work in the slow units: own kernels per unit, and host-device
+        bytes per unit (a transfer-volume tail is check E1's: the link moved more, not
+        slower, so it counts as a fault of the transfer layer)."""
         w = self.measured("workload", WorkloadResult)
-        f = _workload_finding(w, self.settings) if w is not None else None
-        return [f] if f is not None else []
+        if w is None:
+            return []
+        out = [f for f in (_workload_finding(w, self.settings),) if f is not None]
+        if is_transfer_volume_tail(w, self.settings):
+            what = "transfer volume per unit"
+            self.pcie_faults = [*(self.pcie_faults or []), what]
+            self._score("pcie", 0.5 + 0.5 * (w.copies_explain or 0.0), w.copy_line())
+            out.append(Finding(
+                "pcie", "warning",
+                "Transfer volume: slow units move "
+                f"{(w.slow_copy_bytes or 0) / max(1.0, w.median_copy_bytes or 0):.3g}x the "
+                "median's host-device bytes", (w.copy_line(),),
+                "The slow units load data over the link that the others do not (weights, "
+                "adapters, inputs): keep it resident on the GPU, prefetch it on a side "
+                "stream before the unit starts, or group units by what they load.",
+                check="E1", weight=w.copies_explain or 0.0))
+        return out
 
     def graphs(self) -> list[Finding]:
         g = self.results.get("graphs")

@@ -179,7 +179,7 @@ def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailS
                       range_name: str | None, settings: Settings) -> dict[str, AnalysisResult]:
     """Interference and workload, when the tail is elevated or abnormal (enough units to
     judge it) and what they explain grew: other GPU work (gpu_other) names its culprit; own
-    kernel time or launch calls, more work vs slower work. Skipped otherwise, so a healthy
+    kernel or copy time, launch or copy calls: more work vs slower work. Skipped otherwise, so a healthy
     trace costs nothing more."""
     if not isinstance(ranges, RangesResult) or not ranges.ok \
             or tail.level not in ("elevated", "abnormal") \
@@ -193,7 +193,8 @@ def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailS
     out: dict[str, AnalysisResult] = {}
     for name, components in (
         ("interference", (Component.GPU_OTHER,)),
-        ("workload", (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH)),
+        ("workload", (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH, Component.GPU_OWN_COPY,
+                      Component.CPU_MEMCPY)),
     ):
         if any(grew(c) for c in components):
             r = _run(report, name, range_name=range_name, settings=settings)
@@ -451,7 +452,9 @@ def _layer_verdict(
         "gpu": "GPU execution jitter",
         "pcie": "PCIe transfer contention",
     }[best]
-    if best == "pcie" and ev.pcie_faults and "same-direction contention" not in ev.pcie_faults:
+    if best == "pcie" and ev.pcie_faults == ["transfer volume per unit"]:
+        what = "host-device transfer volume (more bytes per unit, not slower copies)"
+    elif best == "pcie" and ev.pcie_faults and "same-direction contention" not in ev.pcie_faults:
         # the verdict names what E1 measured: no contention is no "contention"
         what = ("slow host-device transfers (" + ", ".join(ev.pcie_faults)
                 + "; no same-direction contention)")
@@ -510,15 +513,20 @@ def _shape_disagreement(tail: TailSummary, shape_layer: str, best: str) -> str:
 
 def _workload_explains(best: str, ev: checks.Evidence, settings: Settings) -> str | None:
     """The workload clause when the slow units do more work at the median's per-kernel speed
-    and that work is what grew: own kernel time (gpu) or launch calls (cpu)."""
+    and that work is what grew: own kernel time (gpu) or launch calls (cpu) grew most, or
+    the extra kernels explain at least ``work_explains`` of the extra latency (more work
+    grows the host's time around each launch and the GPU's waits as well)."""
     w = ev.measured("workload", WorkloadResult)
     r = ev.measured("ranges", RangesResult)
     if w is None or r is None or not is_workload_tail(w, settings):
         return None
     top = {"gpu": r.top_gpu_component, "cpu": r.top_cpu_component}.get(best)
-    if top not in (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH):
+    if (top not in (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH)
+            and (w.kernels_explain or 0.0) < settings.work_explains):
         return None
-    return w.line()
+    explains = (f"; the extra kernels explain {w.kernels_explain:.0%} of the slow units' "
+                "extra latency" if w.kernels_explain is not None else "")
+    return w.line() + explains
 
 
 def _culprit_clause(ev: checks.Evidence) -> str | None:

@@ -1,9 +1,11 @@
 -- workload: do the slowest units do more GPU work, or the same work slower?
 --
 -- Inputs: the table the Python side registers:
---   _workload_instances  the ranges analysis' instances (instance, start_ns, duration_ns,
---                        n_kernels, own_kernel_total_ns, cuda_covered)
--- Parameters: $slow_n (slowest units compared).
+--   _workload_instances  the ranges analysis' instances (instance, start_ns, end_ns,
+--                        duration_ns, pid, tid, n_kernels, own_kernel_total_ns,
+--                        own_copy_total_ns, cuda_covered)
+-- Parameters: $slow_n (slowest units compared); $scope ('thread' or 'process': whose API
+-- calls belong to a unit, as in ranges).
 -- Units: *_ns nanoseconds; *_kernels counts of kernels (means over units).
 --
 -- Outputs:
@@ -12,7 +14,10 @@
 --             slow_duration_ns, median_duration_ns, slow_kernels, median_kernels (own
 --             kernels per unit, means), slow_kernel_ns, median_kernel_ns (own kernel time
 --             per unit, means), slow_per_kernel_ns, median_per_kernel_ns (own kernel time
---             over own kernels: the group's mean kernel duration)
+--             over own kernels: the group's mean kernel duration), slow_copy_bytes,
+--             median_copy_bytes (bytes per unit, means, of the HtoD and DtoH copies whose
+--             launching call lies inside the unit on its thread or process, as ranges' own
+--             work), slow_copy_ns, median_copy_ns (own copy and memset time per unit, means)
 --   relation  over every covered unit: units, r_kernels (Pearson correlation of latency
 --             with own kernels per unit), slope_ns_per_kernel (least-squares latency growth
 --             per extra kernel), intercept_ns, r_kernel_ns (correlation with own kernel
@@ -31,7 +36,17 @@ ranked AS (SELECT *, row_number() OVER (ORDER BY duration_ns DESC, start_ns) AS 
 g AS (
     SELECT 'slow' AS grp, * FROM ranked WHERE slow_rank <= $slow_n
     UNION ALL
-    SELECT 'median', r.* FROM ranked r, band WHERE r.duration_ns BETWEEN band.lo AND band.hi)
+    SELECT 'median', r.* FROM ranked r, band WHERE r.duration_ns BETWEEN band.lo AND band.hi),
+moved AS (
+    SELECT a.pid, a.tid, a.start_ns AS call_ns, m.bytes
+    FROM memcpys m JOIN api_calls a USING (global_pid, correlation_id)
+    WHERE m.copy_kind IN ('HtoD', 'DtoH')),
+unit_bytes AS (
+    SELECT g.grp, g.instance, sum(m.bytes) AS copy_bytes
+    FROM g JOIN moved m
+        ON m.pid = g.pid AND ($scope = 'process' OR m.tid = g.tid)
+       AND m.call_ns >= g.start_ns AND m.call_ns <= g.end_ns
+    GROUP BY g.grp, g.instance)
 SELECT count(*) FILTER (WHERE grp = 'slow') AS slow_n,
        count(*) FILTER (WHERE grp = 'median') AS median_n,
        avg(duration_ns) FILTER (WHERE grp = 'slow') AS slow_duration_ns,
@@ -43,8 +58,12 @@ SELECT count(*) FILTER (WHERE grp = 'slow') AS slow_n,
        sum(own_kernel_total_ns) FILTER (WHERE grp = 'slow')
            / nullif(sum(n_kernels) FILTER (WHERE grp = 'slow'), 0) AS slow_per_kernel_ns,
        sum(own_kernel_total_ns) FILTER (WHERE grp = 'median')
-           / nullif(sum(n_kernels) FILTER (WHERE grp = 'median'), 0) AS median_per_kernel_ns
-FROM g
+           / nullif(sum(n_kernels) FILTER (WHERE grp = 'median'), 0) AS median_per_kernel_ns,
+       avg(coalesce(copy_bytes, 0)) FILTER (WHERE grp = 'slow') AS slow_copy_bytes,
+       avg(coalesce(copy_bytes, 0)) FILTER (WHERE grp = 'median') AS median_copy_bytes,
+       avg(own_copy_total_ns) FILTER (WHERE grp = 'slow') AS slow_copy_ns,
+       avg(own_copy_total_ns) FILTER (WHERE grp = 'median') AS median_copy_ns
+FROM g LEFT JOIN unit_bytes USING (grp, instance)
 
 
 -- @query relation
