@@ -77,6 +77,10 @@ class Settings:
     gap_normal_ns: int = _rule(5_000, "a launch gap above this is not normal, ns")
     gap_p99_ns: int = _rule(20_000, "a P99 launch gap above this signals a CPU-side "
                                     "scheduling bottleneck, ns")
+    launch_cost_pct: float = _rule(
+        5.0, "share of the units' time (without units, of the GPU work's span) the GPU must "
+             "lose in launch-bound gaps for launch overhead to be a warning; below, a P99 "
+             "past gap_p99_ns is reported as not the bottleneck, %")
     prelaunched_idle_pct: float = _rule(
         10.0, "share of the idle time in gaps before already launched kernels from which "
               "launch gaps says they are not launch overhead, %")

@@ -75,11 +75,11 @@ def standard_export(request, tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def labelled(tmp_path_factory) -> dict[str, Path]:
-    """The project's own labelled H200 captures (fixtures/h200/*.tar.xz), extracted once:
-    scenario name -> .sqlite path."""
-    out = tmp_path_factory.mktemp("h200")
+    """The project's own labelled captures (fixtures/h200/*.tar.xz, fixtures/h100/*.tar.xz;
+    see fixtures/README.md), extracted once: scenario name -> .sqlite path."""
+    out = tmp_path_factory.mktemp("labelled")
     paths = {}
-    for tar in sorted((ROOT / "fixtures" / "h200").glob("*.tar.xz")):
+    for tar in sorted((ROOT / "fixtures").glob("h[12]00/*.tar.xz")):
         with tarfile.open(tar) as tf:
             member = next(m for m in tf.getmembers() if m.name.endswith(".sqlite"))
             tf.extract(member, out, filter="data")

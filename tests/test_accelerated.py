@@ -167,3 +167,94 @@ def test_corpus(path, monkeypatch):
         for name in ACCELERATED:
             both = _run_both(rep, name, monkeypatch)
             assert_same(name, both["never"], both["always"])
+
+
+def _probe_calls_both(rep: nsysdiag.Report) -> tuple[list, list]:
+    """ranges' unit_probe_calls by the SQL and by the accelerated pass, sorted by probe."""
+    from nsysdiag.analyses import ranges
+    from nsysdiag.analyses.base import run_query
+    from nsysdiag.engine.steps import registered
+
+    probes = run_query(rep, "ranges", "unit_probes", {"min_instances": 20})
+    with registered(rep, "unit_probes", probes):
+        out = [sorted(f(rep, probes).to_pylist(), key=lambda r: r["id"])
+               for f in (ranges._probe_calls_method, ranges._probe_calls_accelerated)]
+    return out[0], out[1]
+
+
+def test_unit_probe_calls_by_hand(builder, tmp_path):
+    # two processes; "step" ranges of process 100 and 200 at the same times, "inner"
+    # inside the steps of 100. GPU calls of process 100 at a step's start and end (bounds
+    # count), calls of 200 inside 100's steps count for 200's only; a sync never counts
+    b = builder("current")
+    for k in range(20):
+        s = 10_000 + 10_000 * k
+        b.nvtx(s, s + 5000, "step", pid=100)
+        b.nvtx(s, s + 5000, "step", pid=200)
+        b.nvtx(s + 1000, s + 2000, "inner", pid=100)
+        b.launch(s, s + 10, s + 20, s + 30, pid=100)  # at the step's start
+        b.launch(s + 5000, s + 5010, s + 5020, s + 5030, pid=100)  # at its end
+        b.launch(s + 1500, s + 1510, s + 1520, s + 1530, pid=100)  # inside inner
+        if k % 2:
+            b.launch(s + 3000, s + 3010, s + 3020, s + 3030, pid=200)
+        b.api(s + 4000, s + 4100, "cudaStreamSynchronize_v3020", pid=100)
+    with nsysdiag.open(b.write(tmp_path / "p.sqlite"), cache=False) as rep:
+        method, accelerated = _probe_calls_both(rep)
+        probes = _probes(rep)
+    assert method == accelerated
+    calls = {r["id"]: r["calls"] for r in method}
+    by_kind = {}
+    for p in probes:
+        by_kind.setdefault((p["name"], p["global_pid"] >> 24 & 0xFFFFFF), []).append(
+            calls.get(p["id"], 0))
+    assert sorted(by_kind[("step", 100)]) == [3] * 20
+    assert sorted(by_kind[("inner", 100)]) == [1] * 20
+    assert sorted(by_kind[("step", 200)]) == [0] * 10 + [1] * 10
+
+
+def _probes(rep: nsysdiag.Report) -> list[dict]:
+    from nsysdiag.analyses.base import run_query
+
+    return run_query(rep, "ranges", "unit_probes", {"min_instances": 20}).to_pylist()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_unit_probe_calls_random(seed, builder, tmp_path):
+    path = _random_trace(builder, seed).write(tmp_path / f"r{seed}.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        method, accelerated = _probe_calls_both(rep)
+    assert method and method == accelerated
+
+
+@pytest.mark.parametrize("path", _corpus(), ids=lambda p: str(p.relative_to(CORPUS)) if p else "")
+def test_unit_probe_calls_corpus(path):
+    with open_corpus(path) as rep:
+        if not (rep.probe.present("nvtx_ranges") and rep.probe.present("api_calls")):
+            pytest.skip("no NVTX ranges or no CUDA trace")
+        method, accelerated = _probe_calls_both(rep)
+    assert method == accelerated
+
+
+def test_unit_probe_calls_null_and_reversed_bounds(builder, tmp_path):
+    # probes the SQL's join finds no call in: a NULL bound or process, an end before the
+    # start; and one ordinary probe holding two of the three calls
+    from nsysdiag.analyses import ranges
+    from nsysdiag.engine.steps import registered
+
+    b = builder("current")
+    for t in (1000, 2000, 3000):
+        b.launch(t, t + 10, t + 20, t + 30, pid=100)
+    b.nvtx(500, 2500, "step", pid=100)
+    with nsysdiag.open(b.write(tmp_path / "n.sqlite"), cache=False) as rep:
+        gpid = rep.sql("SELECT any_value(global_pid) FROM api_calls").fetchall()[0][0]
+        probes = pa.table({
+            "id": pa.array([1, 2, 3, 4, 5], pa.int64()),
+            "name": ["step"] * 5,
+            "start_ns": pa.array([500, None, 500, 2500, 1000], pa.int64()),
+            "end_ns": pa.array([2500, 2500, None, 500, 3000], pa.int64()),
+            "global_pid": pa.array([gpid, gpid, gpid, gpid, None], pa.int64()),
+        })
+        with registered(rep, "unit_probes", probes):
+            method = ranges._probe_calls_method(rep, probes).to_pylist()
+            accelerated = ranges._probe_calls_accelerated(rep, probes).to_pylist()
+    assert method == accelerated == [{"id": 1, "calls": 2}]

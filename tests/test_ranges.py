@@ -17,7 +17,6 @@ from conftest import CORPUS, H200, corpus_sqlite_files, need, open_corpus
 import nsysdiag
 from fixtures.nsysbuild import TraceBuilder
 from nsysdiag.analyses import ranges
-from nsysdiag.analyses.base import run_query
 from nsysdiag.cli.main import main
 from nsysdiag.errors import UsageError
 
@@ -379,9 +378,8 @@ def test_auto_choice_prefers_the_outermost_repeated_range(builder, tmp_path):
     b.nvtx(0, 300_000, "main")  # outermost but not repeated
     with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
         assert ranges.durations(rep) == ("request", pytest.approx(np.full(20, 9000)), "nvtx_auto")
-        cands = run_query(rep, "ranges", "candidates",
-                          {"min_instances": 20, "min_median_ns": 1000,
-                           "cuda_traced": True}).to_pylist()
+        cands = ranges.candidates(rep, {"min_instances": 20, "min_median_ns": 1000,
+                                        "cuda_traced": True})
         unit = ranges.select_unit(rep)
     # qualifying and outermost first, then by total time: forward 140 us, layer 60 us
     assert [(c["name"], c["n"], c["inside_frac"], c["usual_parent"], c["qualifies"])
@@ -424,9 +422,8 @@ def test_operator_and_library_ranges_are_not_units(builder, tmp_path):
         b.nvtx(s, s + 5000, "MPI_Allreduce", domain_id=5)
         b.launch(s + 100, s + 200, s + 300, s + 900)
     with nsysdiag.open(b.write(tmp_path / "m.sqlite"), cache=False) as rep:
-        cands = run_query(rep, "ranges", "candidates",
-                          {"min_instances": 20, "min_median_ns": 1000,
-                           "cuda_traced": True}).to_pylist()
+        cands = ranges.candidates(rep, {"min_instances": 20, "min_median_ns": 1000,
+                                        "cuda_traced": True})
         res = ranges.run(rep)
     assert [(c["name"], c["domain"], c["operator_like"], c["qualifies"]) for c in cands] == [
         ("MPI_Allreduce", "MPI", True, False)]
@@ -444,9 +441,8 @@ def test_short_ranges_and_ranges_without_gpu_work_are_not_units(builder, tmp_pat
         b.launch(s + 100, s + 200, s + 300, s + 400)
         b.nvtx(s + 1000, s + 4000, "log")
     with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
-        cands = {c["name"]: c for c in run_query(
-            rep, "ranges", "candidates",
-            {"min_instances": 20, "min_median_ns": 1000, "cuda_traced": True}).to_pylist()}
+        cands = {c["name"]: c for c in ranges.candidates(
+            rep, {"min_instances": 20, "min_median_ns": 1000, "cuda_traced": True})}
         unit = ranges.select_unit(rep)
     assert unit.name == "step"
     assert (cands["null_count"]["median_ns"], cands["null_count"]["qualifies"]) == (500, False)

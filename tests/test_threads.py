@@ -15,6 +15,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 import duckdb
@@ -195,6 +196,25 @@ def test_workers_results_and_errors():
             assert [c.result() for c in calls] == [1, 2, 4, 8, 16, 32]
             with pytest.raises(Boom):
                 bad.result()
+
+    finishes(run)
+
+
+def test_workers_keep_no_collected_result():
+    # a stream of calls (the SQLite page decoder's batches) collected one by one: the
+    # workers must not hold each result until the block ends (they did: a 22M-row table
+    # stayed in memory while it was read)
+    class Result:
+        pass
+
+    def run():
+        with threads.Workers(2, stage="t") as pool:
+            refs = []
+            for _ in range(5):
+                value = pool.submit(Result).result()
+                refs.append(weakref.ref(value))
+                del value
+            assert [r() for r in refs] == [None] * 5
 
     finishes(run)
 

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from ..engine import threads
 from ..engine.accelerate import pick
+from ..engine.database import BATCH_ROWS
 from ..engine.schedule import forked
 from ..engine.steps import expose, registered, shared, step_file, step_writer, steps, temp_views
 from ..errors import UsageError
@@ -405,17 +406,17 @@ def select_unit(
     rejected = ""
     if names:
         cuda_traced = report.probe.present("api_calls")
-        cands = run_query(report, NAME, "candidates", {
+        cands = candidates(report, {
             "min_instances": min_instances, "min_median_ns": settings.unit_min_median_ns,
             "cuda_traced": cuda_traced,
-        }).to_pylist()
-        candidates = [Candidate.of(r) for r in cands]
-        choice = choose_unit(candidates, settings, cuda_traced)
+        })
+        found = [Candidate.of(r) for r in cands]
+        choice = choose_unit(found, settings, cuda_traced)
         if choice.unit is not None:
             unit = Unit(choice.unit, "nvtx_auto",
                         run_query(report, NAME, "units_nvtx", {"name": choice.unit}),
                         choice.runner_up, choice.reason)
-            return _group(report, unit, candidates, min_instances) or unit
+            return _group(report, unit, found, min_instances) or unit
         rejected = choice.reason
     units = run_query(report, NAME, "units_sync", {"blocking": BLOCKING_WAITS})
     cycle, aligned = _launch_cycle(report, units, min_instances, rejected)
@@ -437,6 +438,78 @@ def select_unit(
         + (f" (most frequent: {top}; pass --range NAME)" if top and not rejected else "")
         + "; no thread waits on the GPU twice and its GPU work does not repeat",
     )
+
+
+def candidates(report: Report, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of ranges.sql ``candidates``: its probes (``unit_probes``) and their calls
+    (``unit_probe_calls``, by the SQL or the accelerated pass, as the engine chooses for
+    the rows of API calls) first, as tables the query reads."""
+    probes = run_query(report, NAME, "unit_probes", params)
+    if not params["cuda_traced"]:
+        calls = pa.table({"id": pa.array([], pa.int64()), "calls": pa.array([], pa.int64())})
+    else:
+        with registered(report, "unit_probes", probes):
+            calls = pick(_probe_calls_method, _probe_calls_accelerated,
+                         report.probe["api_calls"].source_rows)(report, probes)
+    with registered(report, "unit_probes", probes), \
+            registered(report, "unit_probe_calls", calls):
+        return run_query(report, NAME, "candidates", params).to_pylist()
+
+
+def _probe_calls_method(report: Report, probes: pa.Table) -> pa.Table:
+    """ranges.sql ``unit_probe_calls`` (``probes`` registered as unit_probes)."""
+    return run_query(report, NAME, "unit_probe_calls")
+
+
+#: the API categories of the calls that put work on the GPU (ranges.sql unit_probe_calls)
+_GPU_CATEGORIES = ("launch", "graph_launch", "memcpy", "memset")
+
+
+def _probe_calls_accelerated(report: Report, probes: pa.Table) -> pa.Table:
+    """:func:`_probe_calls_method`'s table from one streamed read of the calls: per process,
+    the probes' bounds sorted, and for each bound the calls at or before it and those
+    before it (a search of each call among the bounds, counted); a probe's calls are
+    those at or before its end less those before its start."""
+    pid, pid_ok = arrow_values(probes.column("global_pid"))
+    start, start_ok = arrow_values(probes.column("start_ns"))
+    end, end_ok = arrow_values(probes.column("end_ns"))
+    ids = probes.column("id").to_numpy(zero_copy_only=False).astype(np.int64)
+    # a probe with a NULL process or bound holds no call (as the SQL's join finds none)
+    valid = pid_ok & start_ok & end_ok
+    pids = np.unique(pid[valid])
+    # per process: its probes' distinct bounds, and per bound the calls at or before it
+    # (le) and those before it (lt), summed over the batches
+    bounds = [np.unique(np.concatenate([start[valid & (pid == p)], end[valid & (pid == p)]]))
+              for p in pids]
+    le = [np.zeros(len(b), np.int64) for b in bounds]
+    lt = [np.zeros(len(b), np.int64) for b in bounds]
+    categories = ", ".join(f"'{c}'" for c in _GPU_CATEGORIES)
+    reader = report.sql(
+        "SELECT global_pid, start_ns FROM api_calls "
+        f"WHERE category IN ({categories}) AND start_ns IS NOT NULL "
+        "AND global_pid IN (SELECT global_pid FROM unit_probes)").to_arrow_reader(BATCH_ROWS)
+    with contextlib.closing(reader):
+        for batch in reader:
+            call_pid = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            t = batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
+            for k, p in enumerate(pids):
+                mine = t[call_pid == p]
+                n = len(bounds[k]) + 1
+                # a call t is at or before bound j when j >= #bounds below t, before it
+                # when j >= #bounds at or below t
+                le[k] += np.cumsum(np.bincount(
+                    np.searchsorted(bounds[k], mine, "left"), minlength=n))[:-1]
+                lt[k] += np.cumsum(np.bincount(
+                    np.searchsorted(bounds[k], mine, "right"), minlength=n))[:-1]
+    calls = np.zeros(len(ids), np.int64)
+    for k, p in enumerate(pids):
+        rows = np.flatnonzero(valid & (pid == p))
+        calls[rows] = (le[k][np.searchsorted(bounds[k], end[rows])]
+                       - lt[k][np.searchsorted(bounds[k], start[rows])])
+    # a probe whose end precedes its start holds no call (as BETWEEN finds none)
+    keep = calls > 0
+    return pa.table({"id": pa.array(ids[keep], pa.int64()),
+                     "calls": pa.array(calls[keep], pa.int64())})
 
 
 @dataclass(frozen=True)

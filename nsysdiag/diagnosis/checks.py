@@ -100,6 +100,14 @@ class Evidence:
         r = self.results.get("ranges")
         return r.message if r is not None else "the ranges analysis did not run"
 
+    def time_base(self) -> tuple[float | None, str]:
+        """(ns, what it is) that a cost is a share of: the units' summed time; without
+        units, the span of the GPU work (None when neither was measured)."""
+        if self.unit_time_ns:
+            return self.unit_time_ns, "the units' time"
+        o = self.measured("overlap", OverlapResult)
+        return (o.wall_span_ns if o is not None else None), "the GPU work's span"
+
     def attribution(self) -> tuple[ComponentGrowth, ...]:
         """The tail attribution's components (largest growth first); empty without it, and
         empty when a lone outlier unit would carry it."""
@@ -203,10 +211,7 @@ class Evidence:
         t = self.measured("transfers", TransfersResult)
         if t is None or not (t.uvm_copies or t.managed_copies or t.um_faults):
             return []
-        # share of the units' summed time; without units, of the span of the GPU work
-        o = self.measured("overlap", OverlapResult)
-        whole, of = ((self.unit_time_ns, "the units' time") if self.unit_time_ns
-                     else (o.wall_span_ns if o is not None else None, "the GPU work's span"))
+        whole, of = self.time_base()
         share = 100.0 * t.uvm_time_ns / whole if whole and t.uvm_time_ns else None
         fault_share = (100.0 * t.um_gpu_fault_time_ns / whole
                        if whole and t.um_gpu_fault_time_ns else None)
@@ -300,7 +305,9 @@ class Evidence:
             over, p99 = idle.launch_overhead, idle.launch_bound_p99_ns
         else:  # no cause per gap (gpu_idle did not run): the method's figure
             over, p99 = g.cpu_bound, g.p99_ns
-        if over and not self.graphs_in_use:
+        cost_pct, of = self._launch_cost(idle, ev)
+        cheap = cost_pct is not None and cost_pct < self.settings.launch_cost_pct
+        if over and not self.graphs_in_use and not cheap:
             self._score(
                 "cpu",
                 0.7 if shallow else 0.4,
@@ -322,9 +329,13 @@ class Evidence:
                 )
             )
         else:
-            if over:  # CUDA Graphs in use: the kernels outside them are not the hot path
+            if over and self.graphs_in_use:  # the kernels outside graphs: not the hot path
                 title = (f"P99 launch-bound gap {fmt_ns(p99)} outside CUDA Graphs, not "
                          "judged as launch overhead (graphs in use)")
+            elif over:  # past the threshold, but the GPU lost little time to it
+                title = (f"P99 launch-bound gap {fmt_ns(p99)} exceeds {fmt_ns(threshold)}, "
+                         f"but the GPU lost only {cost_pct:.1f}% of {of} in launch-bound gaps: "
+                         "not the bottleneck")
             elif p99 is not None:
                 title = f"Launch gaps within bounds (P99 launch-bound gap {fmt_ns(p99)})"
             else:
@@ -333,6 +344,19 @@ class Evidence:
                 title += f"; most idle time is {idle.top_cause.replace('_', ' ')}"
             out.append(Finding("cpu", "info", title, tuple(ev), check="C1", weight=0.1))
         return out
+
+    def _launch_cost(self, idle: GpuIdleResult | None, ev: list[str]
+                     ) -> tuple[float | None, str]:
+        """(the launch-bound idle time as a % of the time base, the time base's name), with
+        its evidence line; None when the causes of idle time were not measured."""
+        whole, of = self.time_base()
+        if idle is None or not whole:
+            return None, of
+        cost_ns = (idle.launch_bound_idle_pct or 0.0) / 100.0 * idle.idle_ns
+        pct = 100.0 * cost_ns / whole
+        ev.append(f"what it cost: the GPU waited {fmt_ns(cost_ns)} in launch-bound gaps, "
+                  f"{pct:.1f}% of {of} (a warning from {self.settings.launch_cost_pct:g}%)")
+        return pct, of
 
     def gpu_idle(self) -> list[Finding]:
         """The GPU's idle time by cause, as one info finding."""

@@ -297,12 +297,18 @@ class Call(Generic[T]):
         self.collected = True
         bound = stage_timeout()
         try:
-            return self._future.result(timeout=bound)
+            value = self._future.result(timeout=bound)
         except cf.TimeoutError:
             if self._future.done():  # the call's own TimeoutError
+                self._workers._forget(self)
                 raise
             self._workers.cancel()
             raise _timeout(self._workers.stage, bound) from None
+        except BaseException:
+            self._workers._forget(self)
+            raise
+        self._workers._forget(self)
+        return value
 
 
 class Workers:
@@ -330,7 +336,11 @@ class Workers:
         self.cancelled = threading.Event()
         self._on_cancel = on_cancel
         self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        #: the calls submitted and not yet collected (a collected call's result belongs to
+        #: its caller alone: kept here, the results of a long stream of calls, such as
+        #: the decoded batches of a table, would all stay in memory until the block ends)
         self._calls: list[Call] = []
+        self._calls_lock = threading.Lock()
         self._closed = False
         self._threads = [threading.Thread(target=self._work, name=f"nsysdiag: {stage}",
                                           daemon=True) for _ in range(n)]
@@ -357,14 +367,26 @@ class Workers:
             raise RuntimeError("submit after the workers were closed")
         future: cf.Future = cf.Future()
         call: Call[T] = Call(self, future)
-        self._calls.append(call)
+        with self._calls_lock:
+            self._calls.append(call)
         self._tasks.put((future, fn, args, kwargs))
         return call
+
+    def _forget(self, call: Call) -> None:
+        """Stop tracking ``call``, collected (callers mostly collect in submission order:
+        it is found first)."""
+        with self._calls_lock:
+            try:
+                self._calls.remove(call)
+            except ValueError:
+                pass
 
     def cancel(self) -> None:
         """Calls not yet started never start; running calls are told to stop."""
         self.cancelled.set()
-        for call in self._calls:
+        with self._calls_lock:
+            calls = list(self._calls)
+        for call in calls:
             call._future.cancel()
         self._interrupt()
 

@@ -2,6 +2,8 @@
 --
 -- Inputs (normalized views): nvtx_ranges, api_calls, kernels, memcpys, memsets, cuda_graphs;
 -- and the tables the Python side registers between steps:
+--   unit_probes        the probes of the unit choice (output of unit_probes)
+--   unit_probe_calls   their GPU-launching calls (output of unit_probe_calls)
 --   _ranges_units      the unit instances (output of units_nvtx or units_sync)
 --   rg_cpu             per instance the four CPU API components (sweep over rg_cpu_intervals
 --                      at rg_cpu_probes)
@@ -17,6 +19,8 @@
 --
 -- Outputs:
 --   names        closed NVTX range names by instance count (for messages)
+--   unit_probes  evenly spaced instances of each repeated range name (the unit choice's probes)
+--   unit_probe_calls  per probe, the calls inside it that put work on the GPU
 --   candidates   range names repeated at least $min_instances times with the evidence
 --                of the unit choice (whether each encloses GPU work, its median, whether
 --                it is an operator range, its nesting among qualifying names)
@@ -45,10 +49,39 @@ ORDER BY n DESC, name
 LIMIT 5;
 
 
+-- @query unit_probes
+-- The probes of the unit choice: up to ~64 evenly spaced instances of each range name
+-- repeated at least $min_instances times (every instance of a name repeated less often
+-- than 128 times), with an id. A step (registered by analyses/ranges.py as unit_probes):
+-- unit_probe_calls and candidates read the same probes.
+WITH closed AS (
+    SELECT name, start_ns, end_ns, global_pid FROM nvtx_ranges WHERE end_ns IS NOT NULL),
+counts AS (SELECT name, count(*) AS n FROM closed GROUP BY name HAVING count(*) >= $min_instances),
+cand AS (
+    SELECT c.name, c.start_ns, c.end_ns, c.global_pid, k.n,
+           row_number() OVER (PARTITION BY c.name ORDER BY c.start_ns, c.end_ns) AS i
+    FROM closed c JOIN counts k USING (name))
+SELECT row_number() OVER (ORDER BY name, i) AS id, name, start_ns, end_ns, global_pid
+FROM cand WHERE (i - 1) % greatest(1, n // 64) = 0;
+
+
+-- @query unit_probe_calls
+-- Per probe (unit_probes), the calls its process made inside it (start_ns in
+-- [start_ns, end_ns]) that put work on the GPU: api_calls of category launch,
+-- graph_launch, memcpy or memset. id, calls (probes without such calls are left out).
+-- The accelerated pass (ranges._probe_calls_accelerated) counts the same calls from one
+-- streamed read of api_calls, by a search among each process' sorted probe bounds.
+SELECT p.id, count(*) AS calls
+FROM unit_probes p JOIN api_calls g
+  ON g.global_pid = p.global_pid AND g.start_ns BETWEEN p.start_ns AND p.end_ns
+WHERE g.category IN ('launch', 'graph_launch', 'memcpy', 'memset')
+GROUP BY p.id;
+
+
 -- @query candidates
 -- Every range name repeated at least $min_instances times, with the evidence the unit choice
--- (analyses/ranges.py, select_unit) reads. On up to ~64 evenly spaced instances of each
--- name (the probes):
+-- (analyses/ranges.py, select_unit) reads. On its probes (unit_probes, with the calls
+-- counted by unit_probe_calls):
 --   gpu_share       share of probes inside which the process made a call that puts work on
 --                   the GPU (api_calls category launch, graph_launch, memcpy or memset)
 --   gpu_calls_mean  such calls per probe (mean)
@@ -72,26 +105,11 @@ counts AS (
     FROM (SELECT name, domain, duration_ns, count(*) OVER (PARTITION BY name, domain) AS m
           FROM closed)
     GROUP BY name HAVING count(*) >= $min_instances),
-cand AS (
-    SELECT c.name, c.start_ns, c.end_ns, c.global_pid, k.n,
-           row_number() OVER (PARTITION BY c.name ORDER BY c.start_ns, c.end_ns) AS i
-    FROM closed c JOIN counts k USING (name)),
-probe AS (
-    SELECT row_number() OVER () AS id, name, start_ns, end_ns, global_pid
-    FROM cand WHERE (i - 1) % greatest(1, n // 64) = 0),
-gpu_calls AS (
-    SELECT global_pid, start_ns FROM api_calls
-    WHERE category IN ('launch', 'graph_launch', 'memcpy', 'memset')),
-probe_gpu AS (
-    SELECT p.id, count(*) AS calls
-    FROM probe p JOIN gpu_calls g
-      ON (p.global_pid, p.start_ns) <= (g.global_pid, g.start_ns)
-     AND (g.global_pid, g.start_ns) <= (p.global_pid, p.end_ns)
-    GROUP BY p.id),
+probe AS (SELECT * FROM unit_probes),
 gpu AS (
     SELECT p.name, avg((g.calls IS NOT NULL)::INT) AS gpu_share,
            avg(coalesce(g.calls, 0)) AS gpu_calls_mean, count(*) AS m
-    FROM probe p LEFT JOIN probe_gpu g USING (id) GROUP BY p.name),
+    FROM probe p LEFT JOIN unit_probe_calls g USING (id) GROUP BY p.name),
 judged AS (
     SELECT k.*, g.gpu_share, g.gpu_calls_mean, g.m,
            regexp_matches(k.name, '^aten::|, seq = [0-9]+|op_id = [0-9]+|^(cu|cuda|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nccl|nvshmem|nvrtc)[A-Z_]|^MPI_|^ncclKernel')
@@ -102,12 +120,13 @@ qual AS (
     SELECT *, median_ns >= $min_median_ns AND (gpu_share >= 0.5 OR NOT $cuda_traced)
               AND NOT operator_like AS qualifies
     FROM judged),
-outer_cand AS (SELECT c.* FROM cand c SEMI JOIN qual q ON q.name = c.name AND q.qualifies),
+outer_cand AS (
+    SELECT c.name, c.start_ns, c.end_ns, c.global_pid
+    FROM closed c SEMI JOIN qual q ON q.name = c.name AND q.qualifies),
 inside AS (
     SELECT DISTINCT p.id, p.name, o.name AS outer_name
     FROM probe p JOIN outer_cand o
-      ON (o.global_pid, o.start_ns) <= (p.global_pid, p.start_ns)
-     AND (p.global_pid, p.end_ns) <= (o.global_pid, o.end_ns)
+      ON o.global_pid = p.global_pid AND o.start_ns <= p.start_ns AND p.end_ns <= o.end_ns
     WHERE o.name <> p.name
       AND (o.start_ns < p.start_ns OR o.end_ns > p.end_ns OR o.name < p.name)),
 frac AS (
@@ -225,8 +244,12 @@ ORDER BY start_ns, end_ns DESC;
 -- allocation: Settings.warmup_calls). instance, name (distinct names per instance).
 WITH u AS (SELECT instance, start_ns, end_ns, global_pid FROM _ranges_units
            WHERE start_ns IS NOT NULL),
+-- the expression is matched once per distinct API name, not once per call
+api_names AS (
+    SELECT name FROM (SELECT name, count(*) AS n FROM api_calls GROUP BY name)
+    WHERE regexp_matches(name, $pattern)),
 oneoff AS (
-    SELECT global_pid, start_ns, name FROM api_calls WHERE regexp_matches(name, $pattern)
+    SELECT global_pid, start_ns, name FROM api_calls SEMI JOIN api_names USING (name)
     UNION ALL
     SELECT global_pid, start_ns, name FROM nvtx_ranges WHERE regexp_matches(name, $pattern))
 SELECT DISTINCT u.instance, o.name

@@ -1,0 +1,72 @@
+"""The diagnosis on the project's own H100 captures of planted failure modes
+(fixtures/h100, fixtures/README.md): each scenario's verdict and the evidence it rests on."""
+
+from __future__ import annotations
+
+import pytest
+
+import nsysdiag
+
+
+@pytest.fixture(scope="module")
+def diagnosed(labelled):
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = nsysdiag.diagnose(labelled[name], cache=False)
+        return cache[name]
+
+    return get
+
+
+def test_requests_of_varying_size_are_a_workload_tail(diagnosed):
+    d = diagnosed("sizes")
+    assert d.verdict.layer == "workload", d.verdict.summary
+    w = d.analyses["workload"]
+    # batch 8-512, 1-12 decode steps: the slow requests launch several times the kernels at
+    # no slower a time per kernel, and the extra kernels explain most of their extra latency
+    assert w.kernel_ratio > 3 and w.per_kernel_ratio < 1.2
+    assert w.kernels_explain >= 0.5 and w.r_kernels > 0.5
+
+
+def test_model_switching_is_transfer_volume(diagnosed):
+    d = diagnosed("switch")
+    assert d.verdict.layer == "pcie", d.verdict.summary
+    assert "transfer volume" in d.verdict.summary
+    w = d.analyses["workload"]
+    # a 64 MiB weight set (67.1 MB) on the switching requests, ~0.13 MB on the others
+    assert 60e6 < w.slow_copy_bytes - w.median_copy_bytes < 68e6
+    # at the link's pinned speed, not slowed: more bytes, not slower copies
+    assert w.extra_copy_gbps > 30
+    assert any(f.title.startswith("Transfer volume") for f in d.findings)
+
+
+def test_open_loop_serving_idles_between_requests_without_alarms(diagnosed):
+    d = diagnosed("openloop")
+    assert d.verdict.layer == "healthy", d.verdict.summary
+    idle = d.analyses["gpu_idle"]
+    assert idle.top_cause == "between_units"
+    assert not [f for f in d.findings if f.severity != "info" and f.check != "A/B"]
+
+
+def test_a_thread_holding_the_gil_is_cpu(diagnosed):
+    d = diagnosed("gil")
+    assert d.verdict.layer == "cpu", d.verdict.summary
+    assert d.analyses["ranges"].top_cpu_component.value == "cpu_outside_cuda"
+
+
+def test_a_cold_start_is_set_apart_as_warm_up(diagnosed):
+    d = diagnosed("coldstart")
+    assert d.verdict.layer == "healthy", d.verdict.summary
+    assert d.tail.n_warmup >= 1 and "cuLibraryLoadData" in d.tail.warmup_calls
+
+
+@pytest.mark.parametrize("name", ["train", "trainnvtx"])
+def test_data_loader_stalls_in_training_are_cpu(diagnosed, name):
+    d = diagnosed(name)
+    assert d.verdict.layer == "cpu", d.verdict.summary
+    assert d.analyses["ranges"].top_cpu_component.value == "cpu_outside_cuda"
+    if name == "trainnvtx":
+        # the iteration range, not one of the thousands of aten:: operator ranges
+        assert d.tail.unit == "train_step" and d.tail.n + d.tail.n_warmup == 300
