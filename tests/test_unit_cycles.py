@@ -141,6 +141,21 @@ def test_one_wait_per_step_keeps_the_sync_intervals(builder, tmp_path):
     assert (res.unit, res.n) == ("sync-interval", 24)
     assert res.unit_reason == ("intervals between blocking host waits (no repeated NVTX "
                                "range); one blocking wait per cycle of the repeating GPU work")
+    # with three blocking copies of the set-up before the loop: 27 intervals, of which the
+    # two between set-up copies end before the loop starts (1 ms) and are no iterations;
+    # the one from the last set-up copy to the first step's wait ends inside it: 25 kept
+    b = builder("current")
+    for k in range(3):
+        b.api(100_000 * (k + 1), 100_000 * (k + 1) + 5000, "cudaMemcpy_v3020")
+    for k in range(25):
+        _train_step(b, 1_000_000 + 100_000 * k, metric=False)
+    with nsysdiag.open(b.write(tmp_path / "setup.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    inst = res.table("instances").to_pylist()
+    assert (res.unit, len(inst)) == ("sync-interval", 25)
+    assert (inst[0]["start_ns"], inst[0]["end_ns"]) == (305_000, 1_051_500)
+    assert res.unit_reason.endswith("(25 intervals inside the loop; 2 before or after it left "
+                                    "out)")
 
 
 def _layered_step(b, t, items):

@@ -419,7 +419,7 @@ def select_unit(
             return _group(report, unit, found, min_instances) or unit
         rejected = choice.reason
     units = run_query(report, NAME, "units_sync", {"blocking": BLOCKING_WAITS})
-    cycle, aligned = _launch_cycle(report, units, min_instances, rejected)
+    cycle, aligned, units = _launch_cycle(report, units, min_instances, rejected)
     if cycle is not None:
         return cycle
     if units.num_rows:
@@ -613,7 +613,7 @@ def _unit_table(name: str, style: str, start: np.ndarray, end: np.ndarray,
 
 
 def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
-                  rejected: str) -> tuple[Unit | None, str]:
+                  rejected: str) -> tuple[Unit | None, str, pa.Table]:
     """Iterations found in the repeating GPU work of the busiest launching thread
     (ranges.sql ``launch_sequence``, :func:`cycles.periods`), when no NVTX range is the
     unit.
@@ -630,17 +630,21 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     whose cycles hold two or more waits (``loss.item()`` and a metric's ``.item()`` cut a
     step in two), or of all when none does, the one :func:`cycles.pick` takes.
 
+    When the waits mark the iterations, only the intervals that end inside the loop (from
+    the first cycle's start) and begin before its last cycle ends are kept: set-up and
+    teardown waits outside the loop make no iterations.
+
     Returns
     -------
-    (Unit or None, str)
-        The launch-cycle unit, or None and a note for the sync fallback's reason (empty
-        when nothing repeats).
+    (Unit or None, str, pyarrow.Table)
+        The launch-cycle unit, or None, a note for the sync fallback's reason (empty when
+        nothing repeats) and the sync intervals to use.
     """
     if not report.probe.present("api_calls"):
-        return None, ""
+        return None, "", sync_units
     seq = run_query(report, NAME, "launch_sequence")
     if seq.num_rows < 2 * min_instances:
-        return None, ""
+        return None, "", sync_units
     labels = seq.column("label").combine_chunks().dictionary_encode()
     start = seq.column("start_ns").to_numpy().astype(np.int64)
     end = seq.column("end_ns").to_numpy().astype(np.int64)
@@ -649,7 +653,7 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     found = cycles.periods(labels.indices.to_numpy(zero_copy_only=False), gaps,
                            min_cycles=min_instances, min_coverage=0.5)
     if not found:
-        return None, ""
+        return None, "", sync_units
     names = labels.dictionary.to_pylist()
     who = {c: seq.column(c)[0].as_py() for c in ("pid", "tid", "global_pid", "global_tid")}
     waits = run_query(report, NAME, "blocking_ends", {
@@ -665,21 +669,36 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     several = [c for c in found if held[c.period] >= 2]
     cyc = cycles.pick(several if sync_units.num_rows and several else found)
     if cyc is None:
-        return None, ""
+        return None, "", sync_units
     first, last = names[cyc.boundary], names[cyc.last]
     bounds = start[cyc.starts]
     inside = int(np.count_nonzero((waits >= bounds[0]) & (waits <= bounds[-1])))
     loop = f"the GPU work repeats every {cyc.period} calls ({cyc.n} cycles from {first} to {last})"
-    aligned = any(h == 1 for h in held.values())
-    if sync_units.num_rows and (aligned or (not several and inside >= min_instances)):
-        return None, ("; one blocking wait per cycle of the repeating GPU work" if aligned
-                      else f"; {loop}, several cycles per interval: a loop inside each")
-    per = held[cyc.period]
     gpu_end = seq.column("gpu_end_ns").to_numpy(zero_copy_only=False)
     gpu_end = np.where(np.isnan(gpu_end.astype(float)), end, gpu_end).astype(np.int64)
-    tail = slice(int(cyc.starts[-1]), int(cyc.ends[-1]) + 1)
-    stop = np.r_[start[cyc.starts[1:]],
-                 max(int(end[tail].max()), int(gpu_end[tail].max()))].astype(np.int64)
+
+    def last_stop(c: cycles.Cycle) -> int:
+        """When the last cycle ends: its work on the GPU, or its last call's return."""
+        tail = slice(int(c.starts[-1]), int(c.ends[-1]) + 1)
+        return max(int(end[tail].max()), int(gpu_end[tail].max()))
+
+    marked = next((c for c in found if held[c.period] == 1), None)
+    if sync_units.num_rows and marked is not None:
+        lo, hi = int(start[marked.starts[0]]), last_stop(marked)
+        s_end = sync_units.column("end_ns").to_numpy(zero_copy_only=False)
+        s_start = sync_units.column("start_ns").to_numpy(zero_copy_only=False)
+        keep = (s_end >= lo) & (s_start < hi)
+        note = "; one blocking wait per cycle of the repeating GPU work"
+        if 2 <= keep.sum() < len(keep):
+            note += (f" ({int(keep.sum())} intervals inside the loop; {int((~keep).sum())} "
+                     "before or after it left out)")
+            sync_units = sync_units.filter(pa.array(keep)).set_column(
+                0, "instance", pa.array(np.arange(1, int(keep.sum()) + 1, dtype=np.int64)))
+        return None, note, sync_units
+    if sync_units.num_rows and not several and inside >= min_instances:
+        return None, f"; {loop}, several cycles per interval: a loop inside each", sync_units
+    per = held[cyc.period]
+    stop = np.r_[start[cyc.starts[1:]], last_stop(cyc)].astype(np.int64)
     syncs = ("no blocking host wait inside the loop" if inside == 0 else
              f"{per:.3g} blocking host waits per cycle, so the intervals between them are "
              "not iterations" if per >= 2 else
@@ -690,7 +709,7 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     return Unit("launch-cycle", "launch_cycle",
                 _unit_table("launch-cycle", "launch_cycle", bounds, stop,
                             {**who, "end_tid": None}),
-                None, reason), ""
+                None, reason), "", sync_units
 
 
 def _group(report: Report, unit: Unit, cands: list[Candidate],
