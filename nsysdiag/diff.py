@@ -472,8 +472,11 @@ def diff(
         side_b = side_a
     else:
         unit = range_name or side_a.diagnosis.tail.unit
-        if side_a.diagnosis.tail.unit_source == "sync_fallback" and range_name is None:
-            unit = None  # not an NVTX range: let B choose its unit the same way
+        if side_a.diagnosis.tail.unit_source not in ("nvtx_auto", "nvtx_named") \
+                and range_name is None:
+            # not one NVTX range name (sync intervals, launch cycles, a group of
+            # ranges): let B choose its unit the same way
+            unit = None
         side_b = _load(b, range_name=unit, settings=settings, open_kwargs=open_kwargs)
     rows = _Rows(noise, min_abs_ns, min_abs_gbps)
     notes = [n for n in (side_a.note, side_b.note) if n]

@@ -284,12 +284,22 @@ def test_corpus_sgemm_missing_kernel_records():
     assert "incomplete" in d.verdict.summary
 
 
-@pytest.mark.parametrize("name", ["Ayanokoji-li__cuckoo_hash__report1.sqlite",
-                                  "cestwc__balinski-and-gomory-cuda__report19.sqlite"])
-def test_corpus_blocking_copies_give_iterations(name):
-    with nsysdiag.open(_corpus(name)) as rep:
+def test_corpus_blocking_copies_give_iterations():
+    # balinski-gomory polls a flag with one blocking cudaMemcpyFromSymbol per cycle of its
+    # repeating GPU work: the waits mark the iterations
+    with nsysdiag.open(_corpus("cestwc__balinski-and-gomory-cuda__report19.sqlite")) as rep:
         r = rep.analysis("ranges")
     assert r.unit_source == "sync_fallback" and r.n > 100
+    assert "one blocking wait per cycle of the repeating GPU work" in r.unit_reason
+    # cuckoo_hash makes five blocking calls per insertion round (two cudaMemset, the
+    # cudaMemcpy that waits for d_insert_arr, two more copies): the intervals between them
+    # are pieces of a round; the rounds are the cycles of its GPU work (61, each starting
+    # at a d_insert_arr launch)
+    with nsysdiag.open(_corpus("Ayanokoji-li__cuckoo_hash__report1.sqlite")) as rep:
+        r = rep.analysis("ranges")
+    assert (r.unit_source, r.n + r.n_warmup) == ("launch_cycle", 61)
+    assert "from a launch of d_insert_arr" in r.unit_reason
+    assert "5 blocking host waits per cycle" in r.unit_reason
 
 
 def test_corpus_jetson_no_pcie_figures():

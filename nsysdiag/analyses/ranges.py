@@ -33,7 +33,7 @@ from ..engine.steps import expose, registered, shared, step_file, step_writer, s
 from ..errors import UsageError
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
-from . import _compiled, intervals, sweep
+from . import _compiled, cycles, intervals, sweep
 from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, figure, load_sql, records, run_query
 
 if TYPE_CHECKING:
@@ -204,8 +204,10 @@ class RangesResult(AnalysisResult):
     """
 
     analysis: str = field(default="ranges", init=False)
-    unit: str | None = figure("the unit: an NVTX range name or sync-interval")
-    unit_source: str | None = figure("nvtx_named (--range), nvtx_auto or sync_fallback")
+    unit: str | None = figure("the unit: an NVTX range name, FIRST..LAST (a group of sibling "
+                              "ranges), launch-cycle or sync-interval")
+    unit_source: str | None = figure("nvtx_named (--range), nvtx_auto, nvtx_group, "
+                                     "launch_cycle or sync_fallback")
     unit_runner_up: str | None = figure("the range that came second in the unit choice")
     unit_reason: str | None = figure("why the unit was chosen (and the runner-up was not)")
     scope: str | None = figure("whose CUDA calls counted into a unit: thread or process")
@@ -307,9 +309,11 @@ class Unit:
     Attributes
     ----------
     name : str
-        Range name (``sync-interval`` for the fallback).
+        Range name, ``FIRST..LAST`` for a group of sibling ranges, ``launch-cycle`` or
+        ``sync-interval``.
     source : str
-        ``nvtx_named`` (``--range``), ``nvtx_auto`` or ``sync_fallback``.
+        ``nvtx_named`` (``--range``), ``nvtx_auto``, ``nvtx_group``, ``launch_cycle`` or
+        ``sync_fallback``.
     instances : pyarrow.Table
         One row per instance (``units_nvtx`` / ``units_sync`` columns).
     """
@@ -325,7 +329,7 @@ class Unit:
         """True when every instance is a push/pop range (or sync interval) on one thread."""
         styles = set(self.instances.column("style").to_pylist())
         return (
-            styles <= {"push_pop", "sync_interval"}
+            styles <= {"push_pop", "sync_interval", "launch_cycle"}
             and self.instances.column("end_tid").null_count == self.instances.num_rows
         )
 
@@ -365,8 +369,10 @@ def select_unit(
         ``settings.unit_min_median_ns`` at the median, is no framework operator or library
         call (``aten::``, emit_nvtx's ``seq =``, CUDA/cuBLAS/MPI/... domains) and does not
         lie inside another such name; among several, the one covering the most time. When
-        none qualifies, the intervals between blocking host waits
-        (:data:`BLOCKING_WAITS`).
+        it is one of several sibling ranges that repeat as often, one after the other in
+        the same order, their group (:func:`_group`). When none qualifies, the cycles of
+        the repeating GPU work (:func:`_launch_cycle`) or the intervals between blocking
+        host waits (:data:`BLOCKING_WAITS`).
     min_instances : int
         Instances a range name needs to be chosen automatically.
     settings : Settings, optional
@@ -404,27 +410,33 @@ def select_unit(
             "min_instances": min_instances, "min_median_ns": settings.unit_min_median_ns,
             "cuda_traced": cuda_traced,
         })
-        choice = choose_unit([Candidate.of(r) for r in cands], settings, cuda_traced)
+        found = [Candidate.of(r) for r in cands]
+        choice = choose_unit(found, settings, cuda_traced)
         if choice.unit is not None:
-            return Unit(choice.unit, "nvtx_auto",
+            unit = Unit(choice.unit, "nvtx_auto",
                         run_query(report, NAME, "units_nvtx", {"name": choice.unit}),
                         choice.runner_up, choice.reason)
+            return _group(report, unit, found, min_instances) or unit
         rejected = choice.reason
     units = run_query(report, NAME, "units_sync", {"blocking": BLOCKING_WAITS})
+    cycle, aligned, units = _launch_cycle(report, units, min_instances, rejected)
+    if cycle is not None:
+        return cycle
     if units.num_rows:
         reason = "intervals between blocking host waits" + (
-            f" ({rejected})" if rejected else " (no repeated NVTX range)")
+            f" ({rejected})" if rejected else " (no repeated NVTX range)") + aligned
         return Unit("sync-interval", "sync_fallback", units, None, reason)
     if not names and not _has_syncs(report):
         return _no_unit(
             NOT_CAPTURED,
-            f"no closed NVTX ranges and no blocking host waits (capture with: {_NVTX_HINT})",
+            "no closed NVTX ranges, no blocking host waits and no repeating GPU work "
+            f"(capture with: {_NVTX_HINT})",
         )
     return _no_unit(
         EMPTY,
         (rejected + "; " if rejected else f"no NVTX range repeats {min_instances} times")
         + (f" (most frequent: {top}; pass --range NAME)" if top and not rejected else "")
-        + " and no thread waits on the GPU twice",
+        + "; no thread waits on the GPU twice and its GPU work does not repeat",
     )
 
 
@@ -577,6 +589,184 @@ def choose_unit(cands: list[Candidate], settings: Settings = DEFAULTS,
                or f"covers less time ({_duration(runner.total_ns)})")
         reason += f"; runner-up {runner.name}: {why}"
     return UnitChoice(chosen.name, runner.name if runner else None, reason)
+
+
+#: the columns of a unit's instances (ranges.sql units_nvtx, units_sync)
+_UNIT_SCHEMA = pa.schema([
+    ("instance", pa.int64()), ("name", pa.string()), ("domain", pa.string()),
+    ("style", pa.string()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+    ("duration_ns", pa.int64()), ("pid", pa.int64()), ("tid", pa.int64()),
+    ("global_pid", pa.int64()), ("global_tid", pa.int64()), ("end_tid", pa.int64())])
+
+
+def _unit_table(name: str, style: str, start: np.ndarray, end: np.ndarray,
+                who: dict[str, int | None]) -> pa.Table:
+    """A unit's instances from their windows (one thread or process: ``who``)."""
+    n = len(start)
+    return pa.table({
+        "instance": np.arange(1, n + 1, dtype=np.int64), "name": [name] * n,
+        "domain": [""] * n, "style": [style] * n, "start_ns": start, "end_ns": end,
+        "duration_ns": end - start,
+        **{c: pa.array([who[c]] * n, pa.int64())
+           for c in ("pid", "tid", "global_pid", "global_tid", "end_tid")},
+    }, schema=_UNIT_SCHEMA)
+
+
+def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
+                  rejected: str) -> tuple[Unit | None, str, pa.Table]:
+    """Iterations found in the repeating GPU work of the busiest launching thread
+    (ranges.sql ``launch_sequence``, :func:`cycles.periods`), when no NVTX range is the
+    unit.
+
+    The sequence of kernels (by name), copies and memsets that thread submits repeats once
+    per iteration of a training or serving loop; each iteration runs from a launch call of
+    the cycle's first kernel to the next one (host time included; the last ends when its
+    work ends on the GPU or its last call returns). Every period the work repeats with
+    (:func:`cycles.periods`: a layer inside a step inside ...) is weighed against the
+    blocking host waits of that thread: the intervals between the waits stay the unit when
+    the cycles of some period hold one wait each (the waits mark those iterations), or when
+    none holds two or more and ``min_instances`` or more waits lie inside the loop (the
+    waits mark a loop around the cycles). Else the cycles are the unit: of the periods
+    whose cycles hold two or more waits (``loss.item()`` and a metric's ``.item()`` cut a
+    step in two), or of all when none does, the one :func:`cycles.pick` takes.
+
+    When the waits mark the iterations, only the intervals that end inside the loop (from
+    the first cycle's start) and begin before its last cycle ends are kept: set-up and
+    teardown waits outside the loop make no iterations.
+
+    Returns
+    -------
+    (Unit or None, str, pyarrow.Table)
+        The launch-cycle unit, or None, a note for the sync fallback's reason (empty when
+        nothing repeats) and the sync intervals to use.
+    """
+    if not report.probe.present("api_calls"):
+        return None, "", sync_units
+    seq = run_query(report, NAME, "launch_sequence")
+    if seq.num_rows < 2 * min_instances:
+        return None, "", sync_units
+    labels = seq.column("label").combine_chunks().dictionary_encode()
+    start = seq.column("start_ns").to_numpy().astype(np.int64)
+    end = seq.column("end_ns").to_numpy().astype(np.int64)
+    reach = np.maximum.accumulate(end)
+    gaps = np.maximum(start - np.r_[start[0], reach[:-1]], 0)
+    found = cycles.periods(labels.indices.to_numpy(zero_copy_only=False), gaps,
+                           min_cycles=min_instances, min_coverage=0.5)
+    if not found:
+        return None, "", sync_units
+    names = labels.dictionary.to_pylist()
+    who = {c: seq.column(c)[0].as_py() for c in ("pid", "tid", "global_pid", "global_tid")}
+    waits = run_query(report, NAME, "blocking_ends", {
+        "tid": who["global_tid"], "blocking": BLOCKING_WAITS}).column("end_ns").to_numpy()
+
+    def waits_per_cycle(c: cycles.Cycle) -> float:
+        per_cycle = np.diff(np.searchsorted(waits, start[c.starts]))
+        return float(np.median(per_cycle)) if len(per_cycle) else 0.0
+
+    held = {c.period: waits_per_cycle(c) for c in found}
+    # the waits mark the iterations when the cycles of some period hold one each; with
+    # two or more per cycle, the finest such period is the iteration they cut up
+    several = [c for c in found if held[c.period] >= 2]
+    cyc = cycles.pick(several if sync_units.num_rows and several else found)
+    if cyc is None:
+        return None, "", sync_units
+    first, last = names[cyc.boundary], names[cyc.last]
+    bounds = start[cyc.starts]
+    inside = int(np.count_nonzero((waits >= bounds[0]) & (waits <= bounds[-1])))
+    loop = f"the GPU work repeats every {cyc.period} calls ({cyc.n} cycles from {first} to {last})"
+    gpu_end = seq.column("gpu_end_ns").to_numpy(zero_copy_only=False)
+    gpu_end = np.where(np.isnan(gpu_end.astype(float)), end, gpu_end).astype(np.int64)
+
+    def last_stop(c: cycles.Cycle) -> int:
+        """When the last cycle ends: its work on the GPU, or its last call's return."""
+        tail = slice(int(c.starts[-1]), int(c.ends[-1]) + 1)
+        return max(int(end[tail].max()), int(gpu_end[tail].max()))
+
+    marked = next((c for c in found if held[c.period] == 1), None)
+    if sync_units.num_rows and marked is not None:
+        lo, hi = int(start[marked.starts[0]]), last_stop(marked)
+        s_end = sync_units.column("end_ns").to_numpy(zero_copy_only=False)
+        s_start = sync_units.column("start_ns").to_numpy(zero_copy_only=False)
+        keep = (s_end >= lo) & (s_start < hi)
+        note = "; one blocking wait per cycle of the repeating GPU work"
+        if 2 <= keep.sum() < len(keep):
+            note += (f" ({int(keep.sum())} intervals inside the loop; {int((~keep).sum())} "
+                     "before or after it left out)")
+            sync_units = sync_units.filter(pa.array(keep)).set_column(
+                0, "instance", pa.array(np.arange(1, int(keep.sum()) + 1, dtype=np.int64)))
+        return None, note, sync_units
+    if sync_units.num_rows and not several and inside >= min_instances:
+        return None, f"; {loop}, several cycles per interval: a loop inside each", sync_units
+    per = held[cyc.period]
+    stop = np.r_[start[cyc.starts[1:]], last_stop(cyc)].astype(np.int64)
+    syncs = ("no blocking host wait inside the loop" if inside == 0 else
+             f"{per:.3g} blocking host waits per cycle, so the intervals between them are "
+             "not iterations" if per >= 2 else
+             f"only {inside} blocking host waits inside the loop")
+    reason = (("no NVTX unit (" + rejected + "); " if rejected else "no repeated NVTX range; ")
+              + f"{loop}, {100 * cyc.agreement:.0f}% of them identical; each iteration runs "
+              f"from a launch of {first} to the next; {syncs}")
+    return Unit("launch-cycle", "launch_cycle",
+                _unit_table("launch-cycle", "launch_cycle", bounds, stop,
+                            {**who, "end_tid": None}),
+                None, reason), "", sync_units
+
+
+def _group(report: Report, unit: Unit, cands: list[Candidate],
+           min_instances: int) -> Unit | None:
+    """The group of sibling ranges the chosen range belongs to, when it is one step of an
+    iteration rather than the iteration: several names that are not nested in another
+    candidate repeat as often as it does (within 5%), one after the other in the same order
+    each cycle (``layer_0`` ... ``layer_11`` per token; ``reader``, ``backbone``,
+    ``find_centers``, ``transformer`` per frame). Each cycle of their sequence
+    (:func:`cycles.find`) is one iteration, from its first range's start to its last
+    range's end. None when the chosen range has no such siblings."""
+    chosen = next((c for c in cands if c.name == unit.name), None)
+    if chosen is None:
+        return None
+    tol = max(2, chosen.n // 20)
+    siblings = [c.name for c in cands if c is not chosen and not c.nested
+                and not c.operator_like and abs(c.n - chosen.n) <= tol]
+    if not siblings:
+        return None
+    pids = unit.instances.column("global_pid").to_numpy(zero_copy_only=False)
+    pid = int(np.bincount(pids - pids.min()).argmax() + pids.min())
+    rows = run_query(report, NAME, "units_named", {"names": [chosen.name, *siblings],
+                                                   "pid": pid})
+    labels = rows.column("name").combine_chunks().dictionary_encode()
+    start = rows.column("start_ns").to_numpy().astype(np.int64)
+    end = rows.column("end_ns").to_numpy().astype(np.int64)
+    reach = np.maximum.accumulate(end)
+    gaps = np.maximum(start - np.r_[start[0], reach[:-1]], 0)
+    codes = labels.indices.to_numpy(zero_copy_only=False)
+    cyc = cycles.find(codes, gaps, min_cycles=min_instances)
+    if cyc is None:
+        return None
+    names = labels.dictionary.to_pylist()
+    own = names.index(chosen.name)
+    span = codes[int(cyc.starts[0]):int(cyc.ends[-1]) + 1]
+    members = np.unique(codes[int(cyc.starts[0]):int(cyc.starts[0]) + cyc.period])
+    if own not in members or np.count_nonzero(span == own) < cyc.n - 1:
+        return None
+    stop = np.array([end[a:b + 1].max() for a, b in zip(cyc.starts, cyc.ends)], dtype=np.int64)
+    first, last = names[cyc.boundary], names[cyc.last]
+    styles = set(rows.column("style").to_pylist())
+    tids = set(rows.column("global_tid").to_pylist())
+    one_thread = styles == {"push_pop"} and len(tids) == 1
+    r0 = rows.slice(int(cyc.starts[0]), 1).to_pylist()[0]
+    who = {**{c: r0[c] for c in ("pid", "tid", "global_pid", "global_tid")}, "end_tid": None}
+    name = f"{first}..{last}"
+    order = [names[c] for c in codes[int(cyc.starts[0]):int(cyc.starts[0]) + cyc.period]]
+    shown = ", ".join(order[:4]) + (", ..." if len(order) > 4 else "")
+    reason = (f"{name} grouped, {cyc.n} iterations: {len(members)} sibling ranges repeat "
+              f"{chosen.n} times each, one after the other in the same order ({shown}; "
+              f"{100 * cyc.agreement:.0f}% of cycles identical), so an iteration is their "
+              f"group, from {first}'s start to {last}'s end; {chosen.name} alone "
+              + (unit.reason or "").replace("; runner-up", "; its runner-up", 1))
+    return Unit(name, "nvtx_group",
+                _unit_table(name, "push_pop" if one_thread else "start_end",
+                            start[cyc.starts], stop, who),
+                chosen.name, reason)
 
 
 def _has_syncs(report: Report) -> bool:

@@ -36,7 +36,8 @@ from .model import (
 #: constraints of the diagnosis' own fields (the analyses' come from their classes)
 _TAIL = {
     "unit": {"description": "NVTX range name, or the fallback unit"},
-    "unit_source": {"enum": ["nvtx_auto", "nvtx_named", "sync_fallback", None]},
+    "unit_source": {"enum": ["nvtx_auto", "nvtx_named", "nvtx_group", "launch_cycle",
+                            "sync_fallback", None]},
     "n": {"minimum": 0},
     "n_warmup": {"minimum": 0},
     "shape": {"enum": list(SHAPES[:-1]) + ["insufficient_data"]},

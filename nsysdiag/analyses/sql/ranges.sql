@@ -27,6 +27,10 @@
 --   units_nvtx   closed ranges named $name: instance, name, domain, style, start_ns,
 --                end_ns, duration_ns, pid, tid, global_pid, global_tid, end_tid
 --   units_sync   the same columns for intervals between blocking host waits
+--   launch_sequence  the GPU work the busiest launching thread submits, in order (the
+--                launch-cycle unit's input)
+--   blocking_ends  when each blocking host wait of a thread returned
+--   units_named  the closed ranges of several names (a group unit's input)
 --   units_warmup the one-off calls (module loading, handle creation, ...) per instance
 --   instances    one row per unit instance with its CPU and GPU decomposition
 --   summary      latency percentiles, tail and median-band sizes
@@ -174,6 +178,63 @@ SELECT row_number() OVER (ORDER BY start_ns) AS instance, 'sync-interval' AS nam
 FROM intervals
 WHERE start_ns IS NOT NULL
 ORDER BY instance;
+
+
+-- @query launch_sequence
+-- The GPU work one thread submits, in order: the calls that put work on the GPU (api_calls
+-- category launch, graph_launch, memcpy, memset; a runtime call and the driver call with
+-- its id count as one) of the thread that made the most of them. label: the kernel's
+-- short name (the first kernel of a graph launch), else the call's name (a copy, a memset,
+-- a launch whose kernel was not recorded); gpu_end_ns: when its work ended on the GPU
+-- (NULL: not recorded). The input of the launch-cycle unit (analyses/cycles.py).
+WITH calls AS (
+    SELECT global_tid, global_pid, correlation_id, min(start_ns) AS start_ns,
+           max(end_ns) AS end_ns, arg_min(name, start_ns) AS api, any_value(pid) AS pid,
+           any_value(tid) AS tid
+    FROM api_calls
+    WHERE category IN ('launch', 'graph_launch', 'memcpy', 'memset')
+    GROUP BY global_tid, global_pid, correlation_id),
+busiest AS (
+    SELECT global_tid FROM calls GROUP BY global_tid ORDER BY count(*) DESC, global_tid LIMIT 1),
+mine AS (SELECT * FROM calls WHERE global_tid = (SELECT global_tid FROM busiest)),
+work AS (
+    SELECT global_pid, correlation_id, arg_min(short_name, start_ns) AS label,
+           max(end_ns) AS gpu_end_ns
+    FROM kernels WHERE start_ns > 0 GROUP BY global_pid, correlation_id
+    UNION ALL
+    SELECT global_pid, correlation_id, NULL, max(end_ns)
+    FROM (SELECT global_pid, correlation_id, end_ns FROM memcpys WHERE start_ns > 0
+          UNION ALL
+          SELECT global_pid, correlation_id, end_ns FROM memsets WHERE start_ns > 0)
+    GROUP BY global_pid, correlation_id),
+done AS (
+    SELECT global_pid, correlation_id, max(label) AS label, max(gpu_end_ns) AS gpu_end_ns
+    FROM work SEMI JOIN mine USING (global_pid, correlation_id)
+    GROUP BY global_pid, correlation_id)
+SELECT m.start_ns, m.end_ns, coalesce(d.label, m.api)::VARCHAR AS label, d.gpu_end_ns,
+       m.pid, m.tid, m.global_pid, m.global_tid
+FROM mine m LEFT JOIN done d USING (global_pid, correlation_id)
+ORDER BY m.start_ns, m.end_ns;
+
+
+-- @query blocking_ends
+-- When each blocking host wait of thread $tid returned (the waits of units_sync: $blocking,
+-- no 'Async', a call nested in another such call is the same wait), in order.
+WITH calls AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns DESC
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS covered
+    FROM api_calls
+    WHERE global_tid = $tid AND regexp_matches(name, $blocking) AND NOT contains(name, 'Async'))
+SELECT end_ns FROM calls WHERE covered IS NULL OR start_ns >= covered ORDER BY end_ns;
+
+
+-- @query units_named
+-- The closed ranges of several names ($names, a list) in process $pid, in start order: the
+-- instances of sibling ranges that a group unit is made of.
+SELECT name, domain, style, start_ns, end_ns, pid, tid, global_pid, global_tid, end_tid
+FROM nvtx_ranges
+WHERE end_ns IS NOT NULL AND global_pid = $pid AND list_contains($names, name)
+ORDER BY start_ns, end_ns DESC;
 
 
 -- @query units_warmup

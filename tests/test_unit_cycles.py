@@ -1,0 +1,372 @@
+"""The unit from the structure of the work: the period of a repeating sequence
+(analyses/cycles.py), iterations of a loop without NVTX from its repeating GPU work
+(launch cycles), and groups of sibling NVTX ranges. Hand-built sequences and traces with
+their answers worked out in the comments; the corpus exports the issue names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import CORPUS, need, open_corpus
+
+import nsysdiag
+from nsysdiag.analyses import cycles, ranges
+from nsysdiag.diff import diff
+
+# -- cycles.find on label sequences ---------------------------------------------------------
+
+def test_a_loop_after_a_prelude():
+    # prelude 9, 8, then 25 x (1 2 3 4): every label of the loop once per cycle, period 4;
+    # no pauses given: the cycles start at the label that occurs first (1, position 2)
+    seq = np.array([9, 8] + [1, 2, 3, 4] * 25)
+    c = cycles.find(seq)
+    assert (c.boundary, c.last, c.period, c.n, c.agreement) == (1, 4, 4, 25, 1.0)
+    assert c.starts.tolist() == list(range(2, 102, 4))
+    assert c.ends.tolist() == [s + 3 for s in range(2, 102, 4)]
+    assert c.coverage == pytest.approx(100 / 102)
+
+
+def test_the_cycle_starts_after_the_clearly_longest_pause():
+    # 30 x (1 2 3); the host pauses 100 before each 2, 1 before the others -> cycles start
+    # at 2 (positions 1, 4, ...); the last cycle (2 3) ends at the sequence's end
+    seq = np.array([1, 2, 3] * 30)
+    c = cycles.find(seq, np.tile([1, 100, 1], 30))
+    assert (c.boundary, c.last, c.n) == (2, 1, 30)
+    assert (c.starts[0], c.ends[0], c.starts[-1], c.ends[-1]) == (1, 3, 88, 89)
+    # pauses of 100 against 60: not clearly longest (ratio 2) -> the first label, 1
+    assert cycles.find(seq, np.tile([60, 100, 1], 30)).boundary == 1
+
+
+def test_nothing_repeats():
+    rng = np.random.default_rng(7)
+    # random order over 3 or 10 labels: no label's cycles agree
+    assert cycles.find(rng.integers(0, 3, 600)) is None
+    assert cycles.find(rng.integers(0, 10, 600)) is None
+    # one event repeated is no iteration of work (period 1)
+    assert cycles.find(np.zeros(100, dtype=int)) is None
+    # too few cycles: 19 < 20
+    assert cycles.find(np.array([1, 2] * 19)) is None
+
+
+def test_a_label_twice_per_cycle_is_no_boundary():
+    # (1 2 5 2) x 30: 2 alternates between distances 1 and 3 -> not once per cycle; the
+    # cycles start at 1, period 4
+    c = cycles.find(np.array([1, 2, 5, 2] * 30))
+    assert (c.boundary, c.period, c.n) == (1, 4, 30)
+
+
+def test_nested_loops_take_the_outer_one_when_inner_cycles_differ():
+    # gradient accumulation: 4 micro-steps (1 2 3) then the optimizer (7 8), 30 times.
+    # 1, 2, 3 have period 3 but only 3 of 4 cycles agree (0.75 < 0.8); 7 and 8 have period
+    # 14, all agree -> the optimizer step is the iteration, cut at 7 (occurs first)
+    c = cycles.find(np.array(([1, 2, 3] * 4 + [7, 8]) * 30))
+    assert (c.boundary, c.period, c.n, c.agreement) == (7, 14, 30, 1.0)
+    # one extra kernel every 10 steps of (1 2 3), after steps 9, 19 and 29: of the 29
+    # cycles between two 1s, those of steps 9 and 19 differ; 27 agree (0.93 >= 0.8) -> the
+    # fine period stays the step's
+    seq = []
+    for k in range(30):
+        seq += [1, 2, 3] + ([6] if k % 10 == 9 else [])
+    c = cycles.find(np.array(seq))
+    assert (c.boundary, c.period, c.n) == (1, 3, 30)
+    assert c.agreement == pytest.approx(27 / 29)
+
+
+# -- launch cycles: loops without NVTX ------------------------------------------------------
+
+def _train_step(b, t, *, metric=True):
+    """One training step at t (ns), as PyTorch issues it without NVTX: forward, backward
+    and the optimizer's multi_tensor_apply kernel, then loss.item() (a DtoH
+    cudaMemcpyAsync and a cudaStreamSynchronize waiting for the GPU) and, with ``metric``,
+    a metric kernel and its .item(). Calls and GPU work:
+      fwd  [t, t+1000]           -> [t+2000, t+20000]
+      bwd  [t+2000, t+3000]      -> [t+20000, t+40000]
+      multi_tensor_apply_kernel [t+4000, t+5000] -> [t+40000, t+50000]
+      cudaMemcpyAsync [t+6000, t+7000] -> [t+50000, t+51000]; sync [t+7000, t+51500]
+      metric [t+53000, t+54000]  -> [t+55000, t+60000]
+      cudaMemcpyAsync [t+55000, t+56000] -> [t+60000, t+61000]; sync [t+56000, t+61500]
+    """
+    b.launch(t, t + 1000, t + 2000, t + 20000, name="fwd")
+    b.launch(t + 2000, t + 3000, t + 20000, t + 40000, name="bwd")
+    b.launch(t + 4000, t + 5000, t + 40000, t + 50000, name="multi_tensor_apply_kernel")
+    c = b.api(t + 6000, t + 7000, "cudaMemcpyAsync_v3020")
+    b.memcpy(t + 50000, t + 51000, 4, kind="DtoH", corr=c)
+    b.api(t + 7000, t + 51500, "cudaStreamSynchronize_v3020")
+    if metric:
+        b.launch(t + 53000, t + 54000, t + 55000, t + 60000, name="metric")
+        c = b.api(t + 55000, t + 56000, "cudaMemcpyAsync_v3020")
+        b.memcpy(t + 60000, t + 61000, 4, kind="DtoH", corr=c)
+        b.api(t + 56000, t + 61500, "cudaStreamSynchronize_v3020")
+
+
+def test_training_loop_with_two_item_syncs_per_step(builder, tmp_path):
+    # 25 steps 100 us apart, two blocking waits each: 50 waits, 49 sync intervals that are
+    # half-steps. The GPU work repeats every 6 calls (4 kernels, 2 copies); the pause
+    # before fwd (100000 - 61500 = 38500) is clearly the longest (others 1000-1500), so
+    # each step runs from its fwd launch to the next: 24 x 100 us; the last ends when its
+    # last copy ends on the GPU, 61 us after its start
+    b = builder("current")
+    b.api(0, 500_000, "cudaMalloc_v3020")  # set-up before the loop
+    for k in range(25):
+        _train_step(b, 1_000_000 + 100_000 * k)
+    path = b.write(tmp_path / "train.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        res = ranges.run(rep)
+    assert (res.unit, res.unit_source, res.scope, res.n, res.n_warmup) == (
+        "launch-cycle", "launch_cycle", "thread", 25, 0)
+    inst = res.table("instances").to_pylist()
+    assert [(r["start_ns"], r["duration_ns"]) for r in inst] == (
+        [(1_000_000 + 100_000 * k, 100_000) for k in range(24)] + [(3_400_000, 61_000)])
+    # the step holds both waits: 44000 + 5500 + 500 (the sync calls' time after the copy
+    # calls) -> cpu_sync 50000; kernels 18+20+10+5 us
+    assert (inst[0]["cpu_sync_ns"], inst[0]["gpu_own_kernel_ns"], inst[0]["n_kernels"]) == (
+        50_000, 53_000, 4)
+    assert res.unit_reason.startswith(
+        "no repeated NVTX range; the GPU work repeats every 6 calls (25 cycles from fwd to "
+        "cudaMemcpyAsync), 100% of them identical; each iteration runs from a launch of fwd")
+    assert res.unit_reason.endswith(
+        "2 blocking host waits per cycle, so the intervals between them are not iterations")
+    d = nsysdiag.diagnose(path)
+    assert (d.tail.unit, d.tail.unit_source, d.tail.n) == ("launch-cycle", "launch_cycle", 25)
+
+
+def test_one_wait_per_step_keeps_the_sync_intervals(builder, tmp_path):
+    # the same loop with loss.item() only: one wait per cycle, so the intervals between the
+    # waits are the steps (24 of them, from the end of one wait to the end of the next)
+    b = builder("current")
+    for k in range(25):
+        _train_step(b, 1_000_000 + 100_000 * k, metric=False)
+    with nsysdiag.open(b.write(tmp_path / "one.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    assert (res.unit, res.n) == ("sync-interval", 24)
+    assert res.unit_reason == ("intervals between blocking host waits (no repeated NVTX "
+                               "range); one blocking wait per cycle of the repeating GPU work")
+    # with three blocking copies of the set-up before the loop: 27 intervals, of which the
+    # two between set-up copies end before the loop starts (1 ms) and are no iterations;
+    # the one from the last set-up copy to the first step's wait ends inside it: 25 kept
+    b = builder("current")
+    for k in range(3):
+        b.api(100_000 * (k + 1), 100_000 * (k + 1) + 5000, "cudaMemcpy_v3020")
+    for k in range(25):
+        _train_step(b, 1_000_000 + 100_000 * k, metric=False)
+    with nsysdiag.open(b.write(tmp_path / "setup.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    inst = res.table("instances").to_pylist()
+    assert (res.unit, len(inst)) == ("sync-interval", 25)
+    assert (inst[0]["start_ns"], inst[0]["end_ns"]) == (305_000, 1_051_500)
+    assert res.unit_reason.endswith("(25 intervals inside the loop; 2 before or after it left "
+                                    "out)")
+
+
+def _layered_step(b, t, items):
+    """A step of a model with six identical layers: forward 6 x (gemm, gelu, gemm2), each
+    call 1 us every 2 us from t; backward 6 x gemm_bwd; the optimizer's
+    multi_tensor_apply_kernel; then ``items`` x (a DtoH cudaMemcpyAsync and a
+    cudaStreamSynchronize of 5 us): 25 + items calls that put work on the GPU."""
+    s = t
+    for _ in range(6):
+        for name in ("gemm", "gelu", "gemm2"):
+            b.launch(s, s + 1000, s + 1500, s + 1900, name=name)
+            s += 2000
+    for name in ["gemm_bwd"] * 6 + ["multi_tensor_apply_kernel"]:
+        b.launch(s, s + 1000, s + 1500, s + 1900, name=name)
+        s += 2000
+    for _ in range(items):
+        c = b.api(s, s + 1000, "cudaMemcpyAsync_v3020")
+        b.memcpy(s + 1500, s + 1900, 4, kind="DtoH", corr=c)
+        b.api(s + 1000, s + 6000, "cudaStreamSynchronize_v3020")
+        s += 8000
+
+
+@pytest.mark.parametrize("items", [1, 2])
+def test_layers_inside_steps(builder, tmp_path, items):
+    # 25 steps every 200 us. The layers repeat every 3 calls (5 of the 6 layer cycles of a
+    # step agree: 0.83), the steps every 25 + items calls (the syncs are no GPU work). With
+    # one .item() the step's cycles hold one wait each: the 24 intervals between the waits
+    # are the steps. With two, the layers hold none and the steps two: the steps are the
+    # launch cycles. Only multi_tensor_apply_kernel occurs once per step (the others six
+    # or two times), so each step runs from it (at t + 48 us) to the next: 200 us; the last
+    # ends with its second copy on the GPU, at t + 59.9 us: 11.9 us
+    b = builder("current")
+    for k in range(25):
+        _layered_step(b, 1_000_000 + 200_000 * k, items)
+    with nsysdiag.open(b.write(tmp_path / f"l{items}.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    if items == 1:
+        assert (res.unit, res.n) == ("sync-interval", 24)
+        return
+    assert (res.unit, res.n + res.n_warmup) == ("launch-cycle", 25)
+    assert ("repeats every 27 calls (25 cycles from multi_tensor_apply_kernel to gemm_bwd)"
+            in res.unit_reason)
+    inst = res.table("instances").to_pylist()
+    assert [(r["start_ns"], r["duration_ns"]) for r in inst] == (
+        [(1_048_000 + 200_000 * k, 200_000) for k in range(24)] + [(5_848_000, 11_900)])
+
+
+def test_serving_loop_without_syncs(builder, tmp_path):
+    # 30 requests, each a forward pass of three kernels and a copy back, with no blocking
+    # wait at all: no sync interval exists; the launch cycles are the requests. The host
+    # pauses 50 us before each request's embed (others 1 us): each runs from its embed
+    # launch to the next, 60 us
+    b = builder("current")
+    for k in range(30):
+        t = 1_000_000 + 60_000 * k
+        b.launch(t, t + 1000, t + 2000, t + 3000, name="embed")
+        b.launch(t + 2000, t + 3000, t + 3000, t + 6000, name="attention")
+        b.launch(t + 4000, t + 5000, t + 6000, t + 8000, name="mlp")
+        c = b.api(t + 6000, t + 7000, "cudaMemcpyAsync_v3020")
+        b.memcpy(t + 8000, t + 9000, 4096, kind="DtoH", corr=c)
+    with nsysdiag.open(b.write(tmp_path / "serve.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    assert (res.unit, res.n, res.p50_ns) == ("launch-cycle", 30, 60_000)
+    assert res.unit_reason.endswith("no blocking host wait inside the loop")
+
+
+def test_a_run_that_does_not_repeat_has_no_unit(builder, tmp_path):
+    # 300 launches of 12 kernel names in random order, no wait: no unit, and the diagnosis
+    # answers for the whole run
+    rng = np.random.default_rng(3)
+    b = builder("current")
+    for k, name in enumerate(rng.integers(0, 12, 300)):
+        t = 1_000_000 + 10_000 * k
+        b.launch(t, t + 1000, t + 2000, t + 5000, name=f"k{name}")
+    path = b.write(tmp_path / "once.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        res = ranges.run(rep)
+    assert res.status == "not_captured"
+    assert res.message.startswith("no closed NVTX ranges, no blocking host waits and no "
+                                  "repeating GPU work")
+    d = nsysdiag.diagnose(path)
+    assert d.tail.unit is None
+    assert d.verdict.summary.startswith("No repeated unit: the run is dominated by")
+
+
+# -- groups of sibling ranges -------------------------------------------------------------
+
+def _frames(b, n, *, cuda=True):
+    """A pipeline of three sibling ranges per frame, reader [0, 2000], infer [3000, 9000]
+    (the longest, launching a kernel), post [10000, 11000] from each frame's start, frames
+    every 100 us from 1 ms (the host pauses 89 us before each reader, 1 us before the
+    others). The capture starts inside frame 0: its reader is missing; frame n has only
+    its reader. So each name occurs n times."""
+    for k in range(n + 1):
+        t = 1_000_000 + 100_000 * k
+        if k > 0:
+            b.nvtx(t, t + 2000, "reader")
+        if k < n:
+            b.nvtx(t + 3000, t + 9000 + (50_000 if k == 5 else 0), "infer")
+            if cuda:
+                b.launch(t + 3100, t + 3200, t + 3300, t + 8000)
+            b.nvtx(t + 10000 + (50_000 if k == 5 else 0), t + 11000 + (50_000 if k == 5 else 0),
+                   "post")
+
+
+def test_sibling_ranges_make_one_iteration(builder, tmp_path):
+    # infer alone would be the unit (it covers the most time); reader, infer and post repeat
+    # 25 times each in the same order: the frame is the iteration, cut at reader (the
+    # longest pause), from reader's start to post's end: frames 1..24 last 11000 ns, frame 5
+    # 61000 (a slow infer); frame 25 has only its reader: 2000 ns
+    b = builder("current")
+    _frames(b, 25)
+    with nsysdiag.open(b.write(tmp_path / "f.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    assert (res.unit, res.unit_source, res.unit_runner_up) == ("reader..post", "nvtx_group",
+                                                               "infer")
+    inst = res.table("instances").to_pylist()
+    assert [r["start_ns"] for r in inst] == [1_000_000 + 100_000 * k for k in range(1, 26)]
+    assert [r["duration_ns"] for r in inst] == (
+        [11_000] * 4 + [61_000] + [11_000] * 19 + [2000])
+    assert res.unit_reason.startswith(
+        "reader..post grouped, 25 iterations: 3 sibling ranges repeat 25 times each, one "
+        "after the other in the same order (reader, infer, post; 100% of cycles identical)")
+    assert "; infer alone repeats 25 times" in res.unit_reason
+
+
+def test_diff_lets_each_trace_group_its_siblings(builder, tmp_path):
+    # a group's name is no range name: B chooses its unit the same way instead of being
+    # asked for a range "reader..post" (a usage error)
+    paths = []
+    for name in ("a", "b"):
+        b = builder("current")
+        _frames(b, 25)
+        paths.append(b.write(tmp_path / f"{name}.sqlite"))
+    res = diff(*paths)
+    latency = {r.metric: (r.a, r.b, r.status) for r in res.rows if r.section == "latency"}
+    # both sides: 25 frames, P50 11 us (frame 5: 61 us)
+    assert latency["reader..post units"][:2] == (25, 25)
+    assert latency["reader..post P50"] == (11_000, 11_000, "unchanged")
+
+
+def test_siblings_without_a_clear_pause_start_at_the_first(builder, tmp_path):
+    # 8 layers of two ranges each (weights, compute) per token, 30 tokens, pauses all
+    # alike (1 us): the cycle starts at the name that occurs first, weights_0; the first
+    # token also loads modules (a one-off: warm-up)
+    b = builder("current")
+    for k in range(30):
+        t = 1_000_000 + 1_000_000 * k
+        for j in range(8):
+            s = t + 20_000 * j
+            b.nvtx(s, s + 9000, f"weights_{j}")
+            b.nvtx(s + 10_000, s + 19_000, f"compute_{j}")
+            b.launch(s + 10_100, s + 10_200, s + 10_300, s + 18_000)
+        if k == 0:
+            b.api(t + 1000, t + 2000, "cuModuleLoadData")
+    with nsysdiag.open(b.write(tmp_path / "tok.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    assert (res.unit, res.n, res.n_warmup, res.p50_ns) == ("weights_0..compute_7", 29, 1,
+                                                           159_000)
+
+
+def test_an_nvtx_only_capture_groups_its_stages(builder, tmp_path):
+    # the same frames without CUDA trace (EfficientCenterFormer): every stage qualifies
+    b = builder("current")
+    _frames(b, 25, cuda=False)
+    with nsysdiag.open(b.write(tmp_path / "n.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    assert (res.unit, res.n) == ("reader..post", 25)
+
+
+def test_ranges_of_equal_count_that_do_not_interleave_stay_apart(builder, tmp_path):
+    # 20 warm-up steps then 20 measured steps: equal counts, but one block after the other
+    # (no cycle of two) -> no group; the measured steps (more time) are the unit
+    b = builder("current")
+    for k in range(40):
+        t = 1_000_000 + 100_000 * k
+        b.nvtx(t, t + (5000 if k < 20 else 9000), "warm" if k < 20 else "bench")
+        b.launch(t + 100, t + 200, t + 300, t + 900)
+    with nsysdiag.open(b.write(tmp_path / "w.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    assert (res.unit, res.unit_source, res.n) == ("bench", "nvtx_auto", 20)
+
+
+# -- the corpus -----------------------------------------------------------------------------
+
+SH1 = CORPUS / "public" / "Sh1mwww__llama3-inference" / "real_inference_simulation.sqlite"
+ECF = CORPUS / "public2" / "YoonKyonghwan__EfficientCenterFormer__baseline.sqlite"
+
+
+def test_sh1mwww_groups_its_layers():
+    need(SH1)
+    with open_corpus(SH1) as rep:
+        res = ranges.run(rep)
+    # 8 layers x (ensure weights, computation) per token, 64 tokens; the first token holds
+    # the 143 ms first load: warm-up
+    assert (res.unit, res.unit_source, res.unit_runner_up) == (
+        "ensure_layer_0_weights..layer_7_computation", "nvtx_group", "layer_0_computation")
+    assert (res.n, res.n_warmup) == (63, 1)
+    assert res.p99_over_p50 < 1.1
+
+
+def test_efficient_centerformer_unit_is_the_frame():
+    # find_centers and transformer_forward both repeat 304 times, neither encloses the
+    # other: both are stages of a frame (reader, 3D_backbone, find_centers,
+    # transformer_forward, bbox_head, post_processing), which is the iteration
+    need(ECF)
+    with open_corpus(ECF) as rep:
+        res = ranges.run(rep)
+    assert (res.unit, res.unit_source, res.unit_runner_up) == (
+        "reader..post_processing", "nvtx_group", "find_centers")
+    assert res.n + res.n_warmup == 304
+    inst = res.table("instances")
+    # each frame holds the stages in order: a frame lasts longer than its find_centers
+    assert np.median(inst.column("duration_ns").to_numpy()) > 67_654_274
