@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
-from .formatting import dumps, fmt_ns, format_rows
+from .formatting import dumps, finite, fmt_ns, format_rows
 
 if TYPE_CHECKING:
     from .analyses.base import AnalysisResult
@@ -277,14 +277,6 @@ def _fmt_change(c: float | None) -> str:
 # ============================================================================ judging
 
 
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 def _judge(
     a: float | None, b: float | None, *, higher_is_worse: bool, noise: float, floor: float
 ) -> tuple[float | None, str]:
@@ -321,7 +313,7 @@ class _Rows:
         note: str = "",
         judge: bool = True,
     ) -> DiffRow:
-        a_, b_ = _num(a), _num(b)
+        a_, b_ = finite(a), finite(b)
         if floor is None:
             floor = {"ns": self.min_abs_ns, "GB/s": self.min_abs_gbps}.get(unit, 0.0)
         change, status = _judge(
@@ -574,7 +566,7 @@ def _per_name(ks: AnalysisResult | None) -> dict[str, KernelName]:
 
 
 def _top(names: dict[str, KernelName], n: int) -> list[str]:
-    ranked = sorted(names.items(), key=lambda kv: -(_num(kv[1].total_ns) or 0))
+    ranked = sorted(names.items(), key=lambda kv: -(finite(kv[1].total_ns) or 0))
     return [k for k, _ in ranked][:n]
 
 
@@ -587,8 +579,8 @@ def _kernel_rows(rows: _Rows, sa: _Side, sb: _Side, min_count: int, top: int) ->
     notes = []
     # GPU kernel time per unit of latency, when both traces have the same unit
     ta, tb = sa.diagnosis.tail, sb.diagnosis.tail
-    tot_a = sum(_num(r.total_ns) or 0 for r in ka.values())
-    tot_b = sum(_num(r.total_ns) or 0 for r in kb.values())
+    tot_a = sum(finite(r.total_ns) or 0 for r in ka.values())
+    tot_b = sum(finite(r.total_ns) or 0 for r in kb.values())
     if ta.unit and ta.unit == tb.unit and ta.n and tb.n:
         rows.number(
             "kernels",
@@ -617,11 +609,11 @@ def _kernel_rows(rows: _Rows, sa: _Side, sb: _Side, min_count: int, top: int) ->
             rows.category(
                 "kernels",
                 label,
-                _fmt(_num(ra.median_ns), "ns") if ra else None,
-                _fmt(_num(rb.median_ns), "ns") if rb else None,
+                _fmt(finite(ra.median_ns), "ns") if ra else None,
+                _fmt(finite(rb.median_ns), "ns") if rb else None,
                 ADDED if ra is None else REMOVED,
                 f"{int(r.instances or 0):,} launches, "
-                f"{fmt_ns(_num(r.total_ns))} GPU time",
+                f"{fmt_ns(finite(r.total_ns))} GPU time",
             )
             continue
         na, nb = int(ra.instances or 0), int(rb.instances or 0)
@@ -679,8 +671,8 @@ def _transfer_rows(rows: _Rows, da: Diagnosis, db: Diagnosis, min_count: int) ->
         ra, rb = ka.get(key), kb.get(key)
         if ra is None or rb is None:
             r = ra or rb
-            va = _fmt(_num(ra.median_gbps), "GB/s") if ra else None
-            vb = _fmt(_num(rb.median_gbps), "GB/s") if rb else None
+            va = _fmt(finite(ra.median_gbps), "GB/s") if ra else None
+            vb = _fmt(finite(rb.median_gbps), "GB/s") if rb else None
             rows.category(
                 "transfers",
                 f"{key} median",

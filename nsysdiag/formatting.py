@@ -88,6 +88,15 @@ def format_rows(
     return "\n".join(out)
 
 
+def finite(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number (or a numeric string), else None."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
 def fmt_ns(ns: float | int | None) -> str:
     """A duration in ns as a human unit: 850 ns, 12.3 us, 4.56 ms, 7.89 s."""
     if ns is None:

@@ -12,13 +12,13 @@ times are ns on the trace clock.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..engine.steps import bind
+from ..formatting import finite
 from .base import AnalysisResult, load_sql
 
 if TYPE_CHECKING:
@@ -166,14 +166,6 @@ def _query(report: Report, name: str, params: dict[str, Any]) -> list[tuple]:
     return report.execute(sql, bind(sql, params))
 
 
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 def _select_units(
     report: Report,
     unit: str | None,
@@ -219,9 +211,9 @@ def _select_units(
             picked += [{**dict(zip(cols, r, strict=False)), "_rank": 0} for r in mid]
     units: list[_Window] = []
     for row in picked:
-        s = _num(row.get("start_ns"))
-        e = _num(row.get("end_ns"))
-        if e is None and s is not None and _num(row.get("duration_ns")) is not None:
+        s = finite(row.get("start_ns"))
+        e = finite(row.get("end_ns"))
+        if e is None and s is not None and finite(row.get("duration_ns")) is not None:
             e = s + float(row["duration_ns"])
         if s is None or e is None:
             continue

@@ -68,7 +68,7 @@ from ..analyses.whole_run import WholeRunResult
 from ..analyses.workload import WorkloadResult
 from ..diagnosis.model import LINK_SOURCES
 from ..diagnosis.timelines import collect_timelines
-from ..formatting import fmt_bytes, fmt_ns
+from ..formatting import finite, fmt_bytes, fmt_ns
 from .svg import (
     BAR,
     CURVE,
@@ -471,14 +471,6 @@ def _analysis(d: Diagnosis, name: str) -> AnalysisResult | None:
     return r if r is not None and r.ok else None
 
 
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 def _missing(d: Diagnosis, analysis: str, what: str) -> str:
     """Why a section is empty, from the analysis' status and message."""
     r = (d.analyses or {}).get(analysis)
@@ -675,11 +667,11 @@ def _gaps(d: Diagnosis) -> GapsView:
         bins = bins[first : last + 1]
     cards = (
         Card("gaps", f"{int(r.count or 0):,}", f"over {int(r.kernels or 0):,} kernels"),
-        Card("P50", fmt_ns(_num(r.p50_ns))),
-        Card("P90", fmt_ns(_num(r.p90_ns))),
-        Card("P99", fmt_ns(_num(r.p99_ns)), "CPU-bound" if r.cpu_bound else "within threshold"),
-        Card("above normal", _pct(_num(r.share_above_normal_pct), 1), f"> {fmt_ns(normal)}"),
-        Card("idle total", fmt_ns(_num(r.total_ns)), "sum of gaps"),
+        Card("P50", fmt_ns(finite(r.p50_ns))),
+        Card("P90", fmt_ns(finite(r.p90_ns))),
+        Card("P99", fmt_ns(finite(r.p99_ns)), "CPU-bound" if r.cpu_bound else "within threshold"),
+        Card("above normal", _pct(finite(r.share_above_normal_pct), 1), f"> {fmt_ns(normal)}"),
+        Card("idle total", fmt_ns(finite(r.total_ns)), "sum of gaps"),
     )
     if not bins or not any(b[2] for b in bins):
         return _replace(view, cards=cards, empty=r.message or "No gaps between kernels.")
@@ -692,7 +684,7 @@ def _gaps(d: Diagnosis) -> GapsView:
         VLine(normal, f"{fmt_ns(normal)} normal", "#2f9e44"),
         VLine(p99t, f"{fmt_ns(p99t)} P99 threshold", "#c92a2a"),
     ]
-    for lab, v in (("P50", _num(r.p50_ns)), ("P99", _num(r.p99_ns))):
+    for lab, v in (("P50", finite(r.p50_ns)), ("P99", finite(r.p99_ns))):
         if v and v > 0:
             vl.append(VLine(v, f"{lab} {fmt_ns(v)}", INK, dash="2 3"))
     total = sum(b[2] for b in bins) or 1.0
@@ -720,8 +712,8 @@ def _gaps(d: Diagnosis) -> GapsView:
             ["device", "pid", "stream", "kernels", "gaps", "P50", "P99", "above normal"],
             [
                 (row.device_id, row.pid, row.stream_id, row.kernels, row.gaps,
-                 fmt_ns(_num(row.p50_ns)), fmt_ns(_num(row.p99_ns)),
-                 _pct(_num(row.share_above_normal_pct), 1))
+                 fmt_ns(finite(row.p50_ns)), fmt_ns(finite(row.p99_ns)),
+                 _pct(finite(row.share_above_normal_pct), 1))
                 for row in per_stream[:20]
             ],
             numeric=[True] * 8,
@@ -735,15 +727,15 @@ def _idle(d: Diagnosis) -> IdleView:
         return IdleView(missing=_missing(d, "gpu_idle", "No GPU idle breakdown"))
     cards = (
         Card("gaps", f"{r.gaps:,}", f"unit {r.unit}" if r.unit else "no unit: whole run"),
-        Card("idle total", fmt_ns(_num(r.idle_ns)), "sum of gaps"),
-        Card("launch-bound P99", fmt_ns(_num(r.launch_bound_p99_ns)),
+        Card("idle total", fmt_ns(finite(r.idle_ns)), "sum of gaps"),
+        Card("launch-bound P99", fmt_ns(finite(r.launch_bound_p99_ns)),
              "launch overhead" if r.launch_overhead else "within threshold"),
         Card("launch-bound gaps", f"{r.launch_bound_gaps:,}",
-             _pct(_num(r.launch_bound_idle_pct), 1) + " of idle time"),
+             _pct(finite(r.launch_bound_idle_pct), 1) + " of idle time"),
     )
     causes = _table(
         ["cause", "gaps", "idle", "share", "what it means"],
-        [(c.cause.replace("_", " "), c.gaps, fmt_ns(_num(c.idle_ns)), _pct(c.share_pct, 1),
+        [(c.cause.replace("_", " "), c.gaps, fmt_ns(finite(c.idle_ns)), _pct(c.share_pct, 1),
           IDLE_MEANING[c.cause]) for c in r.causes() if c.gaps],
         numeric=[False, True, True, True, False],
     )
@@ -753,7 +745,7 @@ def _idle(d: Diagnosis) -> IdleView:
         per_stream = _table(
             ["pid", "device", "stream", "cause", "gaps", "idle", "share"],
             [(x.pid, x.device_id, x.stream_id, x.cause.replace("_", " "), x.gaps,
-              fmt_ns(_num(x.idle_ns)), _pct(x.share_pct, 1))
+              fmt_ns(finite(x.idle_ns)), _pct(x.share_pct, 1))
              for x in sorted(streams, key=lambda x: -x.idle_ns)[:30]],
             numeric=[True, True, True, False, True, True, True],
         )
@@ -766,14 +758,14 @@ def _transfers(d: Diagnosis) -> TransfersView:
         return TransfersView(missing=_missing(d, "transfers", "No transfers"))
     links: dict[str, tuple[float, str]] = {}
     for lk in r.links():
-        g = _num(lk.link_gbps)
+        g = finite(lk.link_gbps)
         if g is None:
             continue
         dirn = str(lk.direction)
         if dirn not in links or g > links[dirn][0]:
             links[dirn] = (g, str(lk.link_note or lk.link_source or ""))
     for dirn, p in (("HtoD", "htod"), ("DtoH", "dtoh")):
-        g = _num(r.direction(p).link_gbps)
+        g = finite(r.direction(p).link_gbps)
         if dirn not in links and g:
             links[dirn] = (g, str(r.link_source or ""))
     bars: list[Bar] = []
@@ -781,16 +773,16 @@ def _transfers(d: Diagnosis) -> TransfersView:
         op = str(row.op or "memcpy")
         kind = "memset" if op == "memset" else str(row.copy_kind or "?")
         dirn = _direction(kind)
-        med = _num(row.median_gbps) or 0.0
+        med = finite(row.median_gbps) or 0.0
         src, dst = row.src_kind, row.dst_kind
         sub = f"{src}→{dst}" if src and dst and op != "memset" else (str(dst or src or ""))
         link = links.get(dirn)
         tip = (
             f"{kind} {sub}: {int(row.copies or 0):,} copies, "
             f"{fmt_bytes(row.total_bytes)}; median {_gbps(med)}, "
-            f"P10 {_gbps(_num(row.p10_gbps))}, "
-            f"P90 {_gbps(_num(row.p90_gbps))}, "
-            f"aggregate {_gbps(_num(row.aggregate_gbps))}"
+            f"P10 {_gbps(finite(row.p10_gbps))}, "
+            f"P90 {_gbps(finite(row.p90_gbps))}, "
+            f"aggregate {_gbps(finite(row.aggregate_gbps))}"
         )
         if link:
             tip += f"; link {_gbps(link[0])} ({link[1]})"
@@ -803,23 +795,23 @@ def _transfers(d: Diagnosis) -> TransfersView:
                 ref=link[0] if link else None,
                 ref_label=f"link {fmt_num(link[0])} GB/s" if link else "",
                 sublabel=f"{sub} ×{int(row.copies or 0):,}",
-                lo=_num(row.p10_gbps),
-                hi=_num(row.p90_gbps),
+                lo=finite(row.p10_gbps),
+                hi=finite(row.p90_gbps),
             )
         )
     cards = [
         Card("copies", f"{int(r.copies or 0):,}", f"{fmt_bytes(r.total_bytes)}"),
-        Card("copy time", fmt_ns(_num(r.total_time_ns))),
+        Card("copy time", fmt_ns(finite(r.total_time_ns))),
     ]
     for dirn, p in (("HtoD", "htod"), ("DtoH", "dtoh")):
         f = r.direction(p)
         if f.copies:
-            cards.append(Card(f"{dirn} aggregate", _gbps(_num(f.aggregate_gbps)),
-                              f"{_pct(_num(f.aggregate_pct_of_link))} of the link"))
+            cards.append(Card(f"{dirn} aggregate", _gbps(finite(f.aggregate_gbps)),
+                              f"{_pct(finite(f.aggregate_pct_of_link))} of the link"))
     if r.pageable_copies:
         cards.append(Card("pageable copies", f"{int(r.pageable_copies):,}",
-                          f"{_pct(_num(r.pageable_time_pct))} of copy time"))
-    cards.append(Card("same-direction contention", _pct(_num(r.contention_share_pct)),
+                          f"{_pct(finite(r.pageable_time_pct))} of copy time"))
+    cards.append(Card("same-direction contention", _pct(finite(r.contention_share_pct)),
                       "of copy time overlapped"))
     plot = None
     if bars:
@@ -845,9 +837,9 @@ def _transfers(d: Diagnosis) -> TransfersView:
              "link", "achieved of link"],
             [
                 (row.device_id, row.direction, f"{int(row.copies or 0):,}",
-                 fmt_bytes(row.median_bytes), _gbps(_num(row.median_gbps)),
-                 _gbps(_num(row.p90_gbps)), _gbps(_num(row.aggregate_gbps)),
-                 _gbps(_num(row.link_gbps)), _pct(_num(row.achieved_pct_of_link)))
+                 fmt_bytes(row.median_bytes), _gbps(finite(row.median_gbps)),
+                 _gbps(finite(row.p90_gbps)), _gbps(finite(row.aggregate_gbps)),
+                 _gbps(finite(row.link_gbps)), _pct(finite(row.achieved_pct_of_link)))
                 for row in host
             ],
             numeric=[True, False] + [True] * 7,
@@ -898,11 +890,11 @@ def _attribution_rows(r: RangesResult) -> list[_Growth]:
         if not family:
             prefix = component.split("_", 1)[0].lower()
             family = prefix if prefix in FAMILY_NAMES else ""
-        median, tail = _num(row.median_mean_ns) or 0.0, _num(row.tail_mean_ns) or 0.0
-        delta = _num(row.delta_ns)
+        median, tail = finite(row.median_mean_ns) or 0.0, finite(row.tail_mean_ns) or 0.0
+        delta = finite(row.delta_ns)
         out.append(_Growth(component, family, median, tail,
                            tail - median if delta is None else delta,
-                           _num(row.share_of_growth)))
+                           finite(row.share_of_growth)))
     totals = {
         fam: sum(max(g.delta_ns, 0) for g in out if g.family == fam)
         for fam in {g.family for g in out}
@@ -1017,8 +1009,8 @@ def _attribution(d: Diagnosis) -> AttributionView:
             [c.replace("_ns", "").replace("_", " ") for c in cols],
             [
                 [
-                    fmt_ns(_num(v))
-                    if c.endswith("_ns") and c != "start_ns" and _num(v) is not None
+                    fmt_ns(finite(v))
+                    if c.endswith("_ns") and c != "start_ns" and finite(v) is not None
                     else v
                     for c, v in ((c, row.get(c)) for c in cols)
                 ]
@@ -1049,13 +1041,13 @@ def _timelines(d: Diagnosis, timelines: Sequence[UnitTimeline] | None) -> Timeli
 def _one_timeline(
     d: Diagnosis, tl: UnitTimeline, seen_cats: set[str], seen_gpu: set[str]
 ) -> TimelineView:
-    t0, t1 = _num(tl.start_ns), _num(tl.end_ns)
+    t0, t1 = finite(tl.start_ns), finite(tl.end_ns)
     label = str(tl.label or tl.name or "unit")
     if t0 is None or t1 is None or t1 <= t0:
         return TimelineView(label, "", str(tl.note or "no window"), None)
     dur = t1 - t0
     lanes: list[Lane] = []
-    nvtx = [e for e in tl.nvtx if _num(e.start_ns) is not None]
+    nvtx = [e for e in tl.nvtx if finite(e.start_ns) is not None]
     if nvtx:
         nested = _nest(nvtx)
         depth = min(4, max(dep for _, dep in nested) + 1)
@@ -1143,11 +1135,11 @@ def _jitter(d: Diagnosis) -> JitterView:
             (
                 row.name,
                 f"{int(row.instances or 0):,}",
-                fmt_ns(_num(row.total_ns)),
-                fmt_ns(_num(row.p50_ns)),
-                fmt_ns(_num(row.p99_ns)),
-                "-" if _num(row.p99_over_p50) is None else f"{row.p99_over_p50:.2f}",
-                _pct(_num(row.slow_pct), 1),
+                fmt_ns(finite(row.total_ns)),
+                fmt_ns(finite(row.p50_ns)),
+                fmt_ns(finite(row.p99_ns)),
+                "-" if finite(row.p99_over_p50) is None else f"{row.p99_over_p50:.2f}",
+                _pct(finite(row.slow_pct), 1),
             )
             for row in per_kernel[:15]
         ],
