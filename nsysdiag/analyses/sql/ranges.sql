@@ -698,7 +698,9 @@ FROM (SELECT *, tail_mean_ns - median_mean_ns AS delta_ns,
              CASE WHEN col LIKE 'cpu_%' THEN 'cpu' WHEN col LIKE 'gpu_%' THEN 'gpu'
                   ELSE 'total' END AS family
       FROM means)
-WINDOW fam AS (PARTITION BY family)
+-- the family's sums run in component order, so the doubles come out the same on every run
+WINDOW fam AS (PARTITION BY family ORDER BY col
+               ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ORDER BY family = 'gpu', family = 'cpu', delta_ns DESC, component;
 
 
