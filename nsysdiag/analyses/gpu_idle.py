@@ -29,12 +29,15 @@ units when there are units, else over the whole run (check C1 reads them).
 
 from __future__ import annotations
 
+import contextlib
+import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
+from ..engine.accelerate import pick
 from ..engine.steps import registered
 from ..settings import DEFAULTS, Settings
 from . import figures, intervals, sweep
@@ -203,38 +206,52 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    sql = load_sql(NAME)
-    g = report.sql(sql["gaps"], {"no_end": NO_END}).fetchnumpy()
-    gpid, pid, dev, stream, b, e = (np.asarray(g[c], dtype=np.int64) for c in (
-        "global_pid", "pid", "device_id", "stream_id", "idle_start_ns", "idle_end_ns"))
-    launch_end = _filled(g["launch_end_ns"])
-    tid = _filled(g["launch_global_tid"])
-    n = len(b)
-    gap = e - b
-    copies = intervals.Coverage.of_query(report, sql["copies_busy"])
-    busy = intervals.Coverage.of_query(report, sql["device_busy"])
-    own_copy = copies.between(gpid + dev, b, e)
-    other = np.maximum(busy.between(dev, b, e) - own_copy, 0)
+    rows = sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls"))
+    g = pick(method, accelerated, rows)(report)
     ranges = report.analysis("ranges", range_name=range_name, settings=s)
     unit, inside = None, None
     if isinstance(ranges, RangesResult) and ranges.ok and "instances" in ranges.tables:
-        inst = ranges.counted_instances(["pid", "start_ns", "end_ns"])
         unit = ranges.unit
-        windows = intervals.Coverage()
-        ipid, istart, iend = (np.asarray(inst.column(c).to_numpy(zero_copy_only=False),
-                                         dtype=np.int64) for c in ("pid", "start_ns", "end_ns"))
-        for p in np.unique(ipid).tolist():
-            rows = np.flatnonzero(ipid == p)
-            rows = rows[np.argsort(istart[rows], kind="stable")]
-            windows.feed(p, istart[rows], iend[rows])
-        windows.done()
-        inside = windows.between(pid, b, e)
-    launch_known = (launch_end != NO_END) & (tid != NO_END)
-    prelaunched = launch_known & (launch_end <= b)
-    host = np.flatnonzero(launch_known & ~prelaunched)
-    window = np.zeros((n, 5), dtype=np.int64)
-    at_sync = np.zeros(n, dtype=bool)
-    at_copy = np.zeros(n, dtype=bool)
+        inside = _inside_units(ranges, g.pid, g.start, g.end)
+    cause = classify(g.end - g.start, g.own_copy_ns, g.other_ns, inside, g.launch_known,
+                     g.prelaunched, g.at_sync, g.at_copy, g.window, s.idle_cause_pct)
+    return _result(s, unit, g.end - g.start, cause, g.pid, g.device_id, g.stream_id, g.start,
+                   g.end, detail)
+
+
+@dataclass
+class Gaps:
+    """The gaps before kernels and what the GPU and the launching thread did in each: what
+    :func:`method` and :func:`accelerated` measure, one row per gap, in the order of the
+    device sequences (by process, GPU, then the order of the kernels)."""
+
+    pid: np.ndarray  #: process id
+    device_id: np.ndarray  #: GPU
+    stream_id: np.ndarray  #: the kernel's stream (-1: unknown)
+    start: np.ndarray  #: idle_start_ns: the furthest end of the earlier work
+    end: np.ndarray  #: idle_end_ns: the kernel's start
+    own_copy_ns: np.ndarray  #: time of the gap covered by the process's copies and memsets
+    other_ns: np.ndarray  #: time of the gap covered by other work on the GPU
+    launch_known: np.ndarray  #: the launch call was traced
+    prelaunched: np.ndarray  #: the call returned before the GPU went idle
+    at_sync: np.ndarray  #: the launching thread was in a sync call at the idle start
+    at_copy: np.ndarray  #: ... in a copy or memset call
+    #: (n, 5) the host window's time in launch, copy, sync, other CUDA calls, outside CUDA
+    window: np.ndarray
+
+
+def method(report: Report) -> Gaps:
+    """The gaps by gpu_idle.sql ``gaps`` (a window function over the device sequences)
+    and the host windows by a sweep over probes at their bounds (``sweep.covered_sums``)."""
+    sql = load_sql(NAME)
+    g = report.sql(sql["gaps"], {"no_end": NO_END}).fetchnumpy()
+    gpid, pid, dev, stream, b, e, launch_end, tid = (
+        np.asarray(g[c], dtype=np.int64) for c in (
+            "global_pid", "pid", "device_id", "stream_id", "idle_start_ns", "idle_end_ns",
+            "launch_end_ns", "launch_global_tid"))
+    del g
+    out = _gpu_side(report, gpid, pid, dev, stream, b, e, launch_end, tid)
+    host = np.flatnonzero(out.launch_known & ~out.prelaunched)
     if len(host) and report.probe.present("api_calls"):
         w_end = np.minimum(e[host], launch_end[host])
         k = len(host)
@@ -249,20 +266,148 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
         with registered(report, "_gpu_idle_probes", probes):
             sums = sweep.covered_sums(report, sql["thread_calls"], sql["probes"], 4, 2 * k,
                                       in_order=True)
-        window[host, :4] = sums[:k]
-        window[host, 4] = np.maximum((w_end - b[host]) - sums[:k].sum(axis=1), 0)
-        at_copy[host] = sums[k:, 1] > 0
-        at_sync[host] = sums[k:, 2] > 0
-    cause = classify(gap, own_copy, other, inside, launch_known, prelaunched, at_sync,
-                     at_copy, window, s.idle_cause_pct)
-    return _result(s, unit, gap, cause, pid, dev, stream, b, e, detail)
+        _host_side(out, host, sums[:k], w_end - b[host], sums[k:, 1] > 0, sums[k:, 2] > 0)
+    return out
 
 
-def _filled(values: Any) -> np.ndarray:
-    """A nullable integer column as int64 with NO_END for NULL."""
-    if isinstance(values, np.ma.MaskedArray):
-        return values.filled(NO_END).astype(np.int64)
-    return np.asarray(values, dtype=np.int64)
+def accelerated(report: Report) -> Gaps:
+    """:func:`method`'s gaps from one pass over the device sequences as stored
+    (``_sequence_pass``), and the host windows from one sweep of the launching threads'
+    calls over the windows' bounds, sorted in numpy (``sweep.covered_windows``): no probe
+    table, no sort in DuckDB."""
+    gpid, dev, stream, b, e, launch_end, tid = _sequence_pass(report)
+    pid = (gpid >> 24) & 0xFFFFFF  # the views' pid of a global_pid
+    out = _gpu_side(report, gpid, pid, dev, stream, b, e, launch_end, tid)
+    del gpid
+    host = np.flatnonzero(out.launch_known & ~out.prelaunched)
+    if len(host) and report.probe.present("api_calls"):
+        start = b[host]
+        w_end = np.minimum(e[host], launch_end[host])
+        sums, at = sweep.covered_windows(report, load_sql(NAME)["thread_calls"], tid[host],
+                                         start, w_end, 4, in_order=True)
+        _host_side(out, host, sums, w_end - start, at == 1, at == 2)
+    return out
+
+
+#: the order of the device sequence (gpu_idle.sql gaps): the columns of ``sequence`` the
+#: window of ``gaps`` orders by, in that order
+_ORDER = ("start_ns", "sort_end", "in_graph", "stream_id", "launch_end_ns",
+          "launch_global_tid")
+
+
+class _Tie(Exception):
+    """Two rows of a device sequence read as stored are tied on start and end: the pass
+    reads the sequence again, sorted on the whole order."""
+
+
+def _sequence_pass(report: Report) -> tuple[np.ndarray, ...]:
+    """gpu_idle.sql ``gaps`` (global_pid, device_id, stream_id, idle start, idle end,
+    launch end, launch thread; a running maximum of the ends per process and GPU).
+
+    The kernels are read as the view stores them, in the export's order, which is start
+    order in every export seen, so no sort is paid, unless graph-level executions join
+    them, a row comes out of order (``intervals.OutOfOrder``) or two rows of one sequence
+    tie on start and end (the order of a tie is the SQL's tie-breaks): then sorted."""
+    rows, graph_rows = report.execute(load_sql(NAME)["sequence_rows"])[0]
+    if not graph_rows:
+        try:
+            return _pass(report, rows, in_order=True)
+        except (intervals.OutOfOrder, _Tie):
+            pass
+    return _pass(report, rows, in_order=False)
+
+
+def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
+    """:func:`_sequence_pass` over the sequence as stored (``in_order``) or sorted."""
+    codes: dict[tuple[int, int], int] = {}
+    furthest: dict[int, int] = {}
+    last: dict[int, tuple[int, int]] = {}  # (start, sort_end) of each key's last row
+    # room for one gap per row, filled in the pass's order; pages touched only as they fill
+    names = ("code", "stream", "b", "e", "launch_end", "tid")
+    out = {c: np.empty(rows, dtype=np.int64) for c in names}
+    n = 0
+    with contextlib.closing(intervals.segments(
+        report, load_sql(NAME)["sequence"], ("global_pid", "device_id"),
+        ("start_ns", "end_ns", *_ORDER[1:]), params={"no_end": NO_END}, in_order=in_order,
+        # as stored, only start and end are checked: a tie is found below
+        order=", ".join(_ORDER[:2] if in_order else _ORDER),
+    )) as sequence:
+        for key, unit in sequence:
+            code = codes.setdefault(key, len(codes))
+            start, end, sort_end = (unit[c].astype(np.int64, copy=False)
+                                    for c in ("start_ns", "end_ns", "sort_end"))
+            if in_order:
+                tied = (start[1:] == start[:-1]) & (sort_end[1:] == sort_end[:-1])
+                if tied.any() or last.get(code) == (int(start[0]), int(sort_end[0])):
+                    raise _Tie(f"rows of {key} tied on start and end")
+                last[code] = (int(start[-1]), int(sort_end[-1]))
+            before, furthest[code] = intervals.ends_before(start, end, furthest.get(code))
+            at = np.flatnonzero((unit["in_graph"] == 0) & (before > NO_END) & (start > before))
+            m = len(at)
+            for c, v in (("code", code), ("stream", unit["stream_id"][at]), ("b", before[at]),
+                         ("e", start[at]), ("launch_end", unit["launch_end_ns"][at]),
+                         ("tid", unit["launch_global_tid"][at])):
+                out[c][n:n + m] = v
+            n += m
+    keys = np.array(list(codes), dtype=np.int64).reshape(-1, 2)
+    code = out.pop("code")[:n]
+    # by process and GPU, each sequence's gaps in their order (a stable sort of the codes
+    # by their keys' rank; none where the pass met the sequences in that order)
+    rank = np.lexsort((keys[:, 1], keys[:, 0])).argsort()
+    order = None
+    if len(code) and not (np.diff(rank[code]) >= 0).all():
+        order = np.argsort(rank[code], kind="stable")
+    result = [keys[code, 0], keys[code, 1]] + [out.pop(c)[:n] for c in names[1:]]
+    if order is not None:
+        result = [a[order] for a in result]
+    return tuple(result)
+
+
+def _gpu_side(report: Report, gpid: np.ndarray, pid: np.ndarray, dev: np.ndarray,
+              stream: np.ndarray, b: np.ndarray, e: np.ndarray, launch_end: np.ndarray,
+              tid: np.ndarray) -> Gaps:
+    """The gaps with the GPU's side measured (copies and other work in them, from unions
+    of gpu_idle.sql ``copies_busy`` and ``device_busy``) and the launch call's timing; the
+    host windows empty."""
+    sql = load_sql(NAME)
+    n = len(b)
+    own_copy = intervals.Coverage.of_query(report, sql["copies_busy"]).between(gpid + dev, b, e)
+    other = intervals.Coverage.of_query(report, sql["device_busy"]).between(dev, b, e)
+    np.subtract(other, own_copy, out=other)
+    np.maximum(other, 0, out=other)
+    launch_known = (launch_end != NO_END) & (tid != NO_END)
+    return Gaps(pid=pid, device_id=dev, stream_id=stream, start=b, end=e,
+                own_copy_ns=own_copy, other_ns=other, launch_known=launch_known,
+                prelaunched=launch_known & (launch_end <= b),
+                at_sync=np.zeros(n, dtype=bool), at_copy=np.zeros(n, dtype=bool),
+                window=np.zeros((n, 5), dtype=np.int64))
+
+
+def _host_side(g: Gaps, host: np.ndarray, sums: np.ndarray, length: np.ndarray,
+               at_copy: np.ndarray, at_sync: np.ndarray) -> None:
+    """Put the host windows of the gaps ``host`` in ``g``: the time of each class of CUDA
+    call in them (``sums``, columns as thread_calls' cls), the rest of their ``length``
+    outside CUDA, and the call the thread was in at the idle start."""
+    g.window[host, :4] = sums
+    g.window[host, 4] = np.maximum(length - sums.sum(axis=1), 0)
+    g.at_copy[host] = at_copy
+    g.at_sync[host] = at_sync
+
+
+def _inside_units(ranges: RangesResult, pid: np.ndarray, b: np.ndarray,
+                  e: np.ndarray) -> np.ndarray:
+    """Time of each gap inside the process's units (the instances the tail figures
+    count)."""
+    inst = ranges.counted_instances(["pid", "start_ns", "end_ns"])
+    windows = intervals.Coverage()
+    ipid, istart, iend = (np.asarray(inst.column(c).to_numpy(zero_copy_only=False),
+                                     dtype=np.int64) for c in ("pid", "start_ns", "end_ns"))
+    for p in np.unique(ipid).tolist():
+        rows = np.flatnonzero(ipid == p)
+        rows = rows[np.argsort(istart[rows], kind="stable")]
+        windows.feed(p, istart[rows], iend[rows])
+    windows.done()
+    return windows.between(pid, b, e)
 
 
 def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray,
@@ -286,8 +431,7 @@ def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray,
     if detail:
         tables["gaps"] = pa.table({"pid": pid, "device_id": dev, "stream_id": stream,
                                    "idle_start_ns": b, "idle_end_ns": e, "gap_ns": gap,
-                                   "cause": pa.array([CAUSES[c] for c in cause.tolist()],
-                                                     pa.string())})
+                                   "cause": pa.array(CAUSES, pa.string()).take(cause)})
     top = max(rows, key=lambda r: r.idle_ns).cause if total else None
     result = GpuIdleResult(
         status=OK, tables=tables, main="by_cause", gaps=len(gap), idle_ns=total, unit=unit,
@@ -311,8 +455,25 @@ def _per_stream(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, cause: np.
                         ("share_pct", pa.float64())])
     if not len(gap):
         return schema.empty_table()
-    keys = np.stack([pid, dev, stream, cause.astype(np.int64)], axis=1)
-    distinct, inv = np.unique(keys, axis=0, return_inverse=True)
+    # one code per (pid, device, stream, cause), in their lexicographic order: each
+    # column's rank among its distinct values, combined (np.unique of rows sorts tuples:
+    # far slower at millions of gaps)
+    columns = (pid, dev, stream, cause.astype(np.int64))
+    ranks = [_ranks(c) for c in columns]
+    if math.prod(len(v) for v, _ in ranks) >= 1 << 62:  # codes would overflow
+        distinct, inv = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+    else:
+        combined = np.zeros(len(gap), dtype=np.int64)
+        for values, rank in ranks:
+            combined *= len(values)
+            combined += rank
+        used, inv = _ranks(combined)
+        del combined
+        distinct = np.empty((len(used), len(columns)), dtype=np.int64)
+        for i in range(len(columns) - 1, -1, -1):
+            values = ranks[i][0]
+            distinct[:, i] = values[used % len(values)]
+            used = used // len(values)
     inv = inv.ravel()
     n = np.bincount(inv)
     t = np.bincount(inv, weights=gap).astype(np.int64)
@@ -323,6 +484,15 @@ def _per_stream(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, cause: np.
         "cause": [CAUSES[c] for c in distinct[:, 3].tolist()], "gaps": n, "idle_ns": t,
         "share_pct": 100.0 * t / np.maximum(stream_total[sinv.ravel()], 1),
     }, schema=schema)
+
+
+def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values of an int64 array and each element's index among them
+    (a hash table, not a sort of every element)."""
+    import pandas as pd  # on first use: importing pandas takes a noticeable part of a second
+
+    rank, distinct = pd.factorize(values, sort=True)
+    return np.asarray(distinct, dtype=np.int64), rank.astype(np.int64, copy=False)
 
 
 def _ms(ns: float) -> str:

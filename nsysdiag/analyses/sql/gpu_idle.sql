@@ -21,27 +21,35 @@
 --                  window and at the instant the GPU went idle (analyses/sweep.py)
 
 -- @query gaps
+-- The order of the device sequence: by start, then end (NULL last); work tied on both
+-- is taken kernels outside graphs first, then by stream, launch call return and thread,
+-- so that the one gap a tie holds goes to the same kernel on every run.
 WITH seq AS (
-    SELECT global_pid, device_id, stream_id, start_ns, end_ns, launch_end_ns,
-           launch_global_tid, graph_node_id IS NULL AS main
+    SELECT global_pid, device_id, coalesce(stream_id, -1) AS stream_id, start_ns, end_ns,
+           coalesce(launch_end_ns, $no_end) AS launch_end_ns,
+           coalesce(launch_global_tid, $no_end) AS launch_global_tid,
+           graph_node_id IS NOT NULL AS in_graph
     FROM kernels
     WHERE start_ns IS NOT NULL AND global_pid IS NOT NULL AND device_id IS NOT NULL
     UNION ALL
-    SELECT global_pid, device_id, stream_id, gpu_start_ns, gpu_end_ns, NULL, NULL, false
+    SELECT global_pid, device_id, coalesce(stream_id, -1), gpu_start_ns, gpu_end_ns, $no_end,
+           $no_end, true
     FROM cuda_graphs
     WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL AND global_pid IS NOT NULL
       AND device_id IS NOT NULL),
 w AS (
     SELECT *, max(coalesce(end_ns, $no_end)) OVER (
-                  PARTITION BY global_pid, device_id ORDER BY start_ns, end_ns NULLS LAST
+                  PARTITION BY global_pid, device_id
+                  ORDER BY start_ns, end_ns NULLS LAST, in_graph, stream_id, launch_end_ns,
+                           launch_global_tid
                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS busy_until
     FROM seq)
-SELECT global_pid, (global_pid >> 24) & 16777215 AS pid, device_id,
-       coalesce(stream_id, -1) AS stream_id, busy_until AS idle_start_ns,
-       start_ns AS idle_end_ns, launch_end_ns, launch_global_tid
+SELECT global_pid, (global_pid >> 24) & 16777215 AS pid, device_id, stream_id,
+       busy_until AS idle_start_ns, start_ns AS idle_end_ns, launch_end_ns, launch_global_tid
 FROM w
-WHERE main AND busy_until > $no_end AND start_ns > busy_until
-ORDER BY global_pid, device_id, start_ns
+WHERE NOT in_graph AND busy_until > $no_end AND start_ns > busy_until
+ORDER BY global_pid, device_id, start_ns, end_ns NULLS LAST, stream_id, launch_end_ns,
+         launch_global_tid
 
 -- @query copies_busy
 SELECT global_pid + device_id AS key, start_ns, end_ns FROM memcpys
@@ -65,3 +73,26 @@ FROM api_calls
 
 -- @query probes
 SELECT key, ts, grp, sign FROM _gpu_idle_probes
+
+-- @query sequence
+-- (The accelerated pass of analyses/gpu_idle.py reads this and sequence_rows.) The rows of gaps' device sequence as the pass reads them: a NULL end reads $no_end,
+-- sort_end the end for ordering (NULL last), in_graph 1 for graph work.
+SELECT global_pid, device_id, start_ns, coalesce(end_ns, $no_end) AS end_ns,
+       coalesce(end_ns, 9223372036854775807) AS sort_end, in_graph, stream_id,
+       launch_end_ns, launch_global_tid
+FROM (SELECT global_pid, device_id, start_ns, end_ns,
+             CASE WHEN graph_node_id IS NULL THEN 0 ELSE 1 END AS in_graph,
+             coalesce(stream_id, -1) AS stream_id,
+             coalesce(launch_end_ns, $no_end) AS launch_end_ns,
+             coalesce(launch_global_tid, $no_end) AS launch_global_tid
+      FROM kernels
+      UNION ALL
+      SELECT global_pid, device_id, gpu_start_ns, gpu_end_ns, 1, coalesce(stream_id, -1),
+             $no_end, $no_end
+      FROM cuda_graphs
+      WHERE trace_level = 'graph')
+
+-- @query sequence_rows
+-- The rows of sequence (room for its gaps), and of them the graph-level executions
+SELECT (SELECT count(*) FROM kernels) + g AS n, g AS graph_rows
+FROM (SELECT count(*) AS g FROM cuda_graphs WHERE trace_level = 'graph')
