@@ -88,7 +88,7 @@ class Settings:
         10.0, "share of the idle time in gaps before already launched kernels from which "
               "launch gaps says they are not launch overhead, %")
     idle_cause_max_kernels: int = _rule(
-        2_000_000, "kernels up to which the diagnosis splits GPU idle time by cause "
+        100_000_000, "kernels up to which the diagnosis splits GPU idle time by cause "
                    "(gpu_idle); above, check C1 reads the method's figure over all gaps, and "
                    "nsysdiag gpu-idle makes the split on request")
     idle_cause_pct: float = _rule(

@@ -159,6 +159,19 @@ def classify(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray,
     cause_pct : float
         "Most of the gap", %.
     """
+    cause = gpu_causes(gap_ns, own_copy_ns, other_ns, inside_ns, launch_known, prelaunched,
+                       cause_pct)
+    rest = cause < 0
+    cause[rest] = host_causes(at_sync[rest], at_copy[rest], window[rest])
+    return cause
+
+
+def gpu_causes(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray,
+               inside_ns: np.ndarray | None, launch_known: np.ndarray,
+               prelaunched: np.ndarray, cause_pct: float) -> np.ndarray:
+    """The causes :func:`classify` gives before it reads the host window (same
+    parameters), -1 where the host window decides: every such gap's launch call is known
+    and had not returned when the GPU went idle."""
     most = gap_ns * (cause_pct / 100.0)
     cause = np.full(len(gap_ns), -1, dtype=np.int8)
 
@@ -171,13 +184,18 @@ def classify(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray,
         put(BETWEEN, inside_ns < most)
     put(UNKNOWN, ~launch_known)
     put(DEPENDENCY, prelaunched)
-    put(SYNC, at_sync)
-    put(COPY, at_copy)
-    # the host window's dominant state (ties: the earlier column)
+    return cause
+
+
+def host_causes(at_sync: np.ndarray, at_copy: np.ndarray, window: np.ndarray) -> np.ndarray:
+    """The causes :func:`classify` gives from the host window (same parameters) to the
+    gaps the GPU side leaves open: the call the thread was in when the GPU went idle
+    (a sync before a copy), else the window's dominant state (ties: the earlier
+    column)."""
     dominant = np.argmax(window, axis=1) if len(window) else np.empty(0, dtype=np.int64)
-    state = np.array([LAUNCH, COPY, SYNC, CUDA_OTHER, CPU], dtype=np.int8)
-    put_all = cause < 0
-    cause[put_all] = state[dominant[put_all]]
+    cause = np.array([LAUNCH, COPY, SYNC, CUDA_OTHER, CPU], dtype=np.int8)[dominant]
+    cause[at_copy] = COPY
+    cause[at_sync] = SYNC
     return cause
 
 
@@ -208,85 +226,99 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
         return missing
     rows = sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls"))
     g = pick(method, accelerated, rows)(report)
+    own_copy, other = _gpu_side(report, g)
     ranges = report.analysis("ranges", range_name=range_name, settings=s)
     unit, inside = None, None
     if isinstance(ranges, RangesResult) and ranges.ok and "instances" in ranges.tables:
         unit = ranges.unit
         inside = _inside_units(ranges, g.pid, g.start, g.end)
-    cause = classify(g.end - g.start, g.own_copy_ns, g.other_ns, inside, g.launch_known,
-                     g.prelaunched, g.at_sync, g.at_copy, g.window, s.idle_cause_pct)
-    return _result(s, unit, g.end - g.start, cause, g.pid, g.device_id, g.stream_id, g.start,
-                   g.end, detail)
+    launch_known = (g.launch_end != NO_END) & (g.tid != NO_END)
+    gap = g.end - g.start
+    cause = gpu_causes(gap, own_copy, other, inside, launch_known,
+                       launch_known & (g.launch_end <= g.start), s.idle_cause_pct)
+    del own_copy, other, inside
+    # the host windows of the gaps the GPU side leaves open (without a CUDA API trace,
+    # empty windows: their first state)
+    host = np.flatnonzero(cause < 0)
+    w_start = g.start[host]
+    w_end = np.minimum(g.end[host], g.launch_end[host])
+    window = np.zeros((len(host), 5), dtype=np.int64)
+    at = np.full(len(host), -1, dtype=np.int8)
+    if len(host) and report.probe.present("api_calls"):
+        window[:, :4], at = pick(host_windows_method, host_windows_accelerated, rows)(
+            report, g.tid[host], w_start, w_end)
+        window[:, 4] = np.maximum((w_end - w_start) - window[:, :4].sum(axis=1), 0)
+    cause[host] = host_causes(at == SYNC_CALL, at == COPY_CALL, window)
+    return _result(s, unit, gap, cause, g.pid, g.device_id, g.stream_id, g.start, g.end,
+                   detail)
+
+
+#: thread_calls' classes (gpu_idle.sql): launch, memcpy/memset, sync, other CUDA calls
+LAUNCH_CALL, COPY_CALL, SYNC_CALL, OTHER_CALL = range(4)
 
 
 @dataclass
 class Gaps:
-    """The gaps before kernels and what the GPU and the launching thread did in each: what
-    :func:`method` and :func:`accelerated` measure, one row per gap, in the order of the
-    device sequences (by process, GPU, then the order of the kernels)."""
+    """The gaps before kernels: what :func:`method` and :func:`accelerated` find, one row
+    per gap, in the order of the device sequences (by process, GPU, then the order of the
+    kernels)."""
 
+    global_pid: np.ndarray  #: the views' process key
     pid: np.ndarray  #: process id
     device_id: np.ndarray  #: GPU
     stream_id: np.ndarray  #: the kernel's stream (-1: unknown)
     start: np.ndarray  #: idle_start_ns: the furthest end of the earlier work
     end: np.ndarray  #: idle_end_ns: the kernel's start
-    own_copy_ns: np.ndarray  #: time of the gap covered by the process's copies and memsets
-    other_ns: np.ndarray  #: time of the gap covered by other work on the GPU
-    launch_known: np.ndarray  #: the launch call was traced
-    prelaunched: np.ndarray  #: the call returned before the GPU went idle
-    at_sync: np.ndarray  #: the launching thread was in a sync call at the idle start
-    at_copy: np.ndarray  #: ... in a copy or memset call
-    #: (n, 5) the host window's time in launch, copy, sync, other CUDA calls, outside CUDA
-    window: np.ndarray
+    launch_end: np.ndarray  #: the kernel's launch call's return (NO_END: unknown)
+    tid: np.ndarray  #: the launching thread's global_tid (NO_END: unknown)
 
 
 def method(report: Report) -> Gaps:
-    """The gaps by gpu_idle.sql ``gaps`` (a window function over the device sequences)
-    and the host windows by a sweep over probes at their bounds (``sweep.covered_sums``)."""
-    sql = load_sql(NAME)
-    g = report.sql(sql["gaps"], {"no_end": NO_END}).fetchnumpy()
-    gpid, pid, dev, stream, b, e, launch_end, tid = (
-        np.asarray(g[c], dtype=np.int64) for c in (
-            "global_pid", "pid", "device_id", "stream_id", "idle_start_ns", "idle_end_ns",
-            "launch_end_ns", "launch_global_tid"))
-    del g
-    out = _gpu_side(report, gpid, pid, dev, stream, b, e, launch_end, tid)
-    host = np.flatnonzero(out.launch_known & ~out.prelaunched)
-    if len(host) and report.probe.present("api_calls"):
-        w_end = np.minimum(e[host], launch_end[host])
-        k = len(host)
-        idx = np.arange(k)
-        probes = pa.table({
-            "key": np.concatenate([tid[host]] * 4),
-            "ts": np.concatenate([b[host], w_end, b[host], b[host] + 1]),
-            "grp": np.concatenate([idx, idx, idx + k, idx + k]),
-            "sign": np.concatenate([np.full(k, -1), np.full(k, 1), np.full(k, -1),
-                                    np.full(k, 1)]),
-        })
-        with registered(report, "_gpu_idle_probes", probes):
-            sums = sweep.covered_sums(report, sql["thread_calls"], sql["probes"], 4, 2 * k,
-                                      in_order=True)
-        _host_side(out, host, sums[:k], w_end - b[host], sums[k:, 1] > 0, sums[k:, 2] > 0)
-    return out
+    """The gaps by gpu_idle.sql ``gaps``: a running maximum (a window function) over each
+    device sequence."""
+    g = report.sql(load_sql(NAME)["gaps"], {"no_end": NO_END}).fetchnumpy()
+    return Gaps(*(np.asarray(g[c], dtype=np.int64) for c in (
+        "global_pid", "pid", "device_id", "stream_id", "idle_start_ns", "idle_end_ns",
+        "launch_end_ns", "launch_global_tid")))
 
 
 def accelerated(report: Report) -> Gaps:
     """:func:`method`'s gaps from one pass over the device sequences as stored
-    (``_sequence_pass``), and the host windows from one sweep of the launching threads'
-    calls over the windows' bounds, sorted in numpy (``sweep.covered_windows``): no probe
-    table, no sort in DuckDB."""
+    (``_sequence_pass``): no window function, no sort where the kernels come in order."""
     gpid, dev, stream, b, e, launch_end, tid = _sequence_pass(report)
-    pid = (gpid >> 24) & 0xFFFFFF  # the views' pid of a global_pid
-    out = _gpu_side(report, gpid, pid, dev, stream, b, e, launch_end, tid)
-    del gpid
-    host = np.flatnonzero(out.launch_known & ~out.prelaunched)
-    if len(host) and report.probe.present("api_calls"):
-        start = b[host]
-        w_end = np.minimum(e[host], launch_end[host])
-        sums, at = sweep.covered_windows(report, load_sql(NAME)["thread_calls"], tid[host],
-                                         start, w_end, 4, in_order=True)
-        _host_side(out, host, sums, w_end - start, at == 1, at == 2)
-    return out
+    return Gaps(gpid, (gpid >> 24) & 0xFFFFFF, dev, stream, b, e, launch_end, tid)
+
+
+def host_windows_method(report: Report, tid: np.ndarray, start: np.ndarray,
+                        end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per window ``[start, end]`` of thread ``tid``: the time of each class of CUDA call
+    in it (columns as gpu_idle.sql ``thread_calls``' cls) and the class of the call the
+    thread was in at ``start`` (-1: none). A sweep (``sweep.covered_sums``) over probes
+    at the windows' bounds and one ns after their starts, sorted by DuckDB."""
+    sql = load_sql(NAME)
+    k = len(tid)
+    idx = np.arange(k)
+    probes = pa.table({
+        "key": np.concatenate([tid] * 4),
+        "ts": np.concatenate([start, end, start, start + 1]),
+        "grp": np.concatenate([idx, idx, idx + k, idx + k]),
+        "sign": np.concatenate([np.full(k, -1), np.full(k, 1), np.full(k, -1), np.full(k, 1)]),
+    })
+    with registered(report, "_gpu_idle_probes", probes):
+        sums = sweep.covered_sums(report, sql["thread_calls"], sql["probes"], 4, 2 * k,
+                                  in_order=True)
+    # the instant after the start lies in one piece at most: at most one class is positive
+    at = np.where(sums[k:].max(axis=1) > 0, np.argmax(sums[k:], axis=1), -1).astype(np.int8)
+    return sums[:k], at
+
+
+def host_windows_accelerated(report: Report, tid: np.ndarray, start: np.ndarray,
+                             end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`host_windows_method`'s answer from one sweep of the threads' calls over the
+    windows' bounds sorted in numpy (``sweep.covered_windows``): no probe table, no sort
+    in DuckDB."""
+    return sweep.covered_windows(report, load_sql(NAME)["thread_calls"], tid, start, end, 4,
+                                 in_order=True)
 
 
 #: the order of the device sequence (gpu_idle.sql gaps): the columns of ``sequence`` the
@@ -363,35 +395,17 @@ def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
     return tuple(result)
 
 
-def _gpu_side(report: Report, gpid: np.ndarray, pid: np.ndarray, dev: np.ndarray,
-              stream: np.ndarray, b: np.ndarray, e: np.ndarray, launch_end: np.ndarray,
-              tid: np.ndarray) -> Gaps:
-    """The gaps with the GPU's side measured (copies and other work in them, from unions
-    of gpu_idle.sql ``copies_busy`` and ``device_busy``) and the launch call's timing; the
-    host windows empty."""
+def _gpu_side(report: Report, g: Gaps) -> tuple[np.ndarray, np.ndarray]:
+    """The time of each gap covered by the process's own copies and memsets, and by other
+    work on the GPU (unions of gpu_idle.sql ``copies_busy`` and ``device_busy``)."""
     sql = load_sql(NAME)
-    n = len(b)
-    own_copy = intervals.Coverage.of_query(report, sql["copies_busy"]).between(gpid + dev, b, e)
-    other = intervals.Coverage.of_query(report, sql["device_busy"]).between(dev, b, e)
+    own_copy = intervals.Coverage.of_query(report, sql["copies_busy"]).between(
+        g.global_pid + g.device_id, g.start, g.end)
+    other = intervals.Coverage.of_query(report, sql["device_busy"]).between(
+        g.device_id, g.start, g.end)
     np.subtract(other, own_copy, out=other)
     np.maximum(other, 0, out=other)
-    launch_known = (launch_end != NO_END) & (tid != NO_END)
-    return Gaps(pid=pid, device_id=dev, stream_id=stream, start=b, end=e,
-                own_copy_ns=own_copy, other_ns=other, launch_known=launch_known,
-                prelaunched=launch_known & (launch_end <= b),
-                at_sync=np.zeros(n, dtype=bool), at_copy=np.zeros(n, dtype=bool),
-                window=np.zeros((n, 5), dtype=np.int64))
-
-
-def _host_side(g: Gaps, host: np.ndarray, sums: np.ndarray, length: np.ndarray,
-               at_copy: np.ndarray, at_sync: np.ndarray) -> None:
-    """Put the host windows of the gaps ``host`` in ``g``: the time of each class of CUDA
-    call in them (``sums``, columns as thread_calls' cls), the rest of their ``length``
-    outside CUDA, and the call the thread was in at the idle start."""
-    g.window[host, :4] = sums
-    g.window[host, 4] = np.maximum(length - sums.sum(axis=1), 0)
-    g.at_copy[host] = at_copy
-    g.at_sync[host] = at_sync
+    return own_copy, other
 
 
 def _inside_units(ranges: RangesResult, pid: np.ndarray, b: np.ndarray,
@@ -489,7 +503,7 @@ def _per_stream(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, cause: np.
 def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct values of an int64 array and each element's index among them
     (a hash table, not a sort of every element)."""
-    import pandas as pd  # on first use: importing pandas takes a noticeable part of a second
+    import pandas as pd  # on first use, as analyses.base imports it
 
     rank, distinct = pd.factorize(values, sort=True)
     return np.asarray(distinct, dtype=np.int64), rank.astype(np.int64, copy=False)
