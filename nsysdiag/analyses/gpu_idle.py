@@ -470,27 +470,36 @@ def _per_stream(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, cause: np.
     if not len(gap):
         return schema.empty_table()
     # one code per (pid, device, stream, cause), in their lexicographic order: each
-    # column's rank among its distinct values, combined (np.unique of rows sorts tuples:
-    # far slower at millions of gaps)
-    columns = (pid, dev, stream, cause.astype(np.int64))
-    ranks = [_ranks(c) for c in columns]
-    if math.prod(len(v) for v, _ in ranks) >= 1 << 62:  # codes would overflow
-        distinct, inv = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+    # column's rank among its distinct values, combined; the rows per code counted (no
+    # np.unique of rows: it sorts tuples, far slower at millions of gaps)
+    ranks = [_ranks(pid, runs=True), _ranks(dev, runs=True), _ranks(stream),
+             (np.arange(len(CAUSES)), cause)]
+    sizes = [len(values) for values, _ in ranks]
+    size = math.prod(sizes)
+    if size >= 1 << 62:  # the codes would overflow: rows sorted as tuples
+        distinct, inv = np.unique(np.stack([pid, dev, stream, cause.astype(np.int64)], axis=1),
+                                  axis=0, return_inverse=True)
+        n = np.bincount(inv.ravel())
+        t = np.bincount(inv.ravel(), weights=gap).astype(np.int64)
     else:
         combined = np.zeros(len(gap), dtype=np.int64)
-        for values, rank in ranks:
-            combined *= len(values)
+        for (_, rank), k in zip(ranks, sizes):
+            combined *= k
             combined += rank
-        used, inv = _ranks(combined)
+        if size <= max(4 * len(gap), 1 << 20):  # counted in an array of every code
+            n = np.bincount(combined, minlength=size)
+            used = np.flatnonzero(n)
+            n = n[used]
+            t = np.bincount(combined, weights=gap, minlength=size)[used].astype(np.int64)
+        else:  # by their index among the codes used
+            used, inv = _ranks(combined)
+            n = np.bincount(inv)
+            t = np.bincount(inv, weights=gap).astype(np.int64)
         del combined
-        distinct = np.empty((len(used), len(columns)), dtype=np.int64)
-        for i in range(len(columns) - 1, -1, -1):
-            values = ranks[i][0]
-            distinct[:, i] = values[used % len(values)]
-            used = used // len(values)
-    inv = inv.ravel()
-    n = np.bincount(inv)
-    t = np.bincount(inv, weights=gap).astype(np.int64)
+        distinct = np.empty((len(used), len(ranks)), dtype=np.int64)
+        for i in range(len(ranks) - 1, -1, -1):
+            distinct[:, i] = ranks[i][0][used % sizes[i]]
+            used = used // sizes[i]
     streams, sinv = np.unique(distinct[:, :3], axis=0, return_inverse=True)
     stream_total = np.bincount(sinv.ravel(), weights=t)
     return pa.table({
@@ -500,13 +509,19 @@ def _per_stream(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, cause: np.
     }, schema=schema)
 
 
-def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The sorted distinct values of an int64 array and each element's index among them
-    (a hash table, not a sort of every element)."""
+def _ranks(values: np.ndarray, runs: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values of an int64 array and each element's index among them:
+    by a hash table (no sort of every element), or with ``runs`` (values that repeat in
+    long runs: a process's, a GPU's gaps) by the first value of each run."""
+    if runs:
+        head = np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1] if len(values) else \
+            np.empty(0, dtype=np.int64)
+        distinct, rank = np.unique(values[head], return_inverse=True)
+        return distinct, np.repeat(rank.ravel(), np.diff(np.r_[head, len(values)]))
     import pandas as pd  # on first use, as analyses.base imports it
 
     rank, distinct = pd.factorize(values, sort=True)
-    return np.asarray(distinct, dtype=np.int64), rank.astype(np.int64, copy=False)
+    return np.asarray(distinct, dtype=np.int64), rank
 
 
 def _ms(ns: float) -> str:
