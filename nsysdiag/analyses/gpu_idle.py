@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from ..engine.accelerate import pick
-from ..engine.steps import registered
+from ..engine.accelerate import accelerate
+from ..engine.steps import registered, temp_views
 from ..settings import DEFAULTS, Settings
 from . import figures, intervals, sweep
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records
 from .launch_gaps import NO_END
+from .overlap import _merged as device_operations
 from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
 
@@ -224,9 +225,9 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    rows = sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls"))
-    g = pick(method, accelerated, rows)(report)
-    own_copy, other = _gpu_side(report, g)
+    fast = accelerate(sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls")))
+    g = (accelerated if fast else method)(report)
+    own_copy, other = _gpu_side(report, g, fast)
     ranges = report.analysis("ranges", range_name=range_name, settings=s)
     unit, inside = None, None
     if isinstance(ranges, RangesResult) and ranges.ok and "instances" in ranges.tables:
@@ -245,7 +246,7 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     window = np.zeros((len(host), 5), dtype=np.int64)
     at = np.full(len(host), -1, dtype=np.int8)
     if len(host) and report.probe.present("api_calls"):
-        window[:, :4], at = pick(host_windows_method, host_windows_accelerated, rows)(
+        window[:, :4], at = (host_windows_accelerated if fast else host_windows_method)(
             report, g.tid[host], w_start, w_end)
         window[:, 4] = np.maximum((w_end - w_start) - window[:, :4].sum(axis=1), 0)
     cause[host] = host_causes(at == SYNC_CALL, at == COPY_CALL, window)
@@ -395,14 +396,31 @@ def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
     return tuple(result)
 
 
-def _gpu_side(report: Report, g: Gaps) -> tuple[np.ndarray, np.ndarray]:
+def _gpu_side(report: Report, g: Gaps, fast: bool) -> tuple[np.ndarray, np.ndarray]:
     """The time of each gap covered by the process's own copies and memsets, and by other
-    work on the GPU (unions of gpu_idle.sql ``copies_busy`` and ``device_busy``)."""
+    work on the GPU: unions of gpu_idle.sql ``copies_busy`` and ``device_busy`` (with
+    ``fast``, the latter from overlap's pass over each GPU's operations in start order,
+    the kernels as stored, where they come in that order: no sort of every kernel)."""
     sql = load_sql(NAME)
     own_copy = intervals.Coverage.of_query(report, sql["copies_busy"]).between(
         g.global_pid + g.device_id, g.start, g.end)
-    other = intervals.Coverage.of_query(report, sql["device_busy"]).between(
-        g.device_id, g.start, g.end)
+    busy = None
+    if fast:
+        busy = intervals.Coverage()
+        try:
+            # device_busy's operations (overlap.sql ops), each GPU's in start order
+            with temp_views(report, load_sql("overlap"), ("other_ops",)), \
+                    contextlib.closing(device_operations(report)) as runs:
+                for (device,), op in runs:
+                    busy.feed(device, *(op[c].astype(np.int64, copy=False)
+                                        for c in ("start_ns", "end_ns")))
+            busy.done()
+        except intervals.OutOfOrder:
+            busy = None
+    if busy is None:
+        busy = intervals.Coverage.of_query(report, sql["device_busy"])
+    other = busy.between(g.device_id, g.start, g.end)
+    del busy
     np.subtract(other, own_copy, out=other)
     np.maximum(other, 0, out=other)
     return own_copy, other
