@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -232,26 +233,31 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     unit, inside = None, None
     if isinstance(ranges, RangesResult) and ranges.ok and "instances" in ranges.tables:
         unit = ranges.unit
-        inside = _inside_units(ranges, g.pid, g.start, g.end)
-    launch_known = (g.launch_end != NO_END) & (g.tid != NO_END)
+        inside = _inside_units(ranges, g)
+    launch_end, tid = g.launch_end, g.tid
+    g.launch_end = g.tid = None  # only the host windows' rows are kept below
+    launch_known = (launch_end != NO_END) & (tid != NO_END)
     gap = g.end - g.start
     cause = gpu_causes(gap, own_copy, other, inside, launch_known,
-                       launch_known & (g.launch_end <= g.start), s.idle_cause_pct)
-    del own_copy, other, inside
+                       launch_known & (launch_end <= g.start), s.idle_cause_pct)
+    del own_copy, other, inside, launch_known
     # the host windows of the gaps the GPU side leaves open (without a CUDA API trace,
     # empty windows: their first state)
     host = np.flatnonzero(cause < 0)
     w_start = g.start[host]
-    w_end = np.minimum(g.end[host], g.launch_end[host])
+    w_end = np.minimum(g.end[host], launch_end[host])
+    tid = tid[host]
+    del launch_end
     window = np.zeros((len(host), 5), dtype=np.int64)
     at = np.full(len(host), -1, dtype=np.int8)
     if len(host) and report.probe.present("api_calls"):
         window[:, :4], at = (host_windows_accelerated if fast else host_windows_method)(
-            report, g.tid[host], w_start, w_end)
+            report, tid, w_start, w_end)
         window[:, 4] = np.maximum((w_end - w_start) - window[:, :4].sum(axis=1), 0)
+    del tid, w_start, w_end
     cause[host] = host_causes(at == SYNC_CALL, at == COPY_CALL, window)
-    return _result(s, unit, gap, cause, g.pid, g.device_id, g.stream_id, g.start, g.end,
-                   detail)
+    del window, at, host
+    return _result(s, unit, gap, cause, g, detail)
 
 
 #: thread_calls' classes (gpu_idle.sql): launch, memcpy/memset, sync, other CUDA calls
@@ -262,32 +268,50 @@ LAUNCH_CALL, COPY_CALL, SYNC_CALL, OTHER_CALL = range(4)
 class Gaps:
     """The gaps before kernels: what :func:`method` and :func:`accelerated` find, one row
     per gap, in the order of the device sequences (by process, GPU, then the order of the
-    kernels)."""
+    kernels). A sequence's gaps are one slice of the rows: its process and GPU are kept
+    once per sequence."""
 
-    global_pid: np.ndarray  #: the views' process key
-    pid: np.ndarray  #: process id
-    device_id: np.ndarray  #: GPU
+    #: (global_pid, pid, device_id) of each device sequence with gaps, in their order
+    sequences: np.ndarray
+    #: sequence i's gaps are rows ``bounds[i]`` to ``bounds[i + 1]``
+    bounds: np.ndarray
     stream_id: np.ndarray  #: the kernel's stream (-1: unknown)
     start: np.ndarray  #: idle_start_ns: the furthest end of the earlier work
     end: np.ndarray  #: idle_end_ns: the kernel's start
-    launch_end: np.ndarray  #: the kernel's launch call's return (NO_END: unknown)
-    tid: np.ndarray  #: the launching thread's global_tid (NO_END: unknown)
+    launch_end: np.ndarray | None  #: the kernel's launch call's return (NO_END: unknown)
+    tid: np.ndarray | None  #: the launching thread's global_tid (NO_END: unknown)
+
+    def slices(self) -> Iterator[tuple[int, int, int, slice]]:
+        """(global_pid, pid, device_id, rows) of each sequence."""
+        for (gpid, pid, dev), lo, hi in zip(self.sequences.tolist(), self.bounds[:-1].tolist(),
+                                            self.bounds[1:].tolist()):
+            yield gpid, pid, dev, slice(lo, hi)
+
+    def per_gap(self, column: int) -> np.ndarray:
+        """Column ``column`` of ``sequences`` (0 global_pid, 1 pid, 2 device_id) per gap."""
+        return np.repeat(self.sequences[:, column], np.diff(self.bounds))
 
 
 def method(report: Report) -> Gaps:
     """The gaps by gpu_idle.sql ``gaps``: a running maximum (a window function) over each
     device sequence."""
     g = report.sql(load_sql(NAME)["gaps"], {"no_end": NO_END}).fetchnumpy()
-    return Gaps(*(np.asarray(g[c], dtype=np.int64) for c in (
-        "global_pid", "pid", "device_id", "stream_id", "idle_start_ns", "idle_end_ns",
-        "launch_end_ns", "launch_global_tid")))
+    gpid, pid, dev = (np.asarray(g.pop(c), dtype=np.int64)
+                      for c in ("global_pid", "pid", "device_id"))
+    head = np.flatnonzero(np.r_[True, (gpid[1:] != gpid[:-1]) | (dev[1:] != dev[:-1])]) \
+        if len(gpid) else np.empty(0, dtype=np.int64)
+    return Gaps(np.stack([gpid[head], pid[head], dev[head]], axis=1).reshape(-1, 3),
+                np.r_[head, len(gpid)], *(np.asarray(g[c], dtype=np.int64) for c in (
+                    "stream_id", "idle_start_ns", "idle_end_ns", "launch_end_ns",
+                    "launch_global_tid")))
 
 
 def accelerated(report: Report) -> Gaps:
     """:func:`method`'s gaps from one pass over the device sequences as stored
     (``_sequence_pass``): no window function, no sort where the kernels come in order."""
-    gpid, dev, stream, b, e, launch_end, tid = _sequence_pass(report)
-    return Gaps(gpid, (gpid >> 24) & 0xFFFFFF, dev, stream, b, e, launch_end, tid)
+    keys, bounds, *columns = _sequence_pass(report)
+    sequences = np.stack([keys[:, 0], (keys[:, 0] >> 24) & 0xFFFFFF, keys[:, 1]], axis=1)
+    return Gaps(sequences.reshape(-1, 3), bounds, *columns)
 
 
 def host_windows_method(report: Report, tid: np.ndarray, start: np.ndarray,
@@ -334,8 +358,8 @@ class _Tie(Exception):
 
 
 def _sequence_pass(report: Report) -> tuple[np.ndarray, ...]:
-    """gpu_idle.sql ``gaps`` (global_pid, device_id, stream_id, idle start, idle end,
-    launch end, launch thread; a running maximum of the ends per process and GPU).
+    """gpu_idle.sql ``gaps`` (a running maximum of the ends per process and GPU) as
+    :func:`_pass` gives them.
 
     The kernels are read as the view stores them, in the export's order, which is start
     order in every export seen, so no sort is paid, unless graph-level executions join
@@ -351,7 +375,9 @@ def _sequence_pass(report: Report) -> tuple[np.ndarray, ...]:
 
 
 def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
-    """:func:`_sequence_pass` over the sequence as stored (``in_order``) or sorted."""
+    """:func:`_sequence_pass` over the sequence as stored (``in_order``) or sorted: the
+    (global_pid, device_id) of each sequence with gaps, the bounds of its rows (as
+    ``Gaps``), then the gaps' columns."""
     codes: dict[tuple[int, int], int] = {}
     furthest: dict[int, int] = {}
     last: dict[int, tuple[int, int]] = {}  # (start, sort_end) of each key's last row
@@ -384,16 +410,17 @@ def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
             n += m
     keys = np.array(list(codes), dtype=np.int64).reshape(-1, 2)
     code = out.pop("code")[:n]
+    columns = [out.pop(c)[:n] for c in names[1:]]
     # by process and GPU, each sequence's gaps in their order (a stable sort of the codes
     # by their keys' rank; none where the pass met the sequences in that order)
-    rank = np.lexsort((keys[:, 1], keys[:, 0])).argsort()
-    order = None
+    by_key = np.lexsort((keys[:, 1], keys[:, 0]))
+    rank = by_key.argsort()
     if len(code) and not (np.diff(rank[code]) >= 0).all():
         order = np.argsort(rank[code], kind="stable")
-    result = [keys[code, 0], keys[code, 1]] + [out.pop(c)[:n] for c in names[1:]]
-    if order is not None:
-        result = [a[order] for a in result]
-    return tuple(result)
+        columns = [c[order] for c in columns]
+    counts = np.bincount(code, minlength=len(keys))[by_key]
+    has = counts > 0
+    return (keys[by_key][has], np.r_[0, np.cumsum(counts[has])], *columns)
 
 
 def _gpu_side(report: Report, g: Gaps, fast: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -402,8 +429,10 @@ def _gpu_side(report: Report, g: Gaps, fast: bool) -> tuple[np.ndarray, np.ndarr
     ``fast``, the latter from overlap's pass over each GPU's operations in start order,
     the kernels as stored, where they come in that order: no sort of every kernel)."""
     sql = load_sql(NAME)
-    own_copy = intervals.Coverage.of_query(report, sql["copies_busy"]).between(
-        g.global_pid + g.device_id, g.start, g.end)
+    copies = intervals.Coverage.of_query(report, sql["copies_busy"])
+    own_copy = np.empty(len(g.start), dtype=np.int64)
+    for gpid, _, dev, rows in g.slices():
+        own_copy[rows] = copies.between_key(gpid + dev, g.start[rows], g.end[rows])
     busy = None
     if fast:
         busy = intervals.Coverage()
@@ -419,15 +448,16 @@ def _gpu_side(report: Report, g: Gaps, fast: bool) -> tuple[np.ndarray, np.ndarr
             busy = None
     if busy is None:
         busy = intervals.Coverage.of_query(report, sql["device_busy"])
-    other = busy.between(g.device_id, g.start, g.end)
+    other = np.empty(len(g.start), dtype=np.int64)
+    for _, _, dev, rows in g.slices():
+        other[rows] = busy.between_key(dev, g.start[rows], g.end[rows])
     del busy
     np.subtract(other, own_copy, out=other)
     np.maximum(other, 0, out=other)
     return own_copy, other
 
 
-def _inside_units(ranges: RangesResult, pid: np.ndarray, b: np.ndarray,
-                  e: np.ndarray) -> np.ndarray:
+def _inside_units(ranges: RangesResult, g: Gaps) -> np.ndarray:
     """Time of each gap inside the process's units (the instances the tail figures
     count)."""
     inst = ranges.counted_instances(["pid", "start_ns", "end_ns"])
@@ -439,12 +469,14 @@ def _inside_units(ranges: RangesResult, pid: np.ndarray, b: np.ndarray,
         rows = rows[np.argsort(istart[rows], kind="stable")]
         windows.feed(p, istart[rows], iend[rows])
     windows.done()
-    return windows.between(pid, b, e)
+    inside = np.empty(len(g.start), dtype=np.int64)
+    for _, pid, _, rows in g.slices():
+        inside[rows] = windows.between_key(pid, g.start[rows], g.end[rows])
+    return inside
 
 
-def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray,
-            pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, b: np.ndarray,
-            e: np.ndarray, detail: bool) -> GpuIdleResult:
+def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray, g: Gaps,
+            detail: bool) -> GpuIdleResult:
     total = int(gap.sum())
     counts = np.bincount(cause, minlength=len(CAUSES))
     times = np.bincount(cause, weights=gap, minlength=len(CAUSES)).astype(np.int64)
@@ -458,11 +490,12 @@ def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray,
     lb = gap[cause == LAUNCH]
     d = figures.describe(lb.copy(), (0.5, 0.99), s.gap_normal_ns)
     p50, p99 = figures.q_columns(d["q"], ("p50", "p99")).values()
-    per_stream = _per_stream(pid, dev, stream, cause, gap)
+    per_stream = _per_stream(g, cause, gap)
     tables = {"by_cause": by_cause, "per_stream": per_stream}
     if detail:
-        tables["gaps"] = pa.table({"pid": pid, "device_id": dev, "stream_id": stream,
-                                   "idle_start_ns": b, "idle_end_ns": e, "gap_ns": gap,
+        tables["gaps"] = pa.table({"pid": g.per_gap(1), "device_id": g.per_gap(2),
+                                   "stream_id": g.stream_id, "idle_start_ns": g.start,
+                                   "idle_end_ns": g.end, "gap_ns": gap,
                                    "cause": pa.array(CAUSES, pa.string()).take(cause)})
     top = max(rows, key=lambda r: r.idle_ns).cause if total else None
     result = GpuIdleResult(
@@ -479,8 +512,7 @@ def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray,
     return replace(result, message=_message(result), findings=_findings(result))
 
 
-def _per_stream(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, cause: np.ndarray,
-                gap: np.ndarray) -> pa.Table:
+def _per_stream(g: Gaps, cause: np.ndarray, gap: np.ndarray) -> pa.Table:
     schema = pa.schema([("pid", pa.int64()), ("device_id", pa.int64()),
                         ("stream_id", pa.int64()), ("cause", pa.string()),
                         ("gaps", pa.int64()), ("idle_ns", pa.int64()),
@@ -490,20 +522,24 @@ def _per_stream(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, cause: np.
     # one code per (pid, device, stream, cause), in their lexicographic order: each
     # column's rank among its distinct values, combined; the rows per code counted (no
     # np.unique of rows: it sorts tuples, far slower at millions of gaps)
-    ranks = [_ranks(pid, runs=True), _ranks(dev, runs=True), _ranks(stream),
-             (np.arange(len(CAUSES)), cause)]
-    sizes = [len(values) for values, _ in ranks]
+    pids, pid_rank = np.unique(g.sequences[:, 1], return_inverse=True)
+    devs, dev_rank = np.unique(g.sequences[:, 2], return_inverse=True)
+    streams, combined = _ranks(g.stream_id)
+    sizes = (len(pids), len(devs), len(streams), len(CAUSES))
     size = math.prod(sizes)
     if size >= 1 << 62:  # the codes would overflow: rows sorted as tuples
-        distinct, inv = np.unique(np.stack([pid, dev, stream, cause.astype(np.int64)], axis=1),
+        distinct, inv = np.unique(np.stack([g.per_gap(1), g.per_gap(2), g.stream_id,
+                                            cause.astype(np.int64)], axis=1),
                                   axis=0, return_inverse=True)
         n = np.bincount(inv.ravel())
         t = np.bincount(inv.ravel(), weights=gap).astype(np.int64)
     else:
-        combined = np.zeros(len(gap), dtype=np.int64)
-        for (_, rank), k in zip(ranks, sizes):
-            combined *= k
-            combined += rank
+        # ((pid * devices + device) * streams + stream) * causes + cause, in place
+        for (_, _, _, rows), p, d in zip(g.slices(), pid_rank.ravel().tolist(),
+                                         dev_rank.ravel().tolist()):
+            combined[rows] += (p * len(devs) + d) * len(streams)
+        combined *= len(CAUSES)
+        combined += cause
         if size <= max(4 * len(gap), 1 << 20):  # counted in an array of every code
             n = np.bincount(combined, minlength=size)
             used = np.flatnonzero(n)
@@ -514,11 +550,11 @@ def _per_stream(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, cause: np.
             n = np.bincount(inv)
             t = np.bincount(inv, weights=gap).astype(np.int64)
         del combined
-        distinct = np.empty((len(used), len(ranks)), dtype=np.int64)
-        for i in range(len(ranks) - 1, -1, -1):
-            distinct[:, i] = ranks[i][0][used % sizes[i]]
+        distinct = np.empty((len(used), 4), dtype=np.int64)
+        for i, values in ((3, np.arange(len(CAUSES))), (2, streams), (1, devs), (0, pids)):
+            distinct[:, i] = values[used % sizes[i]]
             used = used // sizes[i]
-    streams, sinv = np.unique(distinct[:, :3], axis=0, return_inverse=True)
+    _, sinv = np.unique(distinct[:, :3], axis=0, return_inverse=True)
     stream_total = np.bincount(sinv.ravel(), weights=t)
     return pa.table({
         "pid": distinct[:, 0], "device_id": distinct[:, 1], "stream_id": distinct[:, 2],
@@ -527,19 +563,20 @@ def _per_stream(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, cause: np.
     }, schema=schema)
 
 
-def _ranks(values: np.ndarray, runs: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The sorted distinct values of an int64 array and each element's index among them:
-    by a hash table (no sort of every element), or with ``runs`` (values that repeat in
-    long runs: a process's, a GPU's gaps) by the first value of each run."""
-    if runs:
-        head = np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1] if len(values) else \
-            np.empty(0, dtype=np.int64)
-        distinct, rank = np.unique(values[head], return_inverse=True)
-        return distinct, np.repeat(rank.ravel(), np.diff(np.r_[head, len(values)]))
+def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values of an int64 array and each element's index among them
+    (a new int64 array): by a table of every value where they span a small range, else
+    a hash table (no sort of every element either way)."""
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < max(len(values), 1 << 16):
+        rank = values - lo
+        present = np.bincount(rank, minlength=hi - lo + 1) > 0
+        np.take(np.cumsum(present) - 1, rank, out=rank, mode="clip")  # in place: unbuffered
+        return np.flatnonzero(present) + lo, rank
     import pandas as pd  # on first use, as analyses.base imports it
 
     rank, distinct = pd.factorize(values, sort=True)
-    return np.asarray(distinct, dtype=np.int64), rank
+    return np.asarray(distinct, dtype=np.int64), rank.astype(np.int64, copy=False)
 
 
 def _ms(ns: float) -> str:
