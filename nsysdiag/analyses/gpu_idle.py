@@ -39,10 +39,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..engine.accelerate import accelerate
-from ..engine.steps import registered, temp_views
+from ..engine.steps import registered, steps, temp_views
 from ..settings import DEFAULTS, Settings
 from . import figures, intervals, sweep
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, records
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .launch_gaps import NO_END
 from .overlap import _merged as device_operations
 from .ranges import SETTINGS as RANGES_SETTINGS
@@ -318,23 +318,18 @@ def host_windows_method(report: Report, tid: np.ndarray, start: np.ndarray,
                         end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per window ``[start, end]`` of thread ``tid``: the time of each class of CUDA call
     in it (columns as gpu_idle.sql ``thread_calls``' cls) and the class of the call the
-    thread was in at ``start`` (-1: none). A sweep (``sweep.covered_sums``) over probes
-    at the windows' bounds and one ns after their starts, sorted by DuckDB."""
+    thread was in at ``start`` (-1: none), by gpu_idle.sql ``host_pieces`` (the calls cut
+    into pieces with running totals) and ``host_windows`` (ASOF joins at the bounds)."""
     sql = load_sql(NAME)
-    k = len(tid)
-    idx = np.arange(k)
-    probes = pa.table({
-        "key": np.concatenate([tid] * 4),
-        "ts": np.concatenate([start, end, start, start + 1]),
-        "grp": np.concatenate([idx, idx, idx + k, idx + k]),
-        "sign": np.concatenate([np.full(k, -1), np.full(k, 1), np.full(k, -1), np.full(k, 1)]),
-    })
-    with registered(report, "_gpu_idle_probes", probes):
-        sums = sweep.covered_sums(report, sql["thread_calls"], sql["probes"], 4, 2 * k,
-                                  in_order=True)
-    # the instant after the start lies in one piece at most: at most one class is positive
-    at = np.where(sums[k:].max(axis=1) > 0, np.argmax(sums[k:], axis=1), -1).astype(np.int8)
-    return sums[:k], at
+    windows = pa.table({"id": np.arange(len(tid)), "key": tid, "start_ns": start,
+                        "end_ns": end})
+    with registered(report, "_gpu_idle_windows", windows), \
+            temp_views(report, sql, ("thread_calls",)), \
+            steps(report, NAME, sql, ("host_pieces",)):
+        got = run_query(report, NAME, "host_windows")
+    sums = np.stack([got.column(c).to_numpy() for c in ("launch_ns", "copy_ns", "sync_ns",
+                                                         "other_ns")], axis=1)
+    return sums.astype(np.int64), got.column("at_cls").to_numpy().astype(np.int8)
 
 
 def host_windows_accelerated(report: Report, tid: np.ndarray, start: np.ndarray,
@@ -425,15 +420,31 @@ def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
 
 def _gpu_side(report: Report, g: Gaps, fast: bool) -> tuple[np.ndarray, np.ndarray]:
     """The time of each gap covered by the process's own copies and memsets, and by other
-    work on the GPU: unions of gpu_idle.sql ``copies_busy`` and ``device_busy`` (with
-    ``fast``, the latter from overlap's pass over each GPU's operations in start order,
-    the kernels as stored, where they come in that order: no sort of every kernel)."""
+    work on the GPU (0 on a GPU whose operations are all the process's own,
+    gpu_idle.sql ``device_processes``): unions of gpu_idle.sql ``copies_busy`` and
+    ``device_busy`` (:func:`_device_busy`)."""
     sql = load_sql(NAME)
     copies = intervals.Coverage.of_query(report, sql["copies_busy"])
     own_copy = np.empty(len(g.start), dtype=np.int64)
     for gpid, _, dev, rows in g.slices():
         own_copy[rows] = copies.between_key(gpid + dev, g.start[rows], g.end[rows])
-    busy = None
+    other = np.zeros(len(g.start), dtype=np.int64)
+    single = {r[0] for r in report.execute(sql["device_processes"]) if r[1]}
+    if not all(dev in single for _, _, dev, _ in g.slices()):
+        busy = _device_busy(report, fast)
+        for _, _, dev, rows in g.slices():
+            if dev not in single:
+                other[rows] = busy.between_key(dev, g.start[rows], g.end[rows])
+        del busy
+    np.subtract(other, own_copy, out=other)
+    np.maximum(other, 0, out=other)
+    return own_copy, other
+
+
+def _device_busy(report: Report, fast: bool) -> intervals.Coverage:
+    """Each GPU's busy time, the union of gpu_idle.sql ``device_busy``; with ``fast``, from
+    overlap's pass over each GPU's operations in start order (the kernels as stored, where
+    they come in that order: no sort of every kernel)."""
     if fast:
         busy = intervals.Coverage()
         try:
@@ -443,18 +454,10 @@ def _gpu_side(report: Report, g: Gaps, fast: bool) -> tuple[np.ndarray, np.ndarr
                 for (device,), op in runs:
                     busy.feed(device, *(op[c].astype(np.int64, copy=False)
                                         for c in ("start_ns", "end_ns")))
-            busy.done()
+            return busy.done()
         except intervals.OutOfOrder:
-            busy = None
-    if busy is None:
-        busy = intervals.Coverage.of_query(report, sql["device_busy"])
-    other = np.empty(len(g.start), dtype=np.int64)
-    for _, _, dev, rows in g.slices():
-        other[rows] = busy.between_key(dev, g.start[rows], g.end[rows])
-    del busy
-    np.subtract(other, own_copy, out=other)
-    np.maximum(other, 0, out=other)
-    return own_copy, other
+            pass
+    return intervals.Coverage.of_query(report, load_sql(NAME)["device_busy"])
 
 
 def _inside_units(ranges: RangesResult, g: Gaps) -> np.ndarray:
