@@ -164,7 +164,7 @@ def classify(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray,
     cause = gpu_causes(gap_ns, own_copy_ns, other_ns, inside_ns, launch_known, prelaunched,
                        cause_pct)
     rest = cause < 0
-    cause[rest] = host_causes(at_sync[rest], at_copy[rest], window[rest])
+    cause[rest] = host_causes(at_sync[rest], at_copy[rest], window[rest, :4], window[rest, 4])
     return cause
 
 
@@ -189,13 +189,17 @@ def gpu_causes(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray
     return cause
 
 
-def host_causes(at_sync: np.ndarray, at_copy: np.ndarray, window: np.ndarray) -> np.ndarray:
-    """The causes :func:`classify` gives from the host window (same parameters) to the
-    gaps the GPU side leaves open: the call the thread was in when the GPU went idle
-    (a sync before a copy), else the window's dominant state (ties: the earlier
-    column)."""
-    dominant = np.argmax(window, axis=1) if len(window) else np.empty(0, dtype=np.int64)
-    cause = np.array([LAUNCH, COPY, SYNC, CUDA_OTHER, CPU], dtype=np.int8)[dominant]
+def host_causes(at_sync: np.ndarray, at_copy: np.ndarray, calls_ns: np.ndarray,
+                outside_ns: np.ndarray) -> np.ndarray:
+    """The causes :func:`classify` gives from the host window to the gaps the GPU side
+    leaves open: the call the thread was in when the GPU went idle (a sync before a copy),
+    else the window's dominant state (ties: the earlier column of :func:`classify`'s
+    ``window``, here split into ``calls_ns``, its first four columns, and ``outside_ns``,
+    its last)."""
+    dominant = np.argmax(calls_ns, axis=1) if len(calls_ns) else np.empty(0, dtype=np.int64)
+    cause = np.array([LAUNCH, COPY, SYNC, CUDA_OTHER], dtype=np.int8)[dominant]
+    if len(calls_ns):
+        cause[outside_ns > calls_ns.max(axis=1)] = CPU
     cause[at_copy] = COPY
     cause[at_sync] = SYNC
     return cause
@@ -248,15 +252,16 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     w_end = np.minimum(g.end[host], launch_end[host])
     tid = tid[host]
     del launch_end
-    window = np.zeros((len(host), 5), dtype=np.int64)
+    g.end = None  # start + gap from here on
+    calls = np.zeros((len(host), 4), dtype=np.int64)
     at = np.full(len(host), -1, dtype=np.int8)
     if len(host) and report.probe.present("api_calls"):
-        window[:, :4], at = (host_windows_accelerated if fast else host_windows_method)(
+        calls, at = (host_windows_accelerated if fast else host_windows_method)(
             report, tid, w_start, w_end)
-        window[:, 4] = np.maximum((w_end - w_start) - window[:, :4].sum(axis=1), 0)
+    outside = np.maximum((w_end - w_start) - calls.sum(axis=1), 0)
     del tid, w_start, w_end
-    cause[host] = host_causes(at == SYNC_CALL, at == COPY_CALL, window)
-    del window, at, host
+    cause[host] = host_causes(at == SYNC_CALL, at == COPY_CALL, calls, outside)
+    del calls, outside, at, host
     return _result(s, unit, gap, cause, g, detail)
 
 
@@ -277,7 +282,7 @@ class Gaps:
     bounds: np.ndarray
     stream_id: np.ndarray  #: the kernel's stream (-1: unknown)
     start: np.ndarray  #: idle_start_ns: the furthest end of the earlier work
-    end: np.ndarray  #: idle_end_ns: the kernel's start
+    end: np.ndarray | None  #: idle_end_ns: the kernel's start
     launch_end: np.ndarray | None  #: the kernel's launch call's return (NO_END: unknown)
     tid: np.ndarray | None  #: the launching thread's global_tid (NO_END: unknown)
 
@@ -498,7 +503,7 @@ def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray, g
     if detail:
         tables["gaps"] = pa.table({"pid": g.per_gap(1), "device_id": g.per_gap(2),
                                    "stream_id": g.stream_id, "idle_start_ns": g.start,
-                                   "idle_end_ns": g.end, "gap_ns": gap,
+                                   "idle_end_ns": g.start + gap, "gap_ns": gap,
                                    "cause": pa.array(CAUSES, pa.string()).take(cause)})
     top = max(rows, key=lambda r: r.idle_ns).cause if total else None
     result = GpuIdleResult(
