@@ -103,8 +103,10 @@ def test_training_loop_with_two_item_syncs_per_step(builder, tmp_path):
     # 25 steps 100 us apart, two blocking waits each: 50 waits, 49 sync intervals that are
     # half-steps. The GPU work repeats every 6 calls (4 kernels, 2 copies); the pause
     # before fwd (100000 - 61500 = 38500) is clearly the longest (others 1000-1500), so
-    # each step runs from its fwd launch to the next: 24 x 100 us; the last ends when its
-    # last copy ends on the GPU, 61 us after its start
+    # the cycles start at fwd. They hold blocking waits (2 each), so an iteration is bounded
+    # by the wait for fwd: the first wait after its launch (t) that returns after fwd ends
+    # (t+20000) is loss.item()'s sync, returning at t+51500; the 24 iterations run from
+    # one step's to the next's: 1_051_500 + 100_000 k, 100 us each
     b = builder("current")
     b.api(0, 500_000, "cudaMalloc_v3020")  # set-up before the loop
     for k in range(25):
@@ -113,21 +115,104 @@ def test_training_loop_with_two_item_syncs_per_step(builder, tmp_path):
     with nsysdiag.open(path, cache=False) as rep:
         res = ranges.run(rep)
     assert (res.unit, res.unit_source, res.scope, res.n, res.n_warmup) == (
-        "launch-cycle", "launch_cycle", "thread", 25, 0)
+        "launch-cycle", "launch_cycle", "thread", 24, 0)
     inst = res.table("instances").to_pylist()
     assert [(r["start_ns"], r["duration_ns"]) for r in inst] == (
-        [(1_000_000 + 100_000 * k, 100_000) for k in range(24)] + [(3_400_000, 61_000)])
-    # the step holds both waits: 44000 + 5500 + 500 (the sync calls' time after the copy
-    # calls) -> cpu_sync 50000; kernels 18+20+10+5 us
+        [(1_051_500 + 100_000 * k, 100_000) for k in range(24)])
+    # the iteration holds the metric's wait of one step (5500) and loss.item()'s of the
+    # next (44500: after its copy call) -> cpu_sync 50000; kernels: the metric (5 us) and
+    # the next step's fwd, bwd, multi_tensor_apply (18+20+10 us)
     assert (inst[0]["cpu_sync_ns"], inst[0]["gpu_own_kernel_ns"], inst[0]["n_kernels"]) == (
         50_000, 53_000, 4)
-    assert res.unit_reason.startswith(
+    assert res.unit_reason == (
         "no repeated NVTX range; the GPU work repeats every 6 calls (25 cycles from fwd to "
-        "cudaMemcpyAsync), 100% of them identical; each iteration runs from a launch of fwd")
-    assert res.unit_reason.endswith(
-        "2 blocking host waits per cycle, so the intervals between them are not iterations")
+        "cudaMemcpyAsync), 100% of them identical; 2 blocking host waits per cycle, so the "
+        "intervals between them are not iterations; 24 iterations, each from the return of "
+        "the cudaStreamSynchronize that waits for fwd (the first blocking wait after its "
+        "launch to return after it ends) to the next one's: from the host learning one "
+        "cycle's result to learning the next's, host work included")
     d = nsysdiag.diagnose(path)
-    assert (d.tail.unit, d.tail.unit_source, d.tail.n) == ("launch-cycle", "launch_cycle", 25)
+    assert (d.tail.unit, d.tail.unit_source, d.tail.n) == ("launch-cycle", "launch_cycle", 24)
+
+
+def _insert_round(b, t, d):
+    """One round of a hash-table insertion loop (cuckoo_hash's shape) at t (ns) whose
+    kernel runs d ns: the launch, a blocking DtoH cudaMemcpy that waits for the kernel,
+    two small blocking HtoD copies and two blocking memsets for the next round, then 20 us
+    of host work. Calls and GPU work:
+      insert           [t, t+1000]           -> [t+1500, t+1500+d]
+      cudaMemcpy DtoH  [t+1000, t+d+3000]    -> [t+d+2000, t+d+2500]
+      cudaMemcpy HtoD  [t+d+3100, t+d+3600]  -> [t+d+3200, t+d+3500]
+      cudaMemcpy HtoD  [t+d+3700, t+d+4200]  -> [t+d+3800, t+d+4100]
+      cudaMemset       [t+d+4300, t+d+4800]  -> [t+d+4400, t+d+4700]
+      cudaMemset       [t+d+4900, t+d+5400]  -> [t+d+5000, t+d+5300]
+    The next round starts at t + d + 25400."""
+    b.launch(t, t + 1000, t + 1500, t + 1500 + d, name="insert")
+    for (a0, a1, g0, g1), kind in zip(((1000 - d, 3000, 2000, 2500), (3100, 3600, 3200, 3500),
+                                       (3700, 4200, 3800, 4100)), ("DtoH", "HtoD", "HtoD")):
+        c = b.api(t + d + a0, t + d + a1, "cudaMemcpy_v3020")
+        b.memcpy(t + d + g0, t + d + g1, 64, kind=kind, corr=c)
+    for a0 in (4300, 4900):
+        c = b.api(t + d + a0, t + d + a0 + 500, "cudaMemset_v3020")
+        b.memset(t + d + a0 + 100, t + d + a0 + 400, 64, corr=c)
+    return t + d + 25_400
+
+
+def test_blocking_copies_bound_the_iterations(builder, tmp_path):
+    # 25 rounds with kernels of 10, 20, 30, 40 or 50 us (k % 5): five blocking waits per
+    # round, so the sync intervals are pieces of a round; the GPU work repeats every 6
+    # calls from insert (after the 20 us pause). The wait for insert is the DtoH copy
+    # (returns at t_k + d_k + 3000): iteration k runs from round k's copy to round k+1's,
+    # t_{k+1} + d_{k+1} - t_k - d_k = 25400 + d_{k+1} ns; 24 of them
+    b = builder("current")
+    t, starts, kern = 1_000_000, [], [10_000 * (1 + k % 5) for k in range(25)]
+    for d in kern:
+        starts.append(t)
+        t = _insert_round(b, t, d)
+    with nsysdiag.open(b.write(tmp_path / "cuckoo.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    assert (res.unit, res.unit_source, res.n + res.n_warmup) == (
+        "launch-cycle", "launch_cycle", 24)
+    inst = res.table("instances").to_pylist()
+    assert [r["start_ns"] for r in inst] == [s + d + 3000 for s, d in zip(starts[:-1],
+                                                                         kern[:-1])]
+    assert [r["duration_ns"] for r in inst] == [25_400 + d for d in kern[1:]]
+    # an iteration holds the 4 short waits of its round (4 x 500) and the next round's
+    # copy wait (from the end of the insert call, t+1000, to t+d+3000: d + 2000)
+    assert [r["cpu_memcpy_ns"] + r["cpu_sync_ns"] + r["cpu_other_api_ns"]
+            for r in inst][:2] == [2000 + 2000 + kern[1], 2000 + 2000 + kern[2]]
+    assert "5 blocking host waits per cycle, so the intervals between them are not " \
+        "iterations; 24 iterations, each from the return of the cudaMemcpy that waits for " \
+        "insert (the first blocking wait after its launch to return after it ends)" \
+        in res.unit_reason
+
+
+def test_a_blocking_copy_that_starts_the_cycle_bounds_it(builder, tmp_path):
+    # 25 rounds, each a blocking HtoD cudaMemcpy [t, t+1000] -> [t+200, t+800], a kernel
+    # step [t+1100, t+1200] -> [t+1300, t+1300+d] and a cudaDeviceSynchronize [t+1200,
+    # t+d+1400], with d 10, 20 or 30 us (k % 3); the next round starts 30 us after the
+    # sync returns. The GPU work repeats every 2 calls and the copy follows the longest
+    # pause (30 us against 100 ns), so the cycles start at the copy: a blocking wait
+    # itself, whose work ends before it returns, so it bounds the iteration
+    b = builder("current")
+    t, starts, kern = 1_000_000, [], [10_000 * (1 + k % 3) for k in range(25)]
+    for d in kern:
+        starts.append(t)
+        c = b.api(t, t + 1000, "cudaMemcpy_v3020")
+        b.memcpy(t + 200, t + 800, 64, kind="HtoD", corr=c)
+        b.launch(t + 1100, t + 1200, t + 1300, t + 1300 + d, name="step")
+        b.api(t + 1200, t + d + 1400, "cudaDeviceSynchronize_v3020")
+        t = t + d + 1400 + 30_000
+    with nsysdiag.open(b.write(tmp_path / "copyfirst.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    # two waits per cycle (the copy, the sync); the copy's return bounds each iteration:
+    # t_k + 1000 to t_{k+1} + 1000, i.e. d_k + 31400
+    assert (res.unit, res.n + res.n_warmup) == ("launch-cycle", 24)
+    inst = res.table("instances").to_pylist()
+    assert [(r["start_ns"], r["duration_ns"]) for r in inst] == [
+        (s + 1000, d + 31_400) for s, d in zip(starts[:-1], kern[:-1])]
+    assert ("each from the return of cudaMemcpy (the cycle's first call, itself a "
+            "blocking wait) to the next one's") in res.unit_reason
 
 
 def test_one_wait_per_step_keeps_the_sync_intervals(builder, tmp_path):
@@ -185,8 +270,9 @@ def test_layers_inside_steps(builder, tmp_path, items):
     # one .item() the step's cycles hold one wait each: the 24 intervals between the waits
     # are the steps. With two, the layers hold none and the steps two: the steps are the
     # launch cycles. Only multi_tensor_apply_kernel occurs once per step (the others six
-    # or two times), so each step runs from it (at t + 48 us) to the next: 200 us; the last
-    # ends with its second copy on the GPU, at t + 59.9 us: 11.9 us
+    # or two times), so the cycles start at it (launched at t + 48 us, done at t + 49.9
+    # us); the first wait after it that returns later is the first .item()'s sync, [t + 51
+    # us, t + 56 us]: each iteration runs from its return to the next step's, 200 us
     b = builder("current")
     for k in range(25):
         _layered_step(b, 1_000_000 + 200_000 * k, items)
@@ -195,12 +281,12 @@ def test_layers_inside_steps(builder, tmp_path, items):
     if items == 1:
         assert (res.unit, res.n) == ("sync-interval", 24)
         return
-    assert (res.unit, res.n + res.n_warmup) == ("launch-cycle", 25)
+    assert (res.unit, res.n + res.n_warmup) == ("launch-cycle", 24)
     assert ("repeats every 27 calls (25 cycles from multi_tensor_apply_kernel to gemm_bwd)"
             in res.unit_reason)
     inst = res.table("instances").to_pylist()
     assert [(r["start_ns"], r["duration_ns"]) for r in inst] == (
-        [(1_048_000 + 200_000 * k, 200_000) for k in range(24)] + [(5_848_000, 11_900)])
+        [(1_056_000 + 200_000 * k, 200_000) for k in range(24)])
 
 
 def test_serving_loop_without_syncs(builder, tmp_path):

@@ -621,7 +621,9 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     The sequence of kernels (by name), copies and memsets that thread submits repeats once
     per iteration of a training or serving loop; each iteration runs from a launch call of
     the cycle's first kernel to the next one (host time included; the last ends when its
-    work ends on the GPU or its last call returns). Every period the work repeats with
+    work ends on the GPU or its last call returns), or, when the cycles hold blocking host
+    waits, from the return of the wait for that kernel to the next (:func:`_wait_bounds`):
+    the host learns a cycle's result there. Every period the work repeats with
     (:func:`cycles.periods`: a layer inside a step inside ...) is weighed against the
     blocking host waits of that thread: the intervals between the waits stay the unit when
     the cycles of some period hold one wait each (the waits mark those iterations), or when
@@ -656,8 +658,9 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
         return None, "", sync_units
     names = labels.dictionary.to_pylist()
     who = {c: seq.column(c)[0].as_py() for c in ("pid", "tid", "global_pid", "global_tid")}
-    waits = run_query(report, NAME, "blocking_ends", {
-        "tid": who["global_tid"], "blocking": BLOCKING_WAITS}).column("end_ns").to_numpy()
+    blocking = run_query(report, NAME, "blocking_ends", {
+        "tid": who["global_tid"], "blocking": BLOCKING_WAITS})
+    waits = blocking.column("end_ns").to_numpy()
 
     def waits_per_cycle(c: cycles.Cycle) -> float:
         per_cycle = np.diff(np.searchsorted(waits, start[c.starts]))
@@ -698,18 +701,84 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     if sync_units.num_rows and not several and inside >= min_instances:
         return None, f"; {loop}, several cycles per interval: a loop inside each", sync_units
     per = held[cyc.period]
-    stop = np.r_[start[cyc.starts[1:]], last_stop(cyc)].astype(np.int64)
     syncs = ("no blocking host wait inside the loop" if inside == 0 else
              f"{per:.3g} blocking host waits per cycle, so the intervals between them are "
              "not iterations" if per >= 2 else
+             f"{per:.3g} blocking host waits per cycle" if per >= 1 else
              f"only {inside} blocking host waits inside the loop")
+    anchored = (_wait_bounds(cyc, start, gpu_end, blocking, min_instances) if per >= 1
+                else None)
+    if anchored is not None:
+        bounds, stop, wait = anchored
+        which = (f"{first} (the cycle's first call, itself a blocking wait)" if wait is None
+                 else f"the {wait} that waits for {first} (the first blocking wait after its "
+                 "launch to return after it ends)")
+        how = (f"{len(bounds)} iterations, each from the return of {which} to the next "
+               "one's: from the host learning one cycle's result to learning the next's, host "
+               "work included")
+    else:
+        stop = np.r_[start[cyc.starts[1:]], last_stop(cyc)].astype(np.int64)
+        how = f"each iteration runs from a launch of {first} to the next"
     reason = (("no NVTX unit (" + rejected + "); " if rejected else "no repeated NVTX range; ")
-              + f"{loop}, {100 * cyc.agreement:.0f}% of them identical; each iteration runs "
-              f"from a launch of {first} to the next; {syncs}")
+              + f"{loop}, {100 * cyc.agreement:.0f}% of them identical; "
+              + (f"{syncs}; {how}" if anchored is not None else f"{how}; {syncs}"))
     return Unit("launch-cycle", "launch_cycle",
                 _unit_table("launch-cycle", "launch_cycle", bounds, stop,
                             {**who, "end_tid": None}),
                 None, reason), "", sync_units
+
+
+def _wait_bounds(cyc: cycles.Cycle, start: np.ndarray, gpu_end: np.ndarray,
+                 blocking: pa.Table, min_instances: int
+                 ) -> tuple[np.ndarray, np.ndarray, str] | None:
+    """Iterations of the launch cycles ``cyc`` bounded by a blocking wait rather than by a
+    launch: in each cycle, the wait for its first call's work (the first blocking wait that
+    begins at or after that call and returns at or after its work ends on the GPU, before
+    the next cycle begins); each iteration runs from the return of one cycle's wait to the
+    return of the next cycle's, so it holds the host's work between learning one result
+    and the next (set-up before the first wait and teardown after the last are left out).
+
+    Parameters
+    ----------
+    cyc : cycles.Cycle
+        The cycles of the launch sequence.
+    start, gpu_end : numpy.ndarray
+        Per call of the sequence, when it was made and when its work ended on the GPU (the
+        call's return when not recorded), ns.
+    blocking : pyarrow.Table
+        The thread's blocking waits (ranges.sql ``blocking_ends``), in order.
+    min_instances : int
+        Iterations needed.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, str or None) or None
+        The iterations' starts and ends (ns) and the bounding waits' most common API name
+        (None when in most cycles the wait is the first call itself: a blocking copy);
+        None when fewer than half of the cycles hold such a wait or fewer than
+        ``min_instances`` iterations lie between consecutive ones.
+    """
+    w_start, w_end = (blocking.column(c).to_numpy(zero_copy_only=False).astype(np.int64)
+                      for c in ("start_ns", "end_ns"))
+    first = cyc.starts.astype(np.int64)
+    launch, done = start[first], gpu_end[first]
+    # the waits do not overlap (one thread, nested calls merged): the first that begins at
+    # or after the launch and the first that returns at or after the work are both found
+    # by a search, and the later of the two is the first meeting both
+    j = np.maximum(np.searchsorted(w_start, launch, "left"),
+                   np.searchsorted(w_end, done, "left"))
+    following = np.r_[launch[1:], np.iinfo(np.int64).max]
+    found = j < len(w_start)
+    found[found] &= w_start[j[found]] < following[found]
+    pair = found[:-1] & found[1:]
+    if 2 * found.sum() < len(found) or pair.sum() < min_instances:
+        return None
+    lo, hi = w_end[j[:-1][pair]], w_end[j[1:][pair]]
+    if 2 * np.count_nonzero(w_start[j[found]] == launch[found]) > found.sum():
+        return lo, hi, None
+    names = pc.value_counts(blocking.column("name").take(pa.array(j[found])))
+    counts = names.field("counts").to_numpy()
+    return lo, hi, names.field("values")[int(counts.argmax())].as_py()
 
 
 def _group(report: Report, unit: Unit, cands: list[Candidate],

@@ -29,7 +29,7 @@
 --   units_sync   the same columns for intervals between blocking host waits
 --   launch_sequence  the GPU work the busiest launching thread submits, in order (the
 --                launch-cycle unit's input)
---   blocking_ends  when each blocking host wait of a thread returned
+--   blocking_ends  the blocking host waits of a thread: when each began and returned
 --   units_named  the closed ranges of several names (a group unit's input)
 --   units_warmup the one-off calls (module loading, handle creation, ...) per instance
 --   instances    one row per unit instance with its CPU and GPU decomposition
@@ -218,14 +218,16 @@ ORDER BY m.start_ns, m.end_ns;
 
 
 -- @query blocking_ends
--- When each blocking host wait of thread $tid returned (the waits of units_sync: $blocking,
--- no 'Async', a call nested in another such call is the same wait), in order.
+-- The blocking host waits of thread $tid (the waits of units_sync: $blocking, no 'Async', a
+-- call nested in another such call is the same wait), in order: when each began and
+-- returned (start_ns, end_ns) and its API name.
 WITH calls AS (
     SELECT *, max(end_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns DESC
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS covered
     FROM api_calls
     WHERE global_tid = $tid AND regexp_matches(name, $blocking) AND NOT contains(name, 'Async'))
-SELECT end_ns FROM calls WHERE covered IS NULL OR start_ns >= covered ORDER BY end_ns;
+SELECT start_ns, end_ns, name FROM calls WHERE covered IS NULL OR start_ns >= covered
+ORDER BY end_ns, start_ns;
 
 
 -- @query units_named
