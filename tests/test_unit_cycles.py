@@ -11,6 +11,7 @@ from conftest import CORPUS, need, open_corpus
 
 import nsysdiag
 from nsysdiag.analyses import cycles, ranges
+from nsysdiag.analyses.base import run_query
 from nsysdiag.diff import diff
 
 # -- cycles.find on label sequences ---------------------------------------------------------
@@ -403,6 +404,92 @@ def test_siblings_without_a_clear_pause_start_at_the_first(builder, tmp_path):
                                                            159_000)
 
 
+def _tokens(b, n, *, outer="token_{k}_processing", domain_id=0):
+    """n tokens 1 ms apart from 1 ms, each an enclosing range ``outer`` (formatted with k;
+    None: no enclosing range) around 8 layers of two sibling ranges (weights_j, 9 us,
+    compute_j, 9 us, launching a kernel), layers 20 us apart: the token range lasts
+    [t, t+170 us], token 3 runs 50 us longer in its last compute."""
+    for k in range(n):
+        t = 1_000_000 + 1_000_000 * k
+        extra = 50_000 if k == 3 else 0
+        if outer is not None:
+            b.nvtx(t, t + 170_000 + extra, outer.format(k=k), domain_id=domain_id)
+        for j in range(8):
+            s = t + 1000 + 20_000 * j
+            b.nvtx(s, s + 9000, f"weights_{j}")
+            b.nvtx(s + 10_000, s + 19_000 + (extra if j == 7 else 0), f"compute_{j}")
+            b.launch(s + 10_100, s + 10_200, s + 10_300, s + 18_000)
+
+
+def test_a_numbered_enclosing_range_is_one_range(builder, tmp_path):
+    # token_0_processing ... token_29_processing each occur once: a family of 30 numbered
+    # names, one range with a counter in its name (token_#_processing, 30 instances); it
+    # encloses the 16 sibling ranges of each token (each of which repeats 30 times), so
+    # they are nested in it and it is the unit, not their group: 30 tokens of 170 us, token
+    # 3 220 us
+    b = builder("current")
+    _tokens(b, 30)
+    with nsysdiag.open(b.write(tmp_path / "fam.sqlite"), cache=False) as rep:
+        fam = run_query(rep, "ranges", "unit_families", {"min_instances": 20}).to_pylist()
+        res = ranges.run(rep)
+    assert {r["family"] for r in fam} == {"token_#_processing"} and len(fam) == 30
+    assert (res.unit, res.unit_source, res.n, res.n_warmup) == (
+        "token_#_processing", "nvtx_auto", 30, 0)
+    inst = res.table("instances").to_pylist()
+    assert [r["duration_ns"] for r in inst] == [170_000] * 3 + [220_000] + [170_000] * 26
+    assert res.unit_reason.startswith(
+        "30 numbered names, token_0_processing ... token_29_processing, each once in its "
+        "process: one range with a counter in its name; repeats 30 times, launches GPU work "
+        "in 100% of its instances (8 calls each), median 170 us; ")
+    assert "lies inside token_#_processing" in res.unit_reason
+    # --range takes the family's name too
+    with nsysdiag.open(b.write(tmp_path / "fam2.sqlite"), cache=False) as rep:
+        named = ranges.run(rep, range_name="token_#_processing")
+    assert (named.unit_source, named.n + named.n_warmup) == ("nvtx_named", 30)
+
+
+def test_numbered_names_that_repeat_or_are_few_make_no_family(builder, tmp_path):
+    # step_0 ... step_9 each 3 times (a step index that repeats, not a counter), and
+    # req_0 ... req_14 once each (15 members, fewer than 20): no family; batch_0 ...
+    # batch_24 once each in two processes (once in each: still a counter): one family of
+    # 25 members and 50 instances
+    b = builder("current")
+    for r in range(3):
+        for k in range(10):
+            b.nvtx(10_000 * (10 * r + k), 10_000 * (10 * r + k) + 5000, f"step_{k}")
+    for k in range(15):
+        b.nvtx(500_000 + 10_000 * k, 505_000 + 10_000 * k, f"req_{k}")
+    for pid in (100, 200):
+        for k in range(25):
+            b.nvtx(1_000_000 + 10_000 * k, 1_005_000 + 10_000 * k, f"batch_{k}", pid=pid)
+    with nsysdiag.open(b.write(tmp_path / "nofam.sqlite"), cache=False) as rep:
+        fam = run_query(rep, "ranges", "unit_families", {"min_instances": 20}).to_pylist()
+    assert {r["family"] for r in fam} == {"batch_#"} and len(fam) == 25
+
+
+def test_an_enclosing_range_that_does_not_qualify_is_named(builder, tmp_path):
+    # the tokens' enclosing range "token" (30 times) lies in a library domain (MPI): an
+    # operator or library range, not a unit. The sibling ranges are the unit, grouped
+    # weights_0..compute_7 (each token from weights_0's start, t+1000, to compute_7's end,
+    # t+160000: 159 us, token 3 209 us), and the reason says why "token" was passed over
+    b = builder("current")
+    b.nvtx_domain(5, "MPI")
+    _tokens(b, 30, outer="token", domain_id=5)
+    with nsysdiag.open(b.write(tmp_path / "lib.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    assert (res.unit, res.unit_source, res.n) == ("weights_0..compute_7", "nvtx_group", 30)
+    assert res.p50_ns == 159_000
+    assert res.unit_reason.endswith(
+        "; the enclosing token (30 times) was passed over: an operator or library range "
+        "(domain MPI)")
+    # without any enclosing range, the group's reason names none
+    b = builder("current")
+    _tokens(b, 30, outer=None)
+    with nsysdiag.open(b.write(tmp_path / "bare.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    assert res.unit == "weights_0..compute_7" and "enclosing" not in res.unit_reason
+
+
 def test_an_nvtx_only_capture_groups_its_stages(builder, tmp_path):
     # the same frames without CUDA trace (EfficientCenterFormer): every stage qualifies
     b = builder("current")
@@ -431,15 +518,23 @@ SH1 = CORPUS / "public" / "Sh1mwww__llama3-inference" / "real_inference_simulati
 ECF = CORPUS / "public2" / "YoonKyonghwan__EfficientCenterFormer__baseline.sqlite"
 
 
-def test_sh1mwww_groups_its_layers():
+def test_sh1mwww_unit_is_the_token():
     need(SH1)
     with open_corpus(SH1) as rep:
         res = ranges.run(rep)
-    # 8 layers x (ensure weights, computation) per token, 64 tokens; the first token holds
-    # the 143 ms first load: warm-up
+        ((n, median),) = rep.sql("SELECT count(*), median(duration_ns) FROM nvtx_ranges "
+                                 "WHERE regexp_matches(name, '^token_[0-9]+_processing$')"
+                                 ).fetchall()
+    # token_0_processing ... token_63_processing, once each, enclose 8 layers x (ensure
+    # weights, computation) per token: the token is the unit; the first holds the 143 ms
+    # first load: warm-up
     assert (res.unit, res.unit_source, res.unit_runner_up) == (
-        "ensure_layer_0_weights..layer_7_computation", "nvtx_group", "layer_0_computation")
-    assert (res.n, res.n_warmup) == (63, 1)
+        "token_#_processing", "nvtx_auto", "layer_#_token_#")
+    assert (res.n, res.n_warmup, res.n + res.n_warmup) == (63, 1, n)
+    assert res.unit_reason.startswith("64 numbered names, token_0_processing ... "
+                                      "token_63_processing, each once in its process")
+    inst = res.table("instances").column("duration_ns").to_numpy()
+    assert np.median(inst) == pytest.approx(median)
     assert res.p99_over_p50 < 1.1
 
 

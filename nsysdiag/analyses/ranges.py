@@ -416,7 +416,7 @@ def select_unit(
             unit = Unit(choice.unit, "nvtx_auto",
                         run_query(report, NAME, "units_nvtx", {"name": choice.unit}),
                         choice.runner_up, choice.reason)
-            return _group(report, unit, found, min_instances) or unit
+            return _group(report, unit, found, min_instances, settings, cuda_traced) or unit
         rejected = choice.reason
     units = run_query(report, NAME, "units_sync", {"blocking": BLOCKING_WAITS})
     cycle, aligned, units = _launch_cycle(report, units, min_instances, rejected)
@@ -441,19 +441,31 @@ def select_unit(
 
 
 def candidates(report: Report, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows of ranges.sql ``candidates``: its probes (``unit_probes``) and their calls
+    """The rows of ranges.sql ``candidates``: the numbered families of names
+    (``unit_families``), the probes (``unit_probes``) and their calls
     (``unit_probe_calls``, by the SQL or the accelerated pass, as the engine chooses for
     the rows of API calls) first, as tables the query reads."""
-    probes = run_query(report, NAME, "unit_probes", params)
-    if not params["cuda_traced"]:
-        calls = pa.table({"id": pa.array([], pa.int64()), "calls": pa.array([], pa.int64())})
-    else:
-        with registered(report, "unit_probes", probes):
-            calls = pick(_probe_calls_method, _probe_calls_accelerated,
-                         report.probe["api_calls"].source_rows)(report, probes)
-    with registered(report, "unit_probes", probes), \
-            registered(report, "unit_probe_calls", calls):
-        return run_query(report, NAME, "candidates", params).to_pylist()
+    with families(report, params["min_instances"]):
+        probes = run_query(report, NAME, "unit_probes", params)
+        if not params["cuda_traced"]:
+            calls = pa.table({"id": pa.array([], pa.int64()),
+                              "calls": pa.array([], pa.int64())})
+        else:
+            with registered(report, "unit_probes", probes):
+                calls = pick(_probe_calls_method, _probe_calls_accelerated,
+                             report.probe["api_calls"].source_rows)(report, probes)
+        with registered(report, "unit_probes", probes), \
+                registered(report, "unit_probe_calls", calls):
+            return run_query(report, NAME, "candidates", params).to_pylist()
+
+
+@contextlib.contextmanager
+def families(report: Report, min_instances: int) -> Iterator[None]:
+    """ranges.sql ``unit_families`` registered as the table unit_probes and candidates read
+    (numbered names such as ``token_0_processing`` ... as one range, ``token_#_processing``)."""
+    table = run_query(report, NAME, "unit_families", {"min_instances": min_instances})
+    with registered(report, "unit_families", table):
+        yield
 
 
 def _probe_calls_method(report: Report, probes: pa.Table) -> pa.Table:
@@ -528,6 +540,11 @@ class Candidate:
     qualifies: bool  #: repeats, long enough, encloses GPU work, not operator_like
     inside_frac: float  #: share of its instances inside another qualifying name (fraction)
     usual_parent: str | None  #: the qualifying name it most often lies in
+    #: the distinct names it stands for: 1, or the members of a numbered family
+    #: (``token_#_processing``: ``token_0_processing`` ...; ranges.sql unit_families)
+    members: int = 1
+    first_member: str | None = None  #: the first of them in time
+    last_member: str | None = None  #: the last of them in time
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Candidate:
@@ -536,6 +553,23 @@ class Candidate:
     @property
     def nested(self) -> bool:
         return self.inside_frac >= 0.5
+
+    @property
+    def family(self) -> str:
+        """What a numbered family's name stands for ("" for a plain name)."""
+        if self.members < 2:
+            return ""
+        return (f"{self.members} numbered names, {self.first_member} ... {self.last_member}, "
+                "each once in its process: one range with a counter in its name")
+
+    def evidence(self, cuda_traced: bool = True) -> str:
+        """What makes it a unit: what a family stands for, how often it repeats, the GPU
+        work it launches, its median."""
+        work = (f"launches GPU work in {100 * self.gpu_share:.0f}% of its instances "
+                f"({self.gpu_calls_mean:.3g} calls each)" if cuda_traced
+                else "GPU work not traced (NVTX only)")
+        return ((f"{self.family}; " if self.family else "")
+                + f"repeats {self.n} times, {work}, median {_duration(self.median_ns)}")
 
     def why_not(self, settings: Settings, cuda_traced: bool = True) -> str:
         """Why this name is not a unit (empty when it is one)."""
@@ -577,10 +611,7 @@ def choose_unit(cands: list[Candidate], settings: Settings = DEFAULTS,
     chosen = units[0]
     rest = [c for c in cands if c is not chosen]
     runner = rest[0] if rest else None
-    work = (f"launches GPU work in {100 * chosen.gpu_share:.0f}% of its instances "
-            f"({chosen.gpu_calls_mean:.3g} calls each)" if cuda_traced
-            else "GPU work not traced (NVTX only)")
-    reason = f"repeats {chosen.n} times, {work}, median {_duration(chosen.median_ns)}"
+    reason = chosen.evidence(cuda_traced)
     if len(units) > 1:
         reason += (f"; of {len(units)} outermost qualifying ranges it covers the most time "
                    f"({_duration(chosen.total_ns)})")
@@ -781,15 +812,19 @@ def _wait_bounds(cyc: cycles.Cycle, start: np.ndarray, gpu_end: np.ndarray,
     return lo, hi, names.field("values")[int(counts.argmax())].as_py()
 
 
-def _group(report: Report, unit: Unit, cands: list[Candidate],
-           min_instances: int) -> Unit | None:
+def _group(report: Report, unit: Unit, cands: list[Candidate], min_instances: int,
+           settings: Settings = DEFAULTS, cuda_traced: bool = True) -> Unit | None:
     """The group of sibling ranges the chosen range belongs to, when it is one step of an
     iteration rather than the iteration: several names that are not nested in another
     candidate repeat as often as it does (within 5%), one after the other in the same order
     each cycle (``layer_0`` ... ``layer_11`` per token; ``reader``, ``backbone``,
     ``find_centers``, ``transformer`` per frame). Each cycle of their sequence
     (:func:`cycles.find`) is one iteration, from its first range's start to its last
-    range's end. None when the chosen range has no such siblings."""
+    range's end. None when the chosen range has no such siblings.
+
+    A range that encloses the siblings and qualifies is the unit before any group is
+    sought (they lie inside it); one that encloses most of the group's iterations without
+    qualifying (:func:`_enclosing`) is named in the reason with why it was passed over."""
     chosen = next((c for c in cands if c.name == unit.name), None)
     if chosen is None:
         return None
@@ -832,10 +867,48 @@ def _group(report: Report, unit: Unit, cands: list[Candidate],
               f"{100 * cyc.agreement:.0f}% of cycles identical), so an iteration is their "
               f"group, from {first}'s start to {last}'s end; {chosen.name} alone "
               + (unit.reason or "").replace("; runner-up", "; its runner-up", 1))
+    grouped = {names[c] for c in members}
+    outer = _enclosing(report, [c for c in cands if c.name not in grouped],
+                       start[cyc.starts], stop, pid, tol)
+    if outer is not None:
+        why = outer.why_not(settings, cuda_traced)
+        if not why:  # it qualifies: the iteration it marks is the unit, not the group
+            return Unit(outer.name, "nvtx_auto",
+                        run_query(report, NAME, "units_nvtx", {"name": outer.name}), name,
+                        f"{outer.evidence(cuda_traced)}; it encloses the {len(members)} "
+                        f"sibling ranges of each iteration ({shown}), so it is the "
+                        f"iteration rather than their group ({name})")
+        reason += f"; the enclosing {outer.name} ({outer.n} times) was passed over: {why}"
     return Unit(name, "nvtx_group",
                 _unit_table(name, "push_pop" if one_thread else "start_end",
                             start[cyc.starts], stop, who),
                 chosen.name, reason)
+
+
+def _enclosing(report: Report, cands: list[Candidate], start: np.ndarray, stop: np.ndarray,
+               pid: int, tol: int) -> Candidate | None:
+    """The candidate whose instances in process ``pid`` enclose most of the iterations
+    [``start``, ``stop``] of a group, one instance each (as many instances as iterations,
+    within ``tol``): the range that marks the iteration around the siblings; None when
+    none does."""
+    for c in sorted(cands, key=lambda c: -c.total_ns):
+        if abs(c.n - len(start)) > tol:
+            continue
+        rows = run_query(report, NAME, "units_nvtx", {"name": c.name})
+        mine = rows.filter(pc.equal(rows.column("global_pid"), pid))
+        lo = mine.column("start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+        hi = mine.column("end_ns").to_numpy(zero_copy_only=False).astype(np.int64)
+        if not len(lo):
+            continue
+        order = np.argsort(lo, kind="stable")
+        lo, hi = lo[order], hi[order]
+        # the instance that starts last at or before each iteration's start must end at or
+        # after its stop
+        k = np.searchsorted(lo, start, "right") - 1
+        inside = (k >= 0) & (hi[np.maximum(k, 0)] >= stop)
+        if 2 * np.count_nonzero(inside) > len(start):
+            return c
+    return None
 
 
 def _has_syncs(report: Report) -> bool:
