@@ -60,16 +60,19 @@ LIMIT 5;
 -- has at least $min_instances members. name (a member), family (the name with each run of
 -- digits written '#': token_#_processing). The unit choice (unit_probes, candidates)
 -- reads a family as one range name (registered by analyses/ranges.py as unit_families).
+-- PyTorch's operator ranges ("aten::mm, seq = 12, op_id = 3", one name per call) are left
+-- out: they would make families of operators, which are never units (candidates'
+-- operator_like), at the cost of one name per call.
 WITH named AS (
     SELECT name, global_pid, count(*) AS k FROM nvtx_ranges
     WHERE end_ns IS NOT NULL AND regexp_matches(name, '[0-9]')
+      AND NOT regexp_matches(name, '^aten::|, seq = [0-9]+|op_id = [0-9]+')
     GROUP BY name, global_pid),
 members AS (
     SELECT name, regexp_replace(name, '[0-9]+', '#', 'g') AS family FROM named
     GROUP BY name HAVING max(k) = 1 AND sum(k) < $min_instances)
 SELECT name, family FROM members
-WHERE family IN (SELECT family FROM members GROUP BY family HAVING count(*) >= $min_instances)
-ORDER BY family, name;
+WHERE family IN (SELECT family FROM members GROUP BY family HAVING count(*) >= $min_instances);
 
 
 -- @query unit_probes
