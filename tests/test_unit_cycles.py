@@ -5,6 +5,8 @@ their answers worked out in the comments; the corpus exports the issue names."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from conftest import CORPUS, need, open_corpus
@@ -488,6 +490,29 @@ def test_an_enclosing_range_that_does_not_qualify_is_named(builder, tmp_path):
     with nsysdiag.open(b.write(tmp_path / "bare.sqlite"), cache=False) as rep:
         res = ranges.run(rep)
     assert res.unit == "weights_0..compute_7" and "enclosing" not in res.unit_reason
+
+
+def test_a_qualifying_enclosing_range_is_preferred_to_the_group(builder, tmp_path):
+    # "token" (30 times, 170 us) encloses the 16 sibling ranges of each token and
+    # qualifies, so the siblings lie inside it and it is the unit. Were the siblings not
+    # seen inside it (their inside_frac set to 0 here), the group would be sought around
+    # compute_7; the enclosing range still wins over the group it encloses
+    b = builder("current")
+    _tokens(b, 30, outer="token")
+    with nsysdiag.open(b.write(tmp_path / "tok.sqlite"), cache=False) as rep:
+        assert ranges.select_unit(rep).name == "token"
+        cands = [ranges.Candidate.of(r) for r in ranges.candidates(
+            rep, {"min_instances": 20, "min_median_ns": 1000, "cuda_traced": True})]
+        loose = [c if c.name == "token" else replace(c, inside_frac=0.0) for c in cands]
+        step = ranges.Unit("compute_7", "nvtx_auto", run_query(
+            rep, "ranges", "units_nvtx", {"name": "compute_7"}), None, "")
+        unit = ranges._group(rep, step, loose, 20)
+    assert (unit.name, unit.source, unit.runner_up) == ("token", "nvtx_auto",
+                                                        "weights_0..compute_7")
+    assert unit.instances.num_rows == 30
+    assert unit.reason.endswith("it encloses the 16 sibling ranges of each iteration "
+                                "(weights_0, compute_0, weights_1, compute_1, ...), so it is "
+                                "the iteration rather than their group (weights_0..compute_7)")
 
 
 def test_an_nvtx_only_capture_groups_its_stages(builder, tmp_path):

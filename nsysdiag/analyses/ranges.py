@@ -761,7 +761,7 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
 
 def _wait_bounds(cyc: cycles.Cycle, start: np.ndarray, gpu_end: np.ndarray,
                  blocking: pa.Table, min_instances: int
-                 ) -> tuple[np.ndarray, np.ndarray, str] | None:
+                 ) -> tuple[np.ndarray, np.ndarray, str | None] | None:
     """Iterations of the launch cycles ``cyc`` bounded by a blocking wait rather than by a
     launch: in each cycle, the wait for its first call's work (the first blocking wait that
     begins at or after that call and returns at or after its work ends on the GPU, before
@@ -837,6 +837,13 @@ def _group(report: Report, unit: Unit, cands: list[Candidate], min_instances: in
     pid = int(np.bincount(pids - pids.min()).argmax() + pids.min())
     rows = run_query(report, NAME, "units_named", {"names": [chosen.name, *siblings],
                                                    "pid": pid})
+    # a name whose instances enclose the chosen range's is no sibling but the range
+    # around them (one that does not qualify: it would have been chosen)
+    around = _around(rows, chosen.name, siblings)
+    if around:
+        rows = rows.filter(pc.invert(pc.is_in(rows.column("name"), pa.array(around))))
+        if rows.num_rows == 0 or set(rows.column("name").to_pylist()) == {chosen.name}:
+            return None
     labels = rows.column("name").combine_chunks().dictionary_encode()
     start = rows.column("start_ns").to_numpy().astype(np.int64)
     end = rows.column("end_ns").to_numpy().astype(np.int64)
@@ -868,7 +875,8 @@ def _group(report: Report, unit: Unit, cands: list[Candidate], min_instances: in
               f"group, from {first}'s start to {last}'s end; {chosen.name} alone "
               + (unit.reason or "").replace("; runner-up", "; its runner-up", 1))
     grouped = {names[c] for c in members}
-    outer = _enclosing(report, [c for c in cands if c.name not in grouped],
+    outer = _enclosing(report, sorted((c for c in cands if c.name not in grouped),
+                                      key=lambda c: (c.name not in around, -c.total_ns)),
                        start[cyc.starts], stop, pid, tol)
     if outer is not None:
         why = outer.why_not(settings, cuda_traced)
@@ -885,30 +893,49 @@ def _group(report: Report, unit: Unit, cands: list[Candidate], min_instances: in
                 chosen.name, reason)
 
 
+def _around(rows: pa.Table, chosen: str, siblings: list[str]) -> list[str]:
+    """The names among ``siblings`` whose instances (``rows``: units_named) enclose most of
+    the ``chosen`` range's instances: the range around them, not one beside them."""
+    name = rows.column("name")
+
+    def bounds(n: str) -> tuple[np.ndarray, np.ndarray]:
+        mine = rows.filter(pc.equal(name, n))
+        return tuple(mine.column(c).to_numpy(zero_copy_only=False).astype(np.int64)
+                     for c in ("start_ns", "end_ns"))  # type: ignore[return-value]
+
+    inner = bounds(chosen)
+    return [s for s in siblings if _encloses(*bounds(s), *inner)]
+
+
 def _enclosing(report: Report, cands: list[Candidate], start: np.ndarray, stop: np.ndarray,
                pid: int, tol: int) -> Candidate | None:
-    """The candidate whose instances in process ``pid`` enclose most of the iterations
-    [``start``, ``stop``] of a group, one instance each (as many instances as iterations,
-    within ``tol``): the range that marks the iteration around the siblings; None when
-    none does."""
-    for c in sorted(cands, key=lambda c: -c.total_ns):
+    """The first of ``cands`` whose instances in process ``pid`` enclose most of the
+    iterations [``start``, ``stop``] of a group, one instance each (as many instances as
+    iterations, within ``tol``): the range that marks the iteration around the siblings;
+    None when none does."""
+    for c in cands:
         if abs(c.n - len(start)) > tol:
             continue
         rows = run_query(report, NAME, "units_nvtx", {"name": c.name})
         mine = rows.filter(pc.equal(rows.column("global_pid"), pid))
-        lo = mine.column("start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
-        hi = mine.column("end_ns").to_numpy(zero_copy_only=False).astype(np.int64)
-        if not len(lo):
-            continue
-        order = np.argsort(lo, kind="stable")
-        lo, hi = lo[order], hi[order]
-        # the instance that starts last at or before each iteration's start must end at or
-        # after its stop
-        k = np.searchsorted(lo, start, "right") - 1
-        inside = (k >= 0) & (hi[np.maximum(k, 0)] >= stop)
-        if 2 * np.count_nonzero(inside) > len(start):
+        if _encloses(*(mine.column(k).to_numpy(zero_copy_only=False).astype(np.int64)
+                       for k in ("start_ns", "end_ns")), start, stop):
             return c
     return None
+
+
+def _encloses(lo: np.ndarray, hi: np.ndarray, start: np.ndarray, stop: np.ndarray) -> bool:
+    """Whether the intervals [``lo``, ``hi``] enclose more than half of the intervals
+    [``start``, ``stop``] (each inside one of them)."""
+    if not len(lo) or not len(start):
+        return False
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    # the interval that begins last at or before each inner one's start must end at or
+    # after its stop
+    k = np.searchsorted(lo, start, "right") - 1
+    inside = (k >= 0) & (hi[np.maximum(k, 0)] >= stop)
+    return 2 * int(np.count_nonzero(inside)) > len(start)
 
 
 def _has_syncs(report: Report) -> bool:
