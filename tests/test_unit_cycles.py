@@ -190,6 +190,35 @@ def test_blocking_copies_bound_the_iterations(builder, tmp_path):
         in res.unit_reason
 
 
+def test_the_bounding_wait_is_at_the_same_place_in_every_cycle(builder, tmp_path):
+    # jacobi's loop: a blocking cudaMemset [t, t+1000], the kernel [t+2000, t+2100] ->
+    # [t+2200, t+2200+d], the DtoH cudaMemcpy of the residual [t+2100, t+d+3000]; the next
+    # cycle starts 20 us after that copy returns, d = 10..13 us (k % 4). The memset's GPU
+    # work ends after the call returns in even cycles ([t+500, t+1500]) and before it in
+    # odd ones ([t+200, t+800]): the first wait that returns after the memset's work is
+    # the copy in 13 cycles and the memset itself in 12. The copy, the most common place,
+    # bounds every cycle: iteration k runs from t_k + d_k + 3000 to the next cycle's, the
+    # 20 us pause and the next cycle up to its copy's return, 23000 + d_{k+1} ns (the
+    # memset would make them alternate)
+    b = builder("current")
+    t, starts, kern = 1_000_000, [], [10_000 + 1000 * (k % 4) for k in range(25)]
+    for k, d in enumerate(kern):
+        starts.append(t)
+        c = b.api(t, t + 1000, "cudaMemset_v3020")
+        b.memset(*((t + 500, t + 1500) if k % 2 == 0 else (t + 200, t + 800)), 64, corr=c)
+        b.launch(t + 2000, t + 2100, t + 2200, t + 2200 + d, name="jacobi")
+        c = b.api(t + 2100, t + d + 3000, "cudaMemcpy_v3020")
+        b.memcpy(t + d + 2300, t + d + 2600, 8, kind="DtoH", corr=c)
+        t = t + d + 3000 + 20_000
+    with nsysdiag.open(b.write(tmp_path / "jacobi.sqlite"), cache=False) as rep:
+        res = ranges.run(rep)
+    inst = res.table("instances").to_pylist()
+    assert [(r["start_ns"], r["duration_ns"]) for r in inst] == [
+        (s + d + 3000, 23_000 + e) for s, d, e in zip(starts, kern, kern[1:])]
+    assert "24 iterations, each from the return of the cudaMemcpy that waits for " \
+        "cudaMemset" in res.unit_reason
+
+
 def test_a_blocking_copy_that_starts_the_cycle_bounds_it(builder, tmp_path):
     # 25 rounds, each a blocking HtoD cudaMemcpy [t, t+1000] -> [t+200, t+800], a kernel
     # step [t+1100, t+1200] -> [t+1300, t+1300+d] and a cudaDeviceSynchronize [t+1200,

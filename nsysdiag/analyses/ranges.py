@@ -763,11 +763,15 @@ def _wait_bounds(cyc: cycles.Cycle, start: np.ndarray, gpu_end: np.ndarray,
                  blocking: pa.Table, min_instances: int
                  ) -> tuple[np.ndarray, np.ndarray, str | None] | None:
     """Iterations of the launch cycles ``cyc`` bounded by a blocking wait rather than by a
-    launch: in each cycle, the wait for its first call's work (the first blocking wait that
-    begins at or after that call and returns at or after its work ends on the GPU, before
-    the next cycle begins); each iteration runs from the return of one cycle's wait to the
-    return of the next cycle's, so it holds the host's work between learning one result
-    and the next (set-up before the first wait and teardown after the last are left out).
+    launch: in each cycle, the wait for its first call's work, the first blocking wait that
+    begins at or after that call and returns at or after its work ends on the GPU. So that
+    every iteration is bounded at the same place of its cycle, the wait taken is the k-th
+    to begin after the cycle's first call in every cycle, k the most common place of that
+    first wait (a blocking memset that returns before its work ends in some cycles and
+    after it in others does not move the bound), and it must begin before the next cycle
+    does. Each iteration runs from the return of one cycle's wait to the return of the
+    next cycle's, so it holds the host's work between learning one result and the next
+    (set-up before the first wait and teardown after the last are left out).
 
     Parameters
     ----------
@@ -793,14 +797,24 @@ def _wait_bounds(cyc: cycles.Cycle, start: np.ndarray, gpu_end: np.ndarray,
                       for c in ("start_ns", "end_ns"))
     first = cyc.starts.astype(np.int64)
     launch, done = start[first], gpu_end[first]
+    following = np.r_[launch[1:], np.iinfo(np.int64).max]
+
+    def within(j: np.ndarray) -> np.ndarray:
+        """Whether wait j exists and begins before the next cycle does."""
+        ok = j < len(w_start)
+        ok[ok] &= w_start[j[ok]] < following[ok]
+        return ok
+
     # the waits do not overlap (one thread, nested calls merged): the first that begins at
     # or after the launch and the first that returns at or after the work are both found
     # by a search, and the later of the two is the first meeting both
-    j = np.maximum(np.searchsorted(w_start, launch, "left"),
-                   np.searchsorted(w_end, done, "left"))
-    following = np.r_[launch[1:], np.iinfo(np.int64).max]
-    found = j < len(w_start)
-    found[found] &= w_start[j[found]] < following[found]
+    after = np.searchsorted(w_start, launch, "left")
+    j = np.maximum(after, np.searchsorted(w_end, done, "left"))
+    found = within(j)
+    if not found.any():
+        return None
+    j = after + int(np.bincount(j[found] - after[found]).argmax())
+    found = within(j)
     pair = found[:-1] & found[1:]
     if 2 * found.sum() < len(found) or pair.sum() < min_instances:
         return None
