@@ -132,8 +132,9 @@ def test_training_loop_with_two_item_syncs_per_step(builder, tmp_path):
         "cudaMemcpyAsync), 100% of them identical; 2 blocking host waits per cycle, so the "
         "intervals between them are not iterations; 24 iterations, each from the return of "
         "the cudaStreamSynchronize that waits for fwd (the first blocking wait after its "
-        "launch to return after it ends) to the next one's: from the host learning one "
-        "cycle's result to learning the next's, host work included")
+        "launch to return after it ends, at the same place in every cycle) to the next "
+        "one's: from the host learning one cycle's result to learning the next's, host work "
+        "included")
     d = nsysdiag.diagnose(path)
     assert (d.tail.unit, d.tail.unit_source, d.tail.n) == ("launch-cycle", "launch_cycle", 24)
 
@@ -186,8 +187,8 @@ def test_blocking_copies_bound_the_iterations(builder, tmp_path):
             for r in inst][:2] == [2000 + 2000 + kern[1], 2000 + 2000 + kern[2]]
     assert "5 blocking host waits per cycle, so the intervals between them are not " \
         "iterations; 24 iterations, each from the return of the cudaMemcpy that waits for " \
-        "insert (the first blocking wait after its launch to return after it ends)" \
-        in res.unit_reason
+        "insert (the first blocking wait after its launch to return after it ends, at the " \
+        "same place in every cycle)" in res.unit_reason
 
 
 def test_the_bounding_wait_is_at_the_same_place_in_every_cycle(builder, tmp_path):

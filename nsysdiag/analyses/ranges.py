@@ -743,7 +743,7 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
         bounds, stop, wait = anchored
         which = (f"{first} (the cycle's first call, itself a blocking wait)" if wait is None
                  else f"the {wait} that waits for {first} (the first blocking wait after its "
-                 "launch to return after it ends)")
+                 "launch to return after it ends, at the same place in every cycle)")
         how = (f"{len(bounds)} iterations, each from the return of {which} to the next "
                "one's: from the host learning one cycle's result to learning the next's, host "
                "work included")
