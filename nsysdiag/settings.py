@@ -88,9 +88,10 @@ class Settings:
         10.0, "share of the idle time in gaps before already launched kernels from which "
               "launch gaps says they are not launch overhead, %")
     idle_cause_max_kernels: int = _rule(
-        2_000_000, "kernels up to which the diagnosis splits GPU idle time by cause "
-                   "(gpu_idle); above, check C1 reads the method's figure over all gaps, and "
-                   "nsysdiag gpu-idle makes the split on request")
+        100_000_000, "kernels up to which the diagnosis splits GPU idle time by cause "
+                     "(gpu_idle, which holds a row per gap in memory); above, check C1 reads "
+                     "the method's figure over all gaps, and nsysdiag gpu-idle makes the "
+                     "split on request")
     idle_cause_pct: float = _rule(
         50.0, "share of a gap before a kernel that copies, other processes' work or the "
               "time between units must cover to be its cause (gpu_idle), %")

@@ -22,7 +22,7 @@ from nsysdiag.analyses import module
 from nsysdiag.engine import accelerate
 from nsysdiag.errors import UsageError
 
-ACCELERATED = ("launch_gaps", "overlap", "launch_latency", "ranges")
+ACCELERATED = ("launch_gaps", "overlap", "launch_latency", "ranges", "gpu_idle")
 #: relative tolerance of doubles per analysis (0: exact)
 FLOAT_TOLERANCE: dict[str, float] = {}
 

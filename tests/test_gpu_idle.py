@@ -138,3 +138,43 @@ def test_diagnosis_splits_idle_time_up_to_a_size(trace, tmp_path):
     assert not any(f.title.startswith("GPU idle time by cause") for f in big.findings)
     assert "gpu_idle" in nsysdiag.diagnose(
         path, cache=False, settings=Settings(idle_cause_max_kernels=9)).analyses
+
+
+def test_ties_and_two_gpus_both_ways(builder, tmp_path, monkeypatch):
+    """Kernels tied on start and end after a gap: the gap goes to the kernel the SQL's
+    tie-breaks take first (outside graphs, then the lower stream), whatever the stored
+    order; one thread's host windows on two GPUs overlap in time. The SQL method and the
+    accelerated pass give the same, computed by hand:
+
+    ns    thread (CUDA calls)              GPU 0                      GPU 1
+    0     launch [0, 5]                                               [10, 150]
+    0     launch [0, 10]                   k1 [20, 100] stream 7
+    50    launch kA [50, 60]               kA [200, 300] stream 9
+    110   launch kB [110, 190]             kB [200, 300] stream 8
+    140   launch [140, 180]                                           [250, 260]
+    250   graph launch [250, 260]          node [400, 450] stream 7
+    320   launch kC [320, 330]             kC [400, 450] stream 7
+
+    GPU 0, gap [100, 200] before kB (stream 8 before 9; kA's call returned at 60, which
+    would make it a dependency): host window [100, 190], 80 ns in kB's call: launch_bound.
+    Gap [300, 400] before kC (the graph node tied with it is taken after it): window
+    [300, 330], 10 ns of launch call, 20 outside CUDA: cpu_work. GPU 1, gap [150, 250]:
+    window [150, 180] inside kB's call (the nested call adds nothing): launch_bound.
+    """
+    b = builder("current")
+    b.launch(0, 5, 10, 150, device=1)
+    b.launch(0, 10, 20, 100)
+    b.launch(50, 60, 200, 300, stream=9)
+    b.launch(110, 190, 200, 300, stream=8)
+    b.launch(140, 180, 250, 260, device=1)
+    corr = b.api(250, 260, "cudaGraphLaunch_v10000")
+    b.kernel(400, 450, corr=corr, graph_node=1)
+    b.launch(320, 330, 400, 450)
+    path = b.write(tmp_path / "t.sqlite")
+    for mode in ("never", "always"):
+        monkeypatch.setenv("NSYSDIAG_ACCELERATE", mode)
+        gaps = causes_of(path).table("gaps").to_pylist()
+        assert [(g["device_id"], g["stream_id"], g["idle_start_ns"], g["idle_end_ns"],
+                 g["cause"]) for g in gaps] == [
+            (0, 8, 100, 200, "launch_bound"), (0, 7, 300, 400, "cpu_work"),
+            (1, 7, 150, 250, "launch_bound")], mode

@@ -33,6 +33,37 @@ def _answer_key(keys, cum, k, t, grp, sign, out):
     out[grp, keys[k, K_LAST_C]] -= sign * (le - clipped)
 
 
+#: what ``_cut`` returns for an interval out of order for its key
+OUT_OF_ORDER = np.iinfo(np.int64).min
+
+
+@_inline
+def _cut(keys, k, s, e, c):
+    """Take an interval ``[s, e)`` of class ``c`` into key k's order check; return the
+    start of its piece (the part beyond the furthest end of the key's earlier intervals;
+    no piece when it is not below ``e``), or ``OUT_OF_ORDER``."""
+    if keys[k, K_SEEN] == 1:
+        ps, pe, pc = keys[k, K_PREV_S], keys[k, K_PREV_E], keys[k, K_PREV_C]
+        if s < ps or (s == ps and (e > pe or (e == pe and c < pc))):
+            return OUT_OF_ORDER
+        lo = max(s, keys[k, K_MAX])
+    else:
+        lo = s
+    keys[k, K_PREV_S], keys[k, K_PREV_E], keys[k, K_PREV_C] = s, e, c
+    return lo
+
+
+@_inline
+def _put(keys, cum, k, lo, e, c):
+    """Credit the piece ``[lo, e)`` (when not empty) to class ``c`` of key k and move its
+    furthest end; the key's probes before ``lo`` must be answered first."""
+    if e > lo:
+        cum[k, c] += e - lo
+        keys[k, K_LAST_S], keys[k, K_LAST_E], keys[k, K_LAST_C] = lo, e, c
+    keys[k, K_MAX] = e if keys[k, K_SEEN] == 0 else max(keys[k, K_MAX], e)
+    keys[k, K_SEEN] = 1
+
+
 @_jit
 def sweep_keys(code, istart, iend, icls, pts, pgrp, psign, pend, keys, cum, out):
     """One batch of the covered-time sweep (analyses/sweep.py has the definitions) over
@@ -51,25 +82,17 @@ def sweep_keys(code, istart, iend, icls, pts, pgrp, psign, pend, keys, cum, out)
         k = code[i]
         if k < 0:
             continue
-        s, e, c = istart[i], iend[i], icls[i]
-        if keys[k, K_SEEN] == 1:
-            ps, pe, pc = keys[k, K_PREV_S], keys[k, K_PREV_E], keys[k, K_PREV_C]
-            if s < ps or (s == ps and (e > pe or (e == pe and c < pc))):
-                return i
-            lo = max(s, keys[k, K_MAX])
-        else:
-            lo = s
-        keys[k, K_PREV_S], keys[k, K_PREV_E], keys[k, K_PREV_C] = s, e, c
+        e, c = iend[i], icls[i]
+        lo = _cut(keys, k, istart[i], e, c)
+        if lo == OUT_OF_ORDER:
+            return i
         if e > lo:
             p = keys[k, K_PROBE]
             while p < pend[k] and pts[p] < lo:
                 _answer_key(keys, cum, k, pts[p], pgrp[p], psign[p], out)
                 p += 1
             keys[k, K_PROBE] = p
-            cum[k, c] += e - lo
-            keys[k, K_LAST_S], keys[k, K_LAST_E], keys[k, K_LAST_C] = lo, e, c
-        keys[k, K_MAX] = e if keys[k, K_SEEN] == 0 else max(keys[k, K_MAX], e)
-        keys[k, K_SEEN] = 1
+        _put(keys, cum, k, lo, e, c)
     return -1
 
 
@@ -79,6 +102,57 @@ def finish_keys(pts, pgrp, psign, pend, keys, cum, out):
     for k in range(pend.size):
         for p in range(keys[k, K_PROBE], pend[k]):
             _answer_key(keys, cum, k, pts[p], pgrp[p], psign[p], out)
+        keys[k, K_PROBE] = pend[k]
+
+
+@_jit
+def _answer_window(keys, cum, k, t, ref, window, at):
+    """Probe ``ref`` of the window sweep at instant ``t`` (as ``_answer_key``): window
+    ``ref >> 1``'s start (even ``ref``: subtract the covered time per class before ``t``,
+    and note the class of the piece holding ``t``) or end (odd: add it)."""
+    if keys[k, K_SEEN] == 0 or keys[k, K_LAST_E] < keys[k, K_LAST_S]:
+        return  # no piece yet: nothing covered
+    j = ref >> 1
+    sign = 1 if ref & 1 else -1
+    for c in range(cum.shape[1]):
+        window[j, c] += sign * cum[k, c]
+    ls, le, lc = keys[k, K_LAST_S], keys[k, K_LAST_E], keys[k, K_LAST_C]
+    window[j, lc] -= sign * (le - min(max(t, ls), le))
+    if sign < 0 and ls <= t and t < le:
+        at[j] = lc
+
+
+@_jit
+def sweep_windows(code, istart, iend, icls, pts, pref, pend, keys, cum, window, at):
+    """``sweep_keys`` for windows instead of signed groups: each probe ``p`` is the start
+    (``pref[p]`` even) or end (odd) of window ``pref[p] >> 1``; the window's row of
+    ``window`` gets the covered time per class inside it, and ``at`` the class of the piece
+    holding its start (left as it is where none does); an empty ``pref`` stands for
+    ``pref[p] = p``. Probes and state as in ``sweep_keys``; returns the same."""
+    for i in range(code.size):
+        k = code[i]
+        if k < 0:
+            continue
+        e, c = iend[i], icls[i]
+        lo = _cut(keys, k, istart[i], e, c)
+        if lo == OUT_OF_ORDER:
+            return i
+        if e > lo:
+            p = keys[k, K_PROBE]
+            while p < pend[k] and pts[p] < lo:
+                _answer_window(keys, cum, k, pts[p], pref[p] if pref.size else p, window, at)
+                p += 1
+            keys[k, K_PROBE] = p
+        _put(keys, cum, k, lo, e, c)
+    return -1
+
+
+@_jit
+def finish_windows(pts, pref, pend, keys, cum, window, at):
+    """Answer every probe ``sweep_windows`` left: those after each key's last piece."""
+    for k in range(pend.size):
+        for p in range(keys[k, K_PROBE], pend[k]):
+            _answer_window(keys, cum, k, pts[p], pref[p] if pref.size else p, window, at)
         keys[k, K_PROBE] = pend[k]
 
 

@@ -29,17 +29,22 @@ units when there are units, else over the whole run (check C1 reads them).
 
 from __future__ import annotations
 
+import contextlib
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from ..engine.steps import registered
+from ..engine.accelerate import accelerate
+from ..engine.steps import registered, steps, temp_views
 from ..settings import DEFAULTS, Settings
 from . import figures, intervals, sweep
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, records
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .launch_gaps import NO_END
+from .overlap import _merged as device_operations
 from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
 
@@ -156,6 +161,19 @@ def classify(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray,
     cause_pct : float
         "Most of the gap", %.
     """
+    cause = gpu_causes(gap_ns, own_copy_ns, other_ns, inside_ns, launch_known, prelaunched,
+                       cause_pct)
+    rest = cause < 0
+    cause[rest] = host_causes(at_sync[rest], at_copy[rest], window[rest, :4], window[rest, 4])
+    return cause
+
+
+def gpu_causes(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray,
+               inside_ns: np.ndarray | None, launch_known: np.ndarray,
+               prelaunched: np.ndarray, cause_pct: float) -> np.ndarray:
+    """The causes :func:`classify` gives before it reads the host window (same
+    parameters), -1 where the host window decides: every such gap's launch call is known
+    and had not returned when the GPU went idle."""
     most = gap_ns * (cause_pct / 100.0)
     cause = np.full(len(gap_ns), -1, dtype=np.int8)
 
@@ -168,13 +186,22 @@ def classify(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray,
         put(BETWEEN, inside_ns < most)
     put(UNKNOWN, ~launch_known)
     put(DEPENDENCY, prelaunched)
-    put(SYNC, at_sync)
-    put(COPY, at_copy)
-    # the host window's dominant state (ties: the earlier column)
-    dominant = np.argmax(window, axis=1) if len(window) else np.empty(0, dtype=np.int64)
-    state = np.array([LAUNCH, COPY, SYNC, CUDA_OTHER, CPU], dtype=np.int8)
-    put_all = cause < 0
-    cause[put_all] = state[dominant[put_all]]
+    return cause
+
+
+def host_causes(at_sync: np.ndarray, at_copy: np.ndarray, calls_ns: np.ndarray,
+                outside_ns: np.ndarray) -> np.ndarray:
+    """The causes :func:`classify` gives from the host window to the gaps the GPU side
+    leaves open: the call the thread was in when the GPU went idle (a sync before a copy),
+    else the window's dominant state (ties: the earlier column of :func:`classify`'s
+    ``window``, here split into ``calls_ns``, its first four columns, and ``outside_ns``,
+    its last)."""
+    dominant = np.argmax(calls_ns, axis=1) if len(calls_ns) else np.empty(0, dtype=np.int64)
+    cause = np.array([LAUNCH, COPY, SYNC, CUDA_OTHER], dtype=np.int8)[dominant]
+    if len(calls_ns):
+        cause[outside_ns > calls_ns.max(axis=1)] = CPU
+    cause[at_copy] = COPY
+    cause[at_sync] = SYNC
     return cause
 
 
@@ -203,71 +230,261 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    sql = load_sql(NAME)
-    g = report.sql(sql["gaps"], {"no_end": NO_END}).fetchnumpy()
-    gpid, pid, dev, stream, b, e = (np.asarray(g[c], dtype=np.int64) for c in (
-        "global_pid", "pid", "device_id", "stream_id", "idle_start_ns", "idle_end_ns"))
-    launch_end = _filled(g["launch_end_ns"])
-    tid = _filled(g["launch_global_tid"])
-    n = len(b)
-    gap = e - b
-    copies = intervals.Coverage.of_query(report, sql["copies_busy"])
-    busy = intervals.Coverage.of_query(report, sql["device_busy"])
-    own_copy = copies.between(gpid + dev, b, e)
-    other = np.maximum(busy.between(dev, b, e) - own_copy, 0)
+    fast = accelerate(sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls")))
+    g = (accelerated if fast else method)(report)
+    own_copy, other = _gpu_side(report, g, fast)
     ranges = report.analysis("ranges", range_name=range_name, settings=s)
     unit, inside = None, None
     if isinstance(ranges, RangesResult) and ranges.ok and "instances" in ranges.tables:
-        inst = ranges.counted_instances(["pid", "start_ns", "end_ns"])
         unit = ranges.unit
-        windows = intervals.Coverage()
-        ipid, istart, iend = (np.asarray(inst.column(c).to_numpy(zero_copy_only=False),
-                                         dtype=np.int64) for c in ("pid", "start_ns", "end_ns"))
-        for p in np.unique(ipid).tolist():
-            rows = np.flatnonzero(ipid == p)
-            rows = rows[np.argsort(istart[rows], kind="stable")]
-            windows.feed(p, istart[rows], iend[rows])
-        windows.done()
-        inside = windows.between(pid, b, e)
+        inside = _inside_units(ranges, g)
+    launch_end, tid = g.launch_end, g.tid
+    g.launch_end = g.tid = None  # only the host windows' rows are kept below
     launch_known = (launch_end != NO_END) & (tid != NO_END)
-    prelaunched = launch_known & (launch_end <= b)
-    host = np.flatnonzero(launch_known & ~prelaunched)
-    window = np.zeros((n, 5), dtype=np.int64)
-    at_sync = np.zeros(n, dtype=bool)
-    at_copy = np.zeros(n, dtype=bool)
+    gap = g.end - g.start
+    cause = gpu_causes(gap, own_copy, other, inside, launch_known,
+                       launch_known & (launch_end <= g.start), s.idle_cause_pct)
+    del own_copy, other, inside, launch_known
+    # the host windows of the gaps the GPU side leaves open (without a CUDA API trace,
+    # empty windows: their first state)
+    host = np.flatnonzero(cause < 0)
+    w_start = g.start[host]
+    w_end = np.minimum(g.end[host], launch_end[host])
+    tid = tid[host]
+    del launch_end
+    g.end = None  # start + gap from here on
+    calls = np.zeros((len(host), 4), dtype=np.int64)
+    at = np.full(len(host), -1, dtype=np.int8)
     if len(host) and report.probe.present("api_calls"):
-        w_end = np.minimum(e[host], launch_end[host])
-        k = len(host)
-        idx = np.arange(k)
-        probes = pa.table({
-            "key": np.concatenate([tid[host]] * 4),
-            "ts": np.concatenate([b[host], w_end, b[host], b[host] + 1]),
-            "grp": np.concatenate([idx, idx, idx + k, idx + k]),
-            "sign": np.concatenate([np.full(k, -1), np.full(k, 1), np.full(k, -1),
-                                    np.full(k, 1)]),
-        })
-        with registered(report, "_gpu_idle_probes", probes):
-            sums = sweep.covered_sums(report, sql["thread_calls"], sql["probes"], 4, 2 * k,
-                                      in_order=True)
-        window[host, :4] = sums[:k]
-        window[host, 4] = np.maximum((w_end - b[host]) - sums[:k].sum(axis=1), 0)
-        at_copy[host] = sums[k:, 1] > 0
-        at_sync[host] = sums[k:, 2] > 0
-    cause = classify(gap, own_copy, other, inside, launch_known, prelaunched, at_sync,
-                     at_copy, window, s.idle_cause_pct)
-    return _result(s, unit, gap, cause, pid, dev, stream, b, e, detail)
+        calls, at = (host_windows_accelerated if fast else host_windows_method)(
+            report, tid, w_start, w_end)
+    outside = np.maximum((w_end - w_start) - calls.sum(axis=1), 0)
+    del tid, w_start, w_end
+    cause[host] = host_causes(at == SYNC_CALL, at == COPY_CALL, calls, outside)
+    del calls, outside, at, host
+    return _result(s, unit, gap, cause, g, detail)
 
 
-def _filled(values: Any) -> np.ndarray:
-    """A nullable integer column as int64 with NO_END for NULL."""
-    if isinstance(values, np.ma.MaskedArray):
-        return values.filled(NO_END).astype(np.int64)
-    return np.asarray(values, dtype=np.int64)
+#: thread_calls' classes (gpu_idle.sql): launch, memcpy/memset, sync, other CUDA calls
+LAUNCH_CALL, COPY_CALL, SYNC_CALL, OTHER_CALL = range(4)
 
 
-def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray,
-            pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, b: np.ndarray,
-            e: np.ndarray, detail: bool) -> GpuIdleResult:
+@dataclass
+class Gaps:
+    """The gaps before kernels: what :func:`method` and :func:`accelerated` find, one row
+    per gap, in the order of the device sequences (by process, GPU, then the order of the
+    kernels). A sequence's gaps are one slice of the rows: its process and GPU are kept
+    once per sequence."""
+
+    #: (global_pid, pid, device_id) of each device sequence with gaps, in their order
+    sequences: np.ndarray
+    #: sequence i's gaps are rows ``bounds[i]`` to ``bounds[i + 1]``
+    bounds: np.ndarray
+    stream_id: np.ndarray  #: the kernel's stream (-1: unknown)
+    start: np.ndarray  #: idle_start_ns: the furthest end of the earlier work
+    end: np.ndarray | None  #: idle_end_ns: the kernel's start
+    launch_end: np.ndarray | None  #: the kernel's launch call's return (NO_END: unknown)
+    tid: np.ndarray | None  #: the launching thread's global_tid (NO_END: unknown)
+
+    def slices(self) -> Iterator[tuple[int, int, int, slice]]:
+        """(global_pid, pid, device_id, rows) of each sequence."""
+        for (gpid, pid, dev), lo, hi in zip(self.sequences.tolist(), self.bounds[:-1].tolist(),
+                                            self.bounds[1:].tolist()):
+            yield gpid, pid, dev, slice(lo, hi)
+
+    def per_gap(self, column: int) -> np.ndarray:
+        """Column ``column`` of ``sequences`` (0 global_pid, 1 pid, 2 device_id) per gap."""
+        return np.repeat(self.sequences[:, column], np.diff(self.bounds))
+
+
+def method(report: Report) -> Gaps:
+    """The gaps by gpu_idle.sql ``gaps``: a running maximum (a window function) over each
+    device sequence."""
+    g = report.sql(load_sql(NAME)["gaps"], {"no_end": NO_END}).fetchnumpy()
+    gpid, pid, dev = (np.asarray(g.pop(c), dtype=np.int64)
+                      for c in ("global_pid", "pid", "device_id"))
+    head = np.flatnonzero(np.r_[True, (gpid[1:] != gpid[:-1]) | (dev[1:] != dev[:-1])]) \
+        if len(gpid) else np.empty(0, dtype=np.int64)
+    return Gaps(np.stack([gpid[head], pid[head], dev[head]], axis=1).reshape(-1, 3),
+                np.r_[head, len(gpid)], *(np.asarray(g[c], dtype=np.int64) for c in (
+                    "stream_id", "idle_start_ns", "idle_end_ns", "launch_end_ns",
+                    "launch_global_tid")))
+
+
+def accelerated(report: Report) -> Gaps:
+    """:func:`method`'s gaps from one pass over the device sequences as stored
+    (``_sequence_pass``): no window function, no sort where the kernels come in order."""
+    keys, bounds, *columns = _sequence_pass(report)
+    sequences = np.stack([keys[:, 0], (keys[:, 0] >> 24) & 0xFFFFFF, keys[:, 1]], axis=1)
+    return Gaps(sequences.reshape(-1, 3), bounds, *columns)
+
+
+def host_windows_method(report: Report, tid: np.ndarray, start: np.ndarray,
+                        end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per window ``[start, end]`` of thread ``tid``: the time of each class of CUDA call
+    in it (columns as gpu_idle.sql ``thread_calls``' cls) and the class of the call the
+    thread was in at ``start`` (-1: none), by gpu_idle.sql ``host_pieces`` (the calls cut
+    into pieces with running totals) and ``host_windows`` (ASOF joins at the bounds)."""
+    sql = load_sql(NAME)
+    windows = pa.table({"id": np.arange(len(tid)), "key": tid, "start_ns": start,
+                        "end_ns": end})
+    with registered(report, "_gpu_idle_windows", windows), \
+            temp_views(report, sql, ("thread_calls",)), \
+            steps(report, NAME, sql, ("host_pieces",)):
+        got = run_query(report, NAME, "host_windows")
+    sums = np.stack([got.column(c).to_numpy() for c in ("launch_ns", "copy_ns", "sync_ns",
+                                                         "other_ns")], axis=1)
+    return sums.astype(np.int64), got.column("at_cls").to_numpy().astype(np.int8)
+
+
+def host_windows_accelerated(report: Report, tid: np.ndarray, start: np.ndarray,
+                             end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`host_windows_method`'s answer from one sweep of the threads' calls over the
+    windows' bounds sorted in numpy (``sweep.covered_windows``): no probe table, no sort
+    in DuckDB."""
+    return sweep.covered_windows(report, load_sql(NAME)["thread_calls"], tid, start, end, 4,
+                                 in_order=True)
+
+
+#: the order of the device sequence (gpu_idle.sql gaps): the columns of ``sequence`` the
+#: window of ``gaps`` orders by, in that order
+_ORDER = ("start_ns", "sort_end", "in_graph", "stream_id", "launch_end_ns",
+          "launch_global_tid")
+
+
+class _Tie(Exception):
+    """Two rows of a device sequence read as stored are tied on start and end: the pass
+    reads the sequence again, sorted on the whole order."""
+
+
+def _sequence_pass(report: Report) -> tuple[np.ndarray, ...]:
+    """gpu_idle.sql ``gaps`` (a running maximum of the ends per process and GPU) as
+    :func:`_pass` gives them.
+
+    The kernels are read as the view stores them, in the export's order, which is start
+    order in every export seen, so no sort is paid, unless graph-level executions join
+    them, a row comes out of order (``intervals.OutOfOrder``) or two rows of one sequence
+    tie on start and end (the order of a tie is the SQL's tie-breaks): then sorted."""
+    rows, graph_rows = report.execute(load_sql(NAME)["sequence_rows"])[0]
+    if not graph_rows:
+        try:
+            return _pass(report, rows, in_order=True)
+        except (intervals.OutOfOrder, _Tie):
+            pass
+    return _pass(report, rows, in_order=False)
+
+
+def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
+    """:func:`_sequence_pass` over the sequence as stored (``in_order``) or sorted: the
+    (global_pid, device_id) of each sequence with gaps, the bounds of its rows (as
+    ``Gaps``), then the gaps' columns."""
+    codes: dict[tuple[int, int], int] = {}
+    furthest: dict[int, int] = {}
+    last: dict[int, tuple[int, int]] = {}  # (start, sort_end) of each key's last row
+    # room for one gap per row, filled in the pass's order; pages touched only as they fill
+    names = ("code", "stream", "b", "e", "launch_end", "tid")
+    out = {c: np.empty(rows, dtype=np.int64) for c in names}
+    n = 0
+    with contextlib.closing(intervals.segments(
+        report, load_sql(NAME)["sequence"], ("global_pid", "device_id"),
+        ("start_ns", "end_ns", *_ORDER[1:]), params={"no_end": NO_END}, in_order=in_order,
+        # as stored, only start and end are checked: a tie is found below
+        order=", ".join(_ORDER[:2] if in_order else _ORDER),
+    )) as sequence:
+        for key, unit in sequence:
+            code = codes.setdefault(key, len(codes))
+            start, end, sort_end = (unit[c].astype(np.int64, copy=False)
+                                    for c in ("start_ns", "end_ns", "sort_end"))
+            if in_order:
+                tied = (start[1:] == start[:-1]) & (sort_end[1:] == sort_end[:-1])
+                if tied.any() or last.get(code) == (int(start[0]), int(sort_end[0])):
+                    raise _Tie(f"rows of {key} tied on start and end")
+                last[code] = (int(start[-1]), int(sort_end[-1]))
+            before, furthest[code] = intervals.ends_before(start, end, furthest.get(code))
+            at = np.flatnonzero((unit["in_graph"] == 0) & (before > NO_END) & (start > before))
+            m = len(at)
+            for c, v in (("code", code), ("stream", unit["stream_id"][at]), ("b", before[at]),
+                         ("e", start[at]), ("launch_end", unit["launch_end_ns"][at]),
+                         ("tid", unit["launch_global_tid"][at])):
+                out[c][n:n + m] = v
+            n += m
+    keys = np.array(list(codes), dtype=np.int64).reshape(-1, 2)
+    code = out.pop("code")[:n]
+    columns = [out.pop(c)[:n] for c in names[1:]]
+    # by process and GPU, each sequence's gaps in their order (a stable sort of the codes
+    # by their keys' rank; none where the pass met the sequences in that order)
+    by_key = np.lexsort((keys[:, 1], keys[:, 0]))
+    rank = by_key.argsort()
+    if len(code) and not (np.diff(rank[code]) >= 0).all():
+        order = np.argsort(rank[code], kind="stable")
+        columns = [c[order] for c in columns]
+    counts = np.bincount(code, minlength=len(keys))[by_key]
+    has = counts > 0
+    return (keys[by_key][has], np.r_[0, np.cumsum(counts[has])], *columns)
+
+
+def _gpu_side(report: Report, g: Gaps, fast: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The time of each gap covered by the process's own copies and memsets, and by other
+    work on the GPU (0 on a GPU whose operations are all the process's own,
+    gpu_idle.sql ``device_processes``): unions of gpu_idle.sql ``copies_busy`` and
+    ``device_busy`` (:func:`_device_busy`)."""
+    sql = load_sql(NAME)
+    copies = intervals.Coverage.of_query(report, sql["copies_busy"])
+    own_copy = np.empty(len(g.start), dtype=np.int64)
+    for gpid, _, dev, rows in g.slices():
+        own_copy[rows] = copies.between_key(gpid + dev, g.start[rows], g.end[rows])
+    other = np.zeros(len(g.start), dtype=np.int64)
+    single = {r[0] for r in report.execute(sql["device_processes"]) if r[1]}
+    if not all(dev in single for _, _, dev, _ in g.slices()):
+        busy = _device_busy(report, fast)
+        for _, _, dev, rows in g.slices():
+            if dev not in single:
+                other[rows] = busy.between_key(dev, g.start[rows], g.end[rows])
+        del busy
+    np.subtract(other, own_copy, out=other)
+    np.maximum(other, 0, out=other)
+    return own_copy, other
+
+
+def _device_busy(report: Report, fast: bool) -> intervals.Coverage:
+    """Each GPU's busy time, the union of gpu_idle.sql ``device_busy``; with ``fast``, from
+    overlap's pass over each GPU's operations in start order (the kernels as stored, where
+    they come in that order: no sort of every kernel)."""
+    if fast:
+        busy = intervals.Coverage()
+        try:
+            # device_busy's operations (overlap.sql ops), each GPU's in start order
+            with temp_views(report, load_sql("overlap"), ("other_ops",)), \
+                    contextlib.closing(device_operations(report)) as runs:
+                for (device,), op in runs:
+                    busy.feed(device, *(op[c].astype(np.int64, copy=False)
+                                        for c in ("start_ns", "end_ns")))
+            return busy.done()
+        except intervals.OutOfOrder:
+            pass
+    return intervals.Coverage.of_query(report, load_sql(NAME)["device_busy"])
+
+
+def _inside_units(ranges: RangesResult, g: Gaps) -> np.ndarray:
+    """Time of each gap inside the process's units (the instances the tail figures
+    count)."""
+    inst = ranges.counted_instances(["pid", "start_ns", "end_ns"])
+    windows = intervals.Coverage()
+    ipid, istart, iend = (np.asarray(inst.column(c).to_numpy(zero_copy_only=False),
+                                     dtype=np.int64) for c in ("pid", "start_ns", "end_ns"))
+    for p in np.unique(ipid).tolist():
+        rows = np.flatnonzero(ipid == p)
+        rows = rows[np.argsort(istart[rows], kind="stable")]
+        windows.feed(p, istart[rows], iend[rows])
+    windows.done()
+    inside = np.empty(len(g.start), dtype=np.int64)
+    for _, pid, _, rows in g.slices():
+        inside[rows] = windows.between_key(pid, g.start[rows], g.end[rows])
+    return inside
+
+
+def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray, g: Gaps,
+            detail: bool) -> GpuIdleResult:
     total = int(gap.sum())
     counts = np.bincount(cause, minlength=len(CAUSES))
     times = np.bincount(cause, weights=gap, minlength=len(CAUSES)).astype(np.int64)
@@ -281,13 +498,13 @@ def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray,
     lb = gap[cause == LAUNCH]
     d = figures.describe(lb.copy(), (0.5, 0.99), s.gap_normal_ns)
     p50, p99 = figures.q_columns(d["q"], ("p50", "p99")).values()
-    per_stream = _per_stream(pid, dev, stream, cause, gap)
+    per_stream = _per_stream(g, cause, gap)
     tables = {"by_cause": by_cause, "per_stream": per_stream}
     if detail:
-        tables["gaps"] = pa.table({"pid": pid, "device_id": dev, "stream_id": stream,
-                                   "idle_start_ns": b, "idle_end_ns": e, "gap_ns": gap,
-                                   "cause": pa.array([CAUSES[c] for c in cause.tolist()],
-                                                     pa.string())})
+        tables["gaps"] = pa.table({"pid": g.per_gap(1), "device_id": g.per_gap(2),
+                                   "stream_id": g.stream_id, "idle_start_ns": g.start,
+                                   "idle_end_ns": g.start + gap, "gap_ns": gap,
+                                   "cause": pa.array(CAUSES, pa.string()).take(cause)})
     top = max(rows, key=lambda r: r.idle_ns).cause if total else None
     result = GpuIdleResult(
         status=OK, tables=tables, main="by_cause", gaps=len(gap), idle_ns=total, unit=unit,
@@ -303,26 +520,71 @@ def _result(s: Settings, unit: str | None, gap: np.ndarray, cause: np.ndarray,
     return replace(result, message=_message(result), findings=_findings(result))
 
 
-def _per_stream(pid: np.ndarray, dev: np.ndarray, stream: np.ndarray, cause: np.ndarray,
-                gap: np.ndarray) -> pa.Table:
+def _per_stream(g: Gaps, cause: np.ndarray, gap: np.ndarray) -> pa.Table:
     schema = pa.schema([("pid", pa.int64()), ("device_id", pa.int64()),
                         ("stream_id", pa.int64()), ("cause", pa.string()),
                         ("gaps", pa.int64()), ("idle_ns", pa.int64()),
                         ("share_pct", pa.float64())])
     if not len(gap):
         return schema.empty_table()
-    keys = np.stack([pid, dev, stream, cause.astype(np.int64)], axis=1)
-    distinct, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.ravel()
-    n = np.bincount(inv)
-    t = np.bincount(inv, weights=gap).astype(np.int64)
-    streams, sinv = np.unique(distinct[:, :3], axis=0, return_inverse=True)
+    # one code per (pid, device, stream, cause), in their lexicographic order: each
+    # column's rank among its distinct values, combined; the rows per code counted (no
+    # np.unique of rows: it sorts tuples, far slower at millions of gaps)
+    pids, pid_rank = np.unique(g.sequences[:, 1], return_inverse=True)
+    devs, dev_rank = np.unique(g.sequences[:, 2], return_inverse=True)
+    streams, combined = _ranks(g.stream_id)
+    sizes = (len(pids), len(devs), len(streams), len(CAUSES))
+    size = math.prod(sizes)
+    if size >= 1 << 62:  # the codes would overflow: rows sorted as tuples
+        distinct, inv = np.unique(np.stack([g.per_gap(1), g.per_gap(2), g.stream_id,
+                                            cause.astype(np.int64)], axis=1),
+                                  axis=0, return_inverse=True)
+        n = np.bincount(inv.ravel())
+        t = np.bincount(inv.ravel(), weights=gap).astype(np.int64)
+    else:
+        # ((pid * devices + device) * streams + stream) * causes + cause, in place
+        for (_, _, _, rows), p, d in zip(g.slices(), pid_rank.ravel().tolist(),
+                                         dev_rank.ravel().tolist()):
+            combined[rows] += (p * len(devs) + d) * len(streams)
+        combined *= len(CAUSES)
+        combined += cause
+        if size <= max(4 * len(gap), 1 << 20):  # counted in an array of every code
+            n = np.bincount(combined, minlength=size)
+            used = np.flatnonzero(n)
+            n = n[used]
+            t = np.bincount(combined, weights=gap, minlength=size)[used].astype(np.int64)
+        else:  # by their index among the codes used
+            used, inv = _ranks(combined)
+            n = np.bincount(inv)
+            t = np.bincount(inv, weights=gap).astype(np.int64)
+        del combined
+        distinct = np.empty((len(used), 4), dtype=np.int64)
+        for i, values in ((3, np.arange(len(CAUSES))), (2, streams), (1, devs), (0, pids)):
+            distinct[:, i] = values[used % sizes[i]]
+            used = used // sizes[i]
+    _, sinv = np.unique(distinct[:, :3], axis=0, return_inverse=True)
     stream_total = np.bincount(sinv.ravel(), weights=t)
     return pa.table({
         "pid": distinct[:, 0], "device_id": distinct[:, 1], "stream_id": distinct[:, 2],
         "cause": [CAUSES[c] for c in distinct[:, 3].tolist()], "gaps": n, "idle_ns": t,
         "share_pct": 100.0 * t / np.maximum(stream_total[sinv.ravel()], 1),
     }, schema=schema)
+
+
+def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values of an int64 array and each element's index among them
+    (a new int64 array): by a table of every value where they span a small range, else
+    a hash table (no sort of every element either way)."""
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < max(len(values), 1 << 16):
+        rank = values - lo
+        present = np.bincount(rank, minlength=hi - lo + 1) > 0
+        np.take(np.cumsum(present) - 1, rank, out=rank, mode="clip")  # in place: unbuffered
+        return np.flatnonzero(present) + lo, rank
+    import pandas as pd  # on first use, as analyses.base imports it
+
+    rank, distinct = pd.factorize(values, sort=True)
+    return np.asarray(distinct, dtype=np.int64), rank.astype(np.int64, copy=False)
 
 
 def _ms(ns: float) -> str:

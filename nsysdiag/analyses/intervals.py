@@ -161,6 +161,17 @@ class Coverage:
         """Covered time of each key inside ``[start, end]``."""
         return self.covered(keys, end) - self.covered(keys, start)
 
+    def between_key(self, key: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Covered time of one key inside each ``[start, end]`` (int64; 0 for a key
+        without intervals)."""
+        out = np.zeros(len(start), dtype=np.int64)
+        if key in self.pieces and len(start):
+            at = np.empty(len(start), dtype=np.int64)
+            _compiled.covered(*self.pieces[key], np.ascontiguousarray(end, np.int64), out)
+            _compiled.covered(*self.pieces[key], np.ascontiguousarray(start, np.int64), at)
+            out -= at
+        return out
+
 
 class Busy:
     """Union, time covered at least twice and peak concurrency of intervals fed in start

@@ -20,6 +20,12 @@ total length of class-``c`` pieces of ``key`` before instant ``t`` (a piece cont
 ``t`` counts up to ``t``). The time of class ``c`` inside ``[a, b]`` is
 ``covered(key, b)[c] - covered(key, a)[c]``: instants at ``b`` with sign +1 and at ``a``
 with sign -1, summed into one group.
+
+``covered_windows`` asks the same of many windows, one each (``gpu_idle``: the host window
+of every gap before a kernel): its probes are the windows' bounds, sorted in numpy
+(already in order when each key's windows follow one another), with no group and sign
+columns, and each window gets its own row of sums and the class of the piece holding its
+start.
 """
 
 from __future__ import annotations
@@ -81,6 +87,102 @@ def covered_sums(
     return out
 
 
+def covered_windows(
+    report: Report, intervals_sql: str, key: np.ndarray, start: np.ndarray, end: np.ndarray,
+    n_classes: int, in_order: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Covered time per class inside each window ``[start, end]`` of its key, and the class
+    covering its start instant.
+
+    Parameters
+    ----------
+    intervals_sql, n_classes, in_order
+        As :func:`covered_sums`.
+    key, start, end : int64 arrays
+        The windows (``start <= end``), in any order; they come cheapest in runs of one
+        key, each run in time order, one window after another.
+
+    Returns
+    -------
+    sums : numpy.ndarray
+        int64 of shape (len(key), n_classes): ``covered(key, end) - covered(key, start)``.
+    at : numpy.ndarray
+        int8: the class of the piece holding ``[start, start + 1)``, -1 where none does.
+    """
+    n = len(key)
+    code, distinct = intervals.run_codes((key,))
+    distinct = distinct[:, 0]
+    # the probes: each window's start (2j) and end (2j + 1), each key's together (key k's
+    # from heads[k] to pend[k]) and in time order
+    pts = np.empty(2 * n, dtype=np.int64)
+    pts[0::2], pts[1::2] = start, end
+    pcode = np.repeat(code, 2)
+    del code
+    runs, heads, pend = intervals.runs(pcode)
+    if len(runs) == len(distinct) and (
+            (pcode[1:] != pcode[:-1]) | (pts[1:] >= pts[:-1])).all():
+        pref = np.empty(0, dtype=np.int64)  # in order already: probe p is pref p
+        heads[runs], pend[runs] = heads.copy(), pend.copy()
+    else:
+        pref = np.lexsort((pts, pcode))
+        pts = pts[pref]
+        counts = np.bincount(pcode, minlength=len(distinct))
+        pend = np.cumsum(counts)
+        heads = pend - counts
+    del pcode
+    read = (f"SELECT key, start_ns, end_ns, cls FROM ({intervals_sql}) "
+            "WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND key IS NOT NULL")
+    if in_order:
+        with intervals.stored_order(report, read, batch_rows=BATCH_ROWS) as reader:
+            out = _swept_windows(reader, distinct, heads, pts, pref, pend, n_classes, n)
+        if out is not None:
+            return out
+    out = _swept_windows(_sorted_read(report, read), distinct, heads, pts, pref, pend,
+                         n_classes, n)
+    assert out is not None, "sorted intervals are in the sweep's order"
+    return out
+
+
+def _swept_windows(reader: Iterable[pa.RecordBatch], distinct: np.ndarray, heads: np.ndarray,
+                   pts: np.ndarray, pref: np.ndarray, pend: np.ndarray, n_classes: int,
+                   n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The answer of :func:`covered_windows` from the interval batches of ``reader`` and
+    the probes (sorted; key k's from ``heads[k]`` to ``pend[k]``); None at an interval out
+    of order for its key."""
+    keys = _key_state(heads)
+    cum = np.zeros((len(distinct), n_classes), dtype=np.int64)
+    window = np.zeros((n, n_classes), dtype=np.int64)
+    at = np.full(n, -1, dtype=np.int8)
+    for batch in reader:
+        if not batch.num_rows:
+            continue
+        code, start, end, cls = _coded(batch, distinct)
+        if _compiled.sweep_windows(code, start, end, cls, pts, pref, pend, keys, cum, window,
+                                   at) >= 0:
+            return None
+    _compiled.finish_windows(pts, pref, pend, keys, cum, window, at)
+    return window, at
+
+
+def _key_state(heads: np.ndarray) -> np.ndarray:
+    """The per-key state of a sweep before its first interval (``_compiled.KEY_STATE``
+    slots; the next probe of key k is ``heads[k]``)."""
+    keys = np.zeros((len(heads), _compiled.KEY_STATE), dtype=np.int64)
+    keys[:, _compiled.K_PROBE] = heads
+    keys[:, _compiled.K_LAST_E] = -1  # no piece yet
+    return keys
+
+
+def _coded(batch: pa.RecordBatch, distinct: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A batch of intervals (key, start, end, class) as int64 arrays, each key replaced by
+    its index among the sorted ``distinct`` (-1: not among them)."""
+    key, start, end, cls = (col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+                            for col in batch.columns)
+    code = np.empty(len(key), dtype=np.int64)
+    find_values(key, distinct, code)
+    return code, start, end, cls
+
+
 def _sorted_read(report: Report, sql: str) -> pa.RecordBatchReader:
     """The intervals of ``sql`` in the order the sweep takes them."""
     return report.sql(f"{sql} ORDER BY key, start_ns, end_ns DESC, cls").to_arrow_reader(
@@ -94,18 +196,13 @@ def _swept(reader: Iterable[pa.RecordBatch], probes: tuple[np.ndarray, ...], n_c
     key."""
     pkey, pts, pgrp, psign = probes
     distinct, heads, pend = intervals.runs(pkey)
-    keys = np.zeros((len(distinct), _compiled.KEY_STATE), dtype=np.int64)
-    keys[:, _compiled.K_PROBE] = heads
-    keys[:, _compiled.K_LAST_E] = -1  # no piece yet
+    keys = _key_state(heads)
     cum = np.zeros((len(distinct), n_classes), dtype=np.int64)
     out = np.zeros((n_groups, n_classes), dtype=np.int64)
     for batch in reader:
         if not batch.num_rows:
             continue
-        key, start, end, cls = (col.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-                                for col in batch.columns)
-        code = np.empty(len(key), dtype=np.int64)
-        find_values(key, distinct, code)
+        code, start, end, cls = _coded(batch, distinct)
         if _compiled.sweep_keys(code, start, end, cls, pts, pgrp, psign, pend, keys, cum,
                                 out) >= 0:
             return None

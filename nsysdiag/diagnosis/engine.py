@@ -98,7 +98,7 @@ def _diagnose(
     )
     # the whole run's breakdown (on overlap's unions: the answer without a unit) beside
     # launch gaps; gpu_idle after ranges, whose unit windows tell gaps inside units from
-    # those between them (up to idle_cause_max_kernels: its per-gap SQL grows with them)
+    # those between them (up to idle_cause_max_kernels: it holds a row per gap)
     after: tuple[tuple[str, dict], ...] = (
         ("ranges", {"range_name": range_name, "settings": settings}),)
     if probe["kernels"].source_rows <= settings.idle_cause_max_kernels:
