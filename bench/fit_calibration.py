@@ -13,7 +13,9 @@ The model: for each verdict ``v`` of the decision rules, a multinomial logistic
 regression ``P(class | v, x) = softmax(W_v @ features(x))`` over the four classes
 (:data:`nsysdiag.stats.classifier.CALIBRATION_FEATURES`), fitted by maximum likelihood
 with an L2 penalty ``l2 / 2 * |W_v|^2`` on every coefficient but the intercepts
-(L-BFGS, scipy). It is the multinomial ("matrix") calibration of Kull et al. (2019,
+(L-BFGS, scipy). The JSON also keeps each verdict's range of every feature: the
+classifier clips features to it, so it never extrapolates the linear model.
+It is the multinomial ("matrix") calibration of Kull et al. (2019,
 "Beyond temperature scaling") on the classifier's evidence instead of on logits, one
 matrix per verdict, so the verdict's own probability is fitted as before and the
 others get probabilities of their own: the classwise calibration needs every class's
@@ -105,14 +107,28 @@ def fit(X, v, y, l2):
     }
 
 
-def predict(W, X, v):
-    """Probabilities (samples x classes) under the model ``W``."""
+def predict(W, X, v, ranges=None):
+    """Probabilities (samples x classes) under the model ``W``.
+
+    ``ranges`` (verdict -> (low, high) per feature) clips the features first, as the
+    classifier does.
+    """
     P = np.empty((X.shape[0], len(CLASSES)))
     for j, c in enumerate(CLASSES):
         m = v == j
         if m.any():
-            P[m] = special.softmax(X[m] @ W[c].T, axis=1)
+            Xm = X[m] if ranges is None else np.clip(X[m], *ranges[c])
+            P[m] = special.softmax(Xm @ W[c].T, axis=1)
     return P
+
+
+def feature_ranges(X, v):
+    """Each verdict's lowest and highest value of every feature."""
+    return {
+        c: (X[v == j].min(axis=0), X[v == j].max(axis=0))
+        for j, c in enumerate(CLASSES)
+        if np.any(v == j)
+    }
 
 
 def figures(P, v, y, n):
@@ -150,9 +166,8 @@ def main(argv=None):
         "--l2",
         type=float,
         nargs="+",
-        default=[0.1],
-        help="penalty (several with --cv); default 0.1, the best of 0.01-10 by "
-        "leave-one-seed-out log-loss on the development seeds",
+        default=[1.0],
+        help="penalty (several with --cv); default 1 (see docs/classifier.md)",
     )
     ap.add_argument("--cv", action="store_true", help="leave-one-seed-out figures per --l2")
     ap.add_argument("--write", action="store_true", help=f"fit on all rows and write {OUT}")
@@ -192,14 +207,15 @@ def main(argv=None):
             for g in groups:
                 test = seed == g
                 W = fit(X[~test], v[~test], y[~test], l2)
-                P[test] = predict(W, X[test], v[test])
+                rng = feature_ranges(X[~test], v[~test])
+                P[test] = predict(W, X[test], v[test], rng)
             print(f"  l2 = {l2:g}, leave one seed out:")
             figures(P, v, y, n)
     if args.write:
         l2 = args.l2[0]
         W = fit(X, v, y, l2)
         print(f"  l2 = {l2:g}, fitted on all (in-sample):")
-        figures(predict(W, X, v), v, y, n)
+        figures(predict(W, X, v, feature_ranges(X, v)), v, y, n)
         data = {
             "description": (
                 "Probability model of nsysdiag.stats.classifier.classify_tail: for each "
@@ -217,6 +233,13 @@ def main(argv=None):
             },
             "coefficients": {
                 c: [[round(float(w), 6) for w in row] for row in W[c]] for c in CLASSES
+            },
+            # each verdict's feature range, to which the classifier clips its features
+            "low": {
+                c: [float(x) for x in X[v == j].min(axis=0)] for j, c in enumerate(CLASSES)
+            },
+            "high": {
+                c: [float(x) for x in X[v == j].max(axis=0)] for j, c in enumerate(CLASSES)
             },
         }
         with open(OUT, "w", encoding="utf-8") as fh:

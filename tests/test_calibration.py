@@ -108,7 +108,8 @@ def test_all_equal_but_isolated_extremes_is_certainly_tight():
 
 
 def test_probabilities_follow_the_stored_model():
-    """The vector is softmax(W[verdict] @ features), W from the package data."""
+    """The vector is softmax(W[verdict] @ features clipped to the verdict's fitted range),
+    W and the range from the package data."""
     res = classify_tail(_two_modes(6, 2000))
     data = json.loads((ROOT / "nsysdiag" / "stats" / "calibration.json").read_text())
     assert tuple(data["classes"]) == clf.CLASSES
@@ -117,8 +118,24 @@ def test_probabilities_follow_the_stored_model():
     assert W.shape == (4, len(clf.CALIBRATION_FEATURES))
     phi = clf._calibration_features(res.statistics, 2.0)
     assert phi[0] == 1.0 and np.all(np.isfinite(phi))
-    expected = special.softmax(W @ phi)
+    low, high = (np.array(data[k][res.shape]) for k in ("low", "high"))
+    assert np.all(low <= high) and low[0] == high[0] == 1.0
+    expected = special.softmax(W @ np.clip(phi, low, high))
     assert res.probabilities.as_array() == pytest.approx(expected, abs=1e-12)
+
+
+def test_features_beyond_the_fitted_range_are_clipped():
+    """Sizes far beyond the simulations' (at most 100 000) get no extrapolation."""
+    res = classify_tail(_two_modes(7, 3000))
+    w, low, high = clf._calibration()[res.shape]
+    k = clf.CALIBRATION_FEATURES.index("log10_n_minus_3")
+    assert high[k] < 3.0  # log10(1e6) - 3: a million is beyond what was fitted
+    big = [dict(res.statistics, n_fit=n) for n in (10**6, 10**9)]
+    a, b = (clf._probabilities(st, res.shape, 2.0).as_array() for st in big)
+    assert a == pytest.approx(b, abs=1e-15)
+    phi = clf._calibration_features(big[1], 2.0)
+    assert phi[k] == pytest.approx(6.0)
+    assert a == pytest.approx(special.softmax(w @ np.clip(phi, low, high)), abs=1e-12)
 
 
 def test_calibration_was_fitted_on_development_seeds_only():

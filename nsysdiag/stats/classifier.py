@@ -72,14 +72,6 @@ CALIBRATION_FEATURES = (
     "tail_fraction",
     "log_tail_top_share",
     "several_modes",
-    "log_ratio",
-    "dip_pvalue",
-    "valley_depth",
-    "uniform_weight",
-    "dbic_body_uniform",
-    "tail_flatness",
-    "upper_tail_flatness",
-    "log_tail_start_over_peak",
 )
 #: The probability model's coefficients (package data), fitted by
 #: ``python bench/fit_calibration.py`` on development seeds only.
@@ -851,10 +843,7 @@ def _calibration_features(st: dict, tight_ratio: float) -> np.ndarray:
     inside, clipped to [-2, 1]); the second mode's mass; log10 of the tail count + 1;
     ``tail_bump_z`` and ``plateau_bump_z`` over 10 (at most 1); ``peak_quantile``;
     ``tail_fraction``; ln ``tail_top_share`` (clipped to [-3, 2], 0 when undefined);
-    1 with two or more separated modes; ln of the robust p99/p50; the dip test's
-    p-value; ``valley_depth``; ``uniform_weight``; ``dbic_body_uniform`` / 100 (clipped
-    to [-1, 1]); ``tail_flatness`` and ``upper_tail_flatness``; ln(``tail_start`` /
-    ``body_peak``) (clipped to [-1, 3]). Undefined values count as 0.
+    1 with two or more separated modes.
     """
     z = _gate_z(st, tight_ratio)
     lp_tight = max(float(special.log_ndtr(z)), -10.0)
@@ -881,21 +870,8 @@ def _calibration_features(st: dict, tight_ratio: float) -> np.ndarray:
             st["tail_fraction"],
             ltop,
             1.0 if st["n_modes"] >= 2 else 0.0,
-            math.log(st["p99_over_p50_robust"]),
-            _clip(st["dip_pvalue"], 0.0, 1.0),
-            _clip(st["valley_depth"], 0.0, 1.0),
-            _clip(st["uniform_weight"], 0.0, 1.0),
-            _clip(st["dbic_body_uniform"] / 100.0, -1.0, 1.0),
-            _clip(st["tail_flatness"], 0.0, 1.0),
-            _clip(st["upper_tail_flatness"], 0.0, 1.0),
-            _clip(math.log(max(st["tail_start"] / st["body_peak"], 1e-9)), -1.0, 3.0),
         ]
     )
-
-
-def _clip(v: float, lo: float, hi: float) -> float:
-    """``v`` clipped to [lo, hi]; 0 when it is not finite."""
-    return min(max(float(v), lo), hi) if math.isfinite(v) else 0.0
 
 
 def _flat_margin(st: dict, prefix: str) -> float:
@@ -911,8 +887,9 @@ def _flat_margin(st: dict, prefix: str) -> float:
 
 
 @functools.lru_cache(maxsize=1)
-def _calibration() -> dict[str, np.ndarray]:
-    """The probability model's coefficients by verdict: arrays (classes x features)."""
+def _calibration() -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The probability model by verdict: (coefficients (classes x features), lowest and
+    highest value of each feature among the verdict's fitted samples)."""
     text = resources.files("nsysdiag.stats").joinpath(_CALIBRATION_FILE).read_text("utf-8")
     data = json.loads(text)
     if tuple(data["classes"]) != CLASSES or tuple(data["features"]) != CALIBRATION_FEATURES:
@@ -920,15 +897,22 @@ def _calibration() -> dict[str, np.ndarray]:
             f"nsysdiag/stats/{_CALIBRATION_FILE} was fitted for other classes or features; "
             "refit it with `python bench/fit_calibration.py`"
         )
-    return {v: np.asarray(data["coefficients"][v], dtype=float) for v in CLASSES}
+    return {
+        v: tuple(np.asarray(data[k][v], dtype=float) for k in ("coefficients", "low", "high"))
+        for v in CLASSES
+    }
 
 
 def _probabilities(st: dict, shape: str, tight_ratio: float) -> ShapeProbabilities:
     """Calibrated probability of each class, given the verdict ``shape`` and the evidence.
 
-    A multinomial logistic model per verdict (softmax of ``W[shape] @ features``).
+    A multinomial logistic model per verdict (softmax of ``W[shape] @ features``). Each
+    feature is first clipped to the range it had among the samples the verdict's model
+    was fitted on: real traces reach values the simulations never do (p99/p50 in the
+    hundreds), and a linear model extrapolated there says anything.
     """
-    logits = _calibration()[shape] @ _calibration_features(st, tight_ratio)
+    w, low, high = _calibration()[shape]
+    logits = w @ np.clip(_calibration_features(st, tight_ratio), low, high)
     p = special.softmax(logits)
     return ShapeProbabilities(*(float(v) for v in p))
 
