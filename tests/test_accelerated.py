@@ -175,7 +175,8 @@ def _probe_calls_both(rep: nsysdiag.Report) -> tuple[list, list]:
     from nsysdiag.analyses.base import run_query
     from nsysdiag.engine.steps import registered
 
-    probes = run_query(rep, "ranges", "unit_probes", {"min_instances": 20})
+    with ranges.families(rep, 20):
+        probes = run_query(rep, "ranges", "unit_probes", {"min_instances": 20})
     with registered(rep, "unit_probes", probes):
         out = [sorted(f(rep, probes).to_pylist(), key=lambda r: r["id"])
                for f in (ranges._probe_calls_method, ranges._probe_calls_accelerated)]
@@ -213,9 +214,11 @@ def test_unit_probe_calls_by_hand(builder, tmp_path):
 
 
 def _probes(rep: nsysdiag.Report) -> list[dict]:
+    from nsysdiag.analyses import ranges
     from nsysdiag.analyses.base import run_query
 
-    return run_query(rep, "ranges", "unit_probes", {"min_instances": 20}).to_pylist()
+    with ranges.families(rep, 20):
+        return run_query(rep, "ranges", "unit_probes", {"min_instances": 20}).to_pylist()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])

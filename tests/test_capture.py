@@ -293,13 +293,19 @@ def test_corpus_blocking_copies_give_iterations():
     assert "one blocking wait per cycle of the repeating GPU work" in r.unit_reason
     # cuckoo_hash makes five blocking calls per insertion round (two cudaMemset, the
     # cudaMemcpy that waits for d_insert_arr, two more copies): the intervals between them
-    # are pieces of a round; the rounds are the cycles of its GPU work (61, each starting
-    # at a d_insert_arr launch)
+    # are pieces of a round; the rounds are the cycles of its GPU work (61 from a
+    # d_insert_arr launch), and the waits for d_insert_arr bound the iterations: 60, the
+    # first from the return of the first cudaMemcpy that ends after the first kernel
     with nsysdiag.open(_corpus("Ayanokoji-li__cuckoo_hash__report1.sqlite")) as rep:
         r = rep.analysis("ranges")
-    assert (r.unit_source, r.n + r.n_warmup) == ("launch_cycle", 61)
-    assert "from a launch of d_insert_arr" in r.unit_reason
-    assert "5 blocking host waits per cycle" in r.unit_reason
+        ((first_wait,),) = rep.sql(
+            "SELECT min(end_ns) FROM api_calls WHERE name LIKE 'cudaMemcpy%' AND end_ns >= "
+            "(SELECT min(end_ns) FROM kernels WHERE short_name = 'd_insert_arr')").fetchall()
+    assert (r.unit_source, r.n + r.n_warmup) == ("launch_cycle", 60)
+    assert r.table("instances").column("start_ns")[0].as_py() == first_wait
+    assert ("5 blocking host waits per cycle, so the intervals between them are not "
+            "iterations; 60 iterations, each from the return of the cudaMemcpy that waits "
+            "for d_insert_arr") in r.unit_reason
 
 
 def test_corpus_jetson_no_pcie_figures():

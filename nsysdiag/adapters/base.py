@@ -21,7 +21,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-ARROW_TYPES: dict[str, pa.DataType] = {"int": pa.int64(), "float": pa.float64(), "text": pa.string()}
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "int": pa.int64(), "float": pa.float64(), "text": pa.string()}
 
 
 class Source(abc.ABC):
@@ -88,7 +89,8 @@ class Source(abc.ABC):
             for batch in inner:
                 n = batch.num_rows
                 cols = [
-                    _conform(batch.column(f.name), f.type) if f.name in present else pa.nulls(n, f.type)
+                    _conform(batch.column(f.name), f.type) if f.name in present
+                    else pa.nulls(n, f.type)
                     for f in schema
                 ]
                 yield pa.record_batch(cols, schema=schema)
@@ -123,7 +125,8 @@ def decode_text(arr: pa.Array) -> pa.Array:
         except pa.ArrowInvalid:
             enc = pc.dictionary_encode(arr)
             values = [
-                None if v is None else v.decode("utf-8", "replace") for v in enc.dictionary.to_pylist()
+                None if v is None else v.decode("utf-8", "replace")
+                for v in enc.dictionary.to_pylist()
             ]
             out = pc.take(pa.array(values, pa.string()), enc.indices)
     if pa.types.is_large_string(out.type):

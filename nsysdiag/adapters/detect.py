@@ -23,7 +23,8 @@ SENTINEL_TABLES = (
     "CUPTI_ACTIVITY_KIND_RUNTIME",
 )
 
-NOT_AN_EXPORT_HINT = "expected an Nsight Systems export: `nsys export --type sqlite REPORT.nsys-rep`"
+NOT_AN_EXPORT_HINT = (
+    "expected an Nsight Systems export: `nsys export --type sqlite REPORT.nsys-rep`")
 
 
 def open_source(path: str | Path, *, nsys: str | None = None) -> Source:
@@ -39,7 +40,8 @@ def open_source(path: str | Path, *, nsys: str | None = None) -> Source:
         raise InputError("no such file or directory", path=str(p))
     if p.is_dir():
         if not any(p.glob("*.parquet")):
-            raise InputError("directory holds no .parquet tables", path=str(p), hint=NOT_AN_EXPORT_HINT)
+            raise InputError("directory holds no .parquet tables", path=str(p),
+                             hint=NOT_AN_EXPORT_HINT)
         source: Source = ParquetDirSource(p)
     else:
         try:
@@ -56,8 +58,10 @@ def open_source(path: str | Path, *, nsys: str | None = None) -> Source:
         elif not head:
             raise InputError("file is empty", path=str(p), hint=NOT_AN_EXPORT_HINT)
         else:
-            raise InputError("not an SQLite file or Parquet directory", path=str(p), hint=NOT_AN_EXPORT_HINT)
+            raise InputError("not an SQLite file or Parquet directory", path=str(p),
+                             hint=NOT_AN_EXPORT_HINT)
     if not any(t in source.tables() for t in SENTINEL_TABLES):
         source.close()
-        raise InputError("database holds no Nsight Systems tables", path=str(p), hint=NOT_AN_EXPORT_HINT)
+        raise InputError("database holds no Nsight Systems tables", path=str(p),
+                         hint=NOT_AN_EXPORT_HINT)
     return source

@@ -416,7 +416,7 @@ def select_unit(
             unit = Unit(choice.unit, "nvtx_auto",
                         run_query(report, NAME, "units_nvtx", {"name": choice.unit}),
                         choice.runner_up, choice.reason)
-            return _group(report, unit, found, min_instances) or unit
+            return _group(report, unit, found, min_instances, settings, cuda_traced) or unit
         rejected = choice.reason
     units = run_query(report, NAME, "units_sync", {"blocking": BLOCKING_WAITS})
     cycle, aligned, units = _launch_cycle(report, units, min_instances, rejected)
@@ -441,19 +441,31 @@ def select_unit(
 
 
 def candidates(report: Report, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows of ranges.sql ``candidates``: its probes (``unit_probes``) and their calls
+    """The rows of ranges.sql ``candidates``: the numbered families of names
+    (``unit_families``), the probes (``unit_probes``) and their calls
     (``unit_probe_calls``, by the SQL or the accelerated pass, as the engine chooses for
     the rows of API calls) first, as tables the query reads."""
-    probes = run_query(report, NAME, "unit_probes", params)
-    if not params["cuda_traced"]:
-        calls = pa.table({"id": pa.array([], pa.int64()), "calls": pa.array([], pa.int64())})
-    else:
-        with registered(report, "unit_probes", probes):
-            calls = pick(_probe_calls_method, _probe_calls_accelerated,
-                         report.probe["api_calls"].source_rows)(report, probes)
-    with registered(report, "unit_probes", probes), \
-            registered(report, "unit_probe_calls", calls):
-        return run_query(report, NAME, "candidates", params).to_pylist()
+    with families(report, params["min_instances"]):
+        probes = run_query(report, NAME, "unit_probes", params)
+        if not params["cuda_traced"]:
+            calls = pa.table({"id": pa.array([], pa.int64()),
+                              "calls": pa.array([], pa.int64())})
+        else:
+            with registered(report, "unit_probes", probes):
+                calls = pick(_probe_calls_method, _probe_calls_accelerated,
+                             report.probe["api_calls"].source_rows)(report, probes)
+        with registered(report, "unit_probes", probes), \
+                registered(report, "unit_probe_calls", calls):
+            return run_query(report, NAME, "candidates", params).to_pylist()
+
+
+@contextlib.contextmanager
+def families(report: Report, min_instances: int) -> Iterator[None]:
+    """ranges.sql ``unit_families`` registered as the table unit_probes and candidates read
+    (numbered names such as ``token_0_processing`` ... as one range, ``token_#_processing``)."""
+    table = run_query(report, NAME, "unit_families", {"min_instances": min_instances})
+    with registered(report, "unit_families", table):
+        yield
 
 
 def _probe_calls_method(report: Report, probes: pa.Table) -> pa.Table:
@@ -528,6 +540,11 @@ class Candidate:
     qualifies: bool  #: repeats, long enough, encloses GPU work, not operator_like
     inside_frac: float  #: share of its instances inside another qualifying name (fraction)
     usual_parent: str | None  #: the qualifying name it most often lies in
+    #: the distinct names it stands for: 1, or the members of a numbered family
+    #: (``token_#_processing``: ``token_0_processing`` ...; ranges.sql unit_families)
+    members: int = 1
+    first_member: str | None = None  #: the first of them in time
+    last_member: str | None = None  #: the last of them in time
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Candidate:
@@ -536,6 +553,23 @@ class Candidate:
     @property
     def nested(self) -> bool:
         return self.inside_frac >= 0.5
+
+    @property
+    def family(self) -> str:
+        """What a numbered family's name stands for ("" for a plain name)."""
+        if self.members < 2:
+            return ""
+        return (f"{self.members} numbered names, {self.first_member} ... {self.last_member}, "
+                "each once in its process: one range with a counter in its name")
+
+    def evidence(self, cuda_traced: bool = True) -> str:
+        """What makes it a unit: what a family stands for, how often it repeats, the GPU
+        work it launches, its median."""
+        work = (f"launches GPU work in {100 * self.gpu_share:.0f}% of its instances "
+                f"({self.gpu_calls_mean:.3g} calls each)" if cuda_traced
+                else "GPU work not traced (NVTX only)")
+        return ((f"{self.family}; " if self.family else "")
+                + f"repeats {self.n} times, {work}, median {_duration(self.median_ns)}")
 
     def why_not(self, settings: Settings, cuda_traced: bool = True) -> str:
         """Why this name is not a unit (empty when it is one)."""
@@ -577,10 +611,7 @@ def choose_unit(cands: list[Candidate], settings: Settings = DEFAULTS,
     chosen = units[0]
     rest = [c for c in cands if c is not chosen]
     runner = rest[0] if rest else None
-    work = (f"launches GPU work in {100 * chosen.gpu_share:.0f}% of its instances "
-            f"({chosen.gpu_calls_mean:.3g} calls each)" if cuda_traced
-            else "GPU work not traced (NVTX only)")
-    reason = f"repeats {chosen.n} times, {work}, median {_duration(chosen.median_ns)}"
+    reason = chosen.evidence(cuda_traced)
     if len(units) > 1:
         reason += (f"; of {len(units)} outermost qualifying ranges it covers the most time "
                    f"({_duration(chosen.total_ns)})")
@@ -621,7 +652,9 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     The sequence of kernels (by name), copies and memsets that thread submits repeats once
     per iteration of a training or serving loop; each iteration runs from a launch call of
     the cycle's first kernel to the next one (host time included; the last ends when its
-    work ends on the GPU or its last call returns). Every period the work repeats with
+    work ends on the GPU or its last call returns), or, when the cycles hold blocking host
+    waits, from the return of the wait for that kernel to the next (:func:`_wait_bounds`):
+    the host learns a cycle's result there. Every period the work repeats with
     (:func:`cycles.periods`: a layer inside a step inside ...) is weighed against the
     blocking host waits of that thread: the intervals between the waits stay the unit when
     the cycles of some period hold one wait each (the waits mark those iterations), or when
@@ -656,8 +689,9 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
         return None, "", sync_units
     names = labels.dictionary.to_pylist()
     who = {c: seq.column(c)[0].as_py() for c in ("pid", "tid", "global_pid", "global_tid")}
-    waits = run_query(report, NAME, "blocking_ends", {
-        "tid": who["global_tid"], "blocking": BLOCKING_WAITS}).column("end_ns").to_numpy()
+    blocking = run_query(report, NAME, "blocking_ends", {
+        "tid": who["global_tid"], "blocking": BLOCKING_WAITS})
+    waits = blocking.column("end_ns").to_numpy()
 
     def waits_per_cycle(c: cycles.Cycle) -> float:
         per_cycle = np.diff(np.searchsorted(waits, start[c.starts]))
@@ -698,29 +732,113 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     if sync_units.num_rows and not several and inside >= min_instances:
         return None, f"; {loop}, several cycles per interval: a loop inside each", sync_units
     per = held[cyc.period]
-    stop = np.r_[start[cyc.starts[1:]], last_stop(cyc)].astype(np.int64)
     syncs = ("no blocking host wait inside the loop" if inside == 0 else
              f"{per:.3g} blocking host waits per cycle, so the intervals between them are "
              "not iterations" if per >= 2 else
+             f"{per:.3g} blocking host waits per cycle" if per >= 1 else
              f"only {inside} blocking host waits inside the loop")
+    anchored = (_wait_bounds(cyc, start, gpu_end, blocking, min_instances) if per >= 1
+                else None)
+    if anchored is not None:
+        bounds, stop, wait = anchored
+        which = (f"{first} (the cycle's first call, itself a blocking wait)" if wait is None
+                 else f"the {wait} that waits for {first} (the first blocking wait after its "
+                 "launch to return after it ends, at the same place in every cycle)")
+        how = (f"{len(bounds)} iterations, each from the return of {which} to the next "
+               "one's: from the host learning one cycle's result to learning the next's, host "
+               "work included")
+    else:
+        stop = np.r_[start[cyc.starts[1:]], last_stop(cyc)].astype(np.int64)
+        how = f"each iteration runs from a launch of {first} to the next"
     reason = (("no NVTX unit (" + rejected + "); " if rejected else "no repeated NVTX range; ")
-              + f"{loop}, {100 * cyc.agreement:.0f}% of them identical; each iteration runs "
-              f"from a launch of {first} to the next; {syncs}")
+              + f"{loop}, {100 * cyc.agreement:.0f}% of them identical; "
+              + (f"{syncs}; {how}" if anchored is not None else f"{how}; {syncs}"))
     return Unit("launch-cycle", "launch_cycle",
                 _unit_table("launch-cycle", "launch_cycle", bounds, stop,
                             {**who, "end_tid": None}),
                 None, reason), "", sync_units
 
 
-def _group(report: Report, unit: Unit, cands: list[Candidate],
-           min_instances: int) -> Unit | None:
+def _wait_bounds(cyc: cycles.Cycle, start: np.ndarray, gpu_end: np.ndarray,
+                 blocking: pa.Table, min_instances: int
+                 ) -> tuple[np.ndarray, np.ndarray, str | None] | None:
+    """Iterations of the launch cycles ``cyc`` bounded by a blocking wait rather than by a
+    launch: in each cycle, the wait for its first call's work, the first blocking wait that
+    begins at or after that call and returns at or after its work ends on the GPU. So that
+    every iteration is bounded at the same place of its cycle, the wait taken is the k-th
+    to begin after the cycle's first call in every cycle, k the most common place of that
+    first wait (a blocking memset that returns before its work ends in some cycles and
+    after it in others does not move the bound), and it must begin before the next cycle
+    does. Each iteration runs from the return of one cycle's wait to the return of the
+    next cycle's, so it holds the host's work between learning one result and the next
+    (set-up before the first wait and teardown after the last are left out).
+
+    Parameters
+    ----------
+    cyc : cycles.Cycle
+        The cycles of the launch sequence.
+    start, gpu_end : numpy.ndarray
+        Per call of the sequence, when it was made and when its work ended on the GPU (the
+        call's return when not recorded), ns.
+    blocking : pyarrow.Table
+        The thread's blocking waits (ranges.sql ``blocking_ends``), in order.
+    min_instances : int
+        Iterations needed.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray, str or None) or None
+        The iterations' starts and ends (ns) and the bounding waits' most common API name
+        (None when in most cycles the wait is the first call itself: a blocking copy);
+        None when fewer than half of the cycles hold such a wait or fewer than
+        ``min_instances`` iterations lie between consecutive ones.
+    """
+    w_start, w_end = (blocking.column(c).to_numpy(zero_copy_only=False).astype(np.int64)
+                      for c in ("start_ns", "end_ns"))
+    first = cyc.starts.astype(np.int64)
+    launch, done = start[first], gpu_end[first]
+    following = np.r_[launch[1:], np.iinfo(np.int64).max]
+
+    def within(j: np.ndarray) -> np.ndarray:
+        """Whether wait j exists and begins before the next cycle does."""
+        ok = j < len(w_start)
+        ok[ok] &= w_start[j[ok]] < following[ok]
+        return ok
+
+    # the waits do not overlap (one thread, nested calls merged): the first that begins at
+    # or after the launch and the first that returns at or after the work are both found
+    # by a search, and the later of the two is the first meeting both
+    after = np.searchsorted(w_start, launch, "left")
+    j = np.maximum(after, np.searchsorted(w_end, done, "left"))
+    found = within(j)
+    if not found.any():
+        return None
+    j = after + int(np.bincount(j[found] - after[found]).argmax())
+    found = within(j)
+    pair = found[:-1] & found[1:]
+    if 2 * found.sum() < len(found) or pair.sum() < min_instances:
+        return None
+    lo, hi = w_end[j[:-1][pair]], w_end[j[1:][pair]]
+    if 2 * np.count_nonzero(w_start[j[found]] == launch[found]) > found.sum():
+        return lo, hi, None
+    names = pc.value_counts(blocking.column("name").take(pa.array(j[found])))
+    counts = names.field("counts").to_numpy()
+    return lo, hi, names.field("values")[int(counts.argmax())].as_py()
+
+
+def _group(report: Report, unit: Unit, cands: list[Candidate], min_instances: int,
+           settings: Settings = DEFAULTS, cuda_traced: bool = True) -> Unit | None:
     """The group of sibling ranges the chosen range belongs to, when it is one step of an
     iteration rather than the iteration: several names that are not nested in another
     candidate repeat as often as it does (within 5%), one after the other in the same order
     each cycle (``layer_0`` ... ``layer_11`` per token; ``reader``, ``backbone``,
     ``find_centers``, ``transformer`` per frame). Each cycle of their sequence
     (:func:`cycles.find`) is one iteration, from its first range's start to its last
-    range's end. None when the chosen range has no such siblings."""
+    range's end. None when the chosen range has no such siblings.
+
+    A range that encloses the siblings and qualifies is the unit before any group is
+    sought (they lie inside it); one that encloses most of the group's iterations without
+    qualifying (:func:`_enclosing`) is named in the reason with why it was passed over."""
     chosen = next((c for c in cands if c.name == unit.name), None)
     if chosen is None:
         return None
@@ -733,6 +851,13 @@ def _group(report: Report, unit: Unit, cands: list[Candidate],
     pid = int(np.bincount(pids - pids.min()).argmax() + pids.min())
     rows = run_query(report, NAME, "units_named", {"names": [chosen.name, *siblings],
                                                    "pid": pid})
+    # a name whose instances enclose the chosen range's is no sibling but the range
+    # around them (one that does not qualify: it would have been chosen)
+    around = _around(rows, chosen.name, siblings)
+    if around:
+        rows = rows.filter(pc.invert(pc.is_in(rows.column("name"), pa.array(around))))
+        if rows.num_rows == 0 or set(rows.column("name").to_pylist()) == {chosen.name}:
+            return None
     labels = rows.column("name").combine_chunks().dictionary_encode()
     start = rows.column("start_ns").to_numpy().astype(np.int64)
     end = rows.column("end_ns").to_numpy().astype(np.int64)
@@ -763,10 +888,68 @@ def _group(report: Report, unit: Unit, cands: list[Candidate],
               f"{100 * cyc.agreement:.0f}% of cycles identical), so an iteration is their "
               f"group, from {first}'s start to {last}'s end; {chosen.name} alone "
               + (unit.reason or "").replace("; runner-up", "; its runner-up", 1))
+    grouped = {names[c] for c in members}
+    outer = _enclosing(report, sorted((c for c in cands if c.name not in grouped),
+                                      key=lambda c: (c.name not in around, -c.total_ns)),
+                       start[cyc.starts], stop, pid, tol)
+    if outer is not None:
+        why = outer.why_not(settings, cuda_traced)
+        if not why:  # it qualifies: the iteration it marks is the unit, not the group
+            return Unit(outer.name, "nvtx_auto",
+                        run_query(report, NAME, "units_nvtx", {"name": outer.name}), name,
+                        f"{outer.evidence(cuda_traced)}; it encloses the {len(members)} "
+                        f"sibling ranges of each iteration ({shown}), so it is the "
+                        f"iteration rather than their group ({name})")
+        reason += f"; the enclosing {outer.name} ({outer.n} times) was passed over: {why}"
     return Unit(name, "nvtx_group",
                 _unit_table(name, "push_pop" if one_thread else "start_end",
                             start[cyc.starts], stop, who),
                 chosen.name, reason)
+
+
+def _around(rows: pa.Table, chosen: str, siblings: list[str]) -> list[str]:
+    """The names among ``siblings`` whose instances (``rows``: units_named) enclose most of
+    the ``chosen`` range's instances: the range around them, not one beside them."""
+    name = rows.column("name")
+
+    def bounds(n: str) -> tuple[np.ndarray, np.ndarray]:
+        mine = rows.filter(pc.equal(name, n))
+        return tuple(mine.column(c).to_numpy(zero_copy_only=False).astype(np.int64)
+                     for c in ("start_ns", "end_ns"))  # type: ignore[return-value]
+
+    inner = bounds(chosen)
+    return [s for s in siblings if _encloses(*bounds(s), *inner)]
+
+
+def _enclosing(report: Report, cands: list[Candidate], start: np.ndarray, stop: np.ndarray,
+               pid: int, tol: int) -> Candidate | None:
+    """The first of ``cands`` whose instances in process ``pid`` enclose most of the
+    iterations [``start``, ``stop``] of a group, one instance each (as many instances as
+    iterations, within ``tol``): the range that marks the iteration around the siblings;
+    None when none does."""
+    for c in cands:
+        if abs(c.n - len(start)) > tol:
+            continue
+        rows = run_query(report, NAME, "units_nvtx", {"name": c.name})
+        mine = rows.filter(pc.equal(rows.column("global_pid"), pid))
+        if _encloses(*(mine.column(k).to_numpy(zero_copy_only=False).astype(np.int64)
+                       for k in ("start_ns", "end_ns")), start, stop):
+            return c
+    return None
+
+
+def _encloses(lo: np.ndarray, hi: np.ndarray, start: np.ndarray, stop: np.ndarray) -> bool:
+    """Whether the intervals [``lo``, ``hi``] enclose more than half of the intervals
+    [``start``, ``stop``] (each inside one of them)."""
+    if not len(lo) or not len(start):
+        return False
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    # the interval that begins last at or before each inner one's start must end at or
+    # after its stop
+    k = np.searchsorted(lo, start, "right") - 1
+    inside = (k >= 0) & (hi[np.maximum(k, 0)] >= stop)
+    return 2 * int(np.count_nonzero(inside)) > len(start)
 
 
 def _has_syncs(report: Report) -> bool:

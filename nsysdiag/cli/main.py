@@ -167,7 +167,8 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) 
     "--range",
     "range_name",
     default=None,
-    help="NVTX range that is the unit of latency (default: the most frequent repeated range).",
+    help="NVTX range that is the unit of latency (NAME, DOMAIN:NAME, or a numbered family "
+    "such as token_#_processing); default: chosen by structure (docs/analyses/ranges.md).",
 )
 @click.option(
     "--baseline",

@@ -41,8 +41,8 @@ _UNIT_RANGE = click.option(
     "range_name",
     default=None,
     metavar="NAME",
-    help="NVTX range that delimits one request/iteration (NAME or DOMAIN:NAME); "
-    "default: chosen automatically.",
+    help="NVTX range that delimits one request/iteration (NAME, DOMAIN:NAME, or a numbered "
+    "family such as token_#_processing: # for each number); default: chosen automatically.",
 )
 
 #: analysis name -> its click options, in the order the command's help lists them (an

@@ -290,9 +290,11 @@ class ViewStore:
             "FROM _strings)"
         )
         for kind, (table, _, _) in ENUM_TABLES.items():
-            rows = self.source.read(table, {"id": "int", "name": "text", "label": "text"}).read_all()
+            columns = {"id": "int", "name": "text", "label": "text"}
+            rows = self.source.read(table, columns).read_all()
             arrow = enum_table(kind, [tuple(r.values()) for r in rows.to_pylist()])
             self.con.register(f"_enum_{kind}_arrow", arrow)
-            self._run(f"CREATE OR REPLACE TEMP TABLE _enum_{kind} AS SELECT * FROM _enum_{kind}_arrow")
+            self._run(f"CREATE OR REPLACE TEMP TABLE _enum_{kind} AS "
+                      f"SELECT * FROM _enum_{kind}_arrow")
             self.con.unregister(f"_enum_{kind}_arrow")
         self._helpers_ready = True

@@ -2,8 +2,8 @@
 
 Each view is one SQL statement over *raw inputs* (projected reads of nsys tables, named
 ``raw_<alias>``), small helper tables (``_strings``, ``_api_names``,
-``_enum_*``) and, for ``cuda_graphs``, other views. Columns an older export lacks arrive as NULL, so one
-statement serves every nsys version. Timestamps are integer nanoseconds on the trace's
+``_enum_*``) and, for ``cuda_graphs``, other views. Columns an older export lacks arrive as
+NULL, so one statement serves every nsys version. Timestamps are integer nanoseconds on the trace's
 timeline, NULL when missing or invalid (see ``TS_LIMIT``), so durations are never
 negative; ``pid``/``tid`` are decoded from nsys's packed ``globalPid``/``globalTid``
 (``<hw:8><vm:8><pid:24><tid:24>``); ``global_pid`` keeps the packed process key (tid bits
@@ -148,7 +148,8 @@ _GPU_COMMON_DOC = {
     "pid": "process id",
     "global_pid": "nsys packed process key (hw, vm, pid); use for joins",
     "correlation_id": "id of the launching API call (unique within a process)",
-    "graph_node_id": "CUDA graph node id when launched inside a graph (node-level tracing), else NULL",
+    "graph_node_id":
+        "CUDA graph node id when launched inside a graph (node-level tracing), else NULL",
     "green_context_id": "green context id, NULL when none",
 }
 
@@ -286,8 +287,8 @@ SELECT {_gpu_common('m')}, _size(m.bytes) AS bytes,
 FROM {_timed('raw_memset')} m
 LEFT JOIN _enum_mem_kind mk ON mk.id = m.memKind""",
     derived=_GPU_DERIVED,
-    columns={**_GPU_COMMON_DOC, "bytes": "bytes set (NULL if missing or invalid)", "mem_kind": "memory kind",
-             "value": "byte value written"},
+    columns={**_GPU_COMMON_DOC, "bytes": "bytes set (NULL if missing or invalid)",
+             "mem_kind": "memory kind", "value": "byte value written"},
     source_tables=("CUPTI_ACTIVITY_KIND_MEMSET",),
     capture_hint="nsys profile --trace=cuda",
 )
@@ -378,7 +379,8 @@ LEFT JOIN dom ON dom.domainId = e.domainId AND dom.proc = e.globalTid >> 24""",
         "start_ns": "range start, ns", "end_ns": "range end, ns (NULL if never closed)",
         "duration_ns": "ns (NULL if never closed)", **_THREAD_DOC,
         "end_tid": "thread that ended a start/end range on another thread, else NULL",
-        "name": "range text (registered or inline)", "domain": "NVTX domain name, '' for the default",
+        "name": "range text (registered or inline)",
+        "domain": "NVTX domain name, '' for the default",
         "style": "push_pop or start_end", "range_id": "nvtxRangeStart id (start/end ranges)",
         "category": "NVTX category id",
     },
@@ -408,7 +410,8 @@ FROM {_timed('raw_sync')} s
 LEFT JOIN _enum_sync_type st ON st.id = s.syncType""",
     columns={
         "start_ns": "ns", "end_ns": "ns", "duration_ns": "ns",
-        "sync_type": "event_synchronize, stream_wait_event, stream_synchronize, context_synchronize",
+        "sync_type":
+            "event_synchronize, stream_wait_event, stream_synchronize, context_synchronize",
         "device_id": "GPU id", "context_id": "context", "stream_id": "stream",
         "pid": "process id", "global_pid": "packed process key",
         "correlation_id": "the API call that synchronized", "event_id": "CUDA event id",
@@ -445,7 +448,8 @@ GROUP BY t.globalTid""",
 PROCESSES = ViewSpec(
     name="processes",
     description="Processes recorded in the capture.",
-    inputs=(RawInput("process", ("PROCESSES",), {"globalPid": "int", "pid": "int", "name": "text"}),),
+    inputs=(RawInput("process", ("PROCESSES",),
+                     {"globalPid": "int", "pid": "int", "name": "text"}),),
     sql="""
 SELECT (globalPid & -16777216) AS global_pid, (globalPid >> 24) & 16777215 AS pid,
        arg_max(name, name) AS name
@@ -628,10 +632,12 @@ graph_level AS (
     SELECT globalPid AS global_pid, correlationId AS correlation_id,
            min(start) AS gpu_start_ns, max("end") AS gpu_end_ns, any_value(deviceId) AS device_id,
            any_value(streamId) AS stream_id, any_value(graphId) AS graph_id,
-           any_value(graphExecId) AS graph_exec_id, 0 AS n_kernels, 0 AS n_copies, 'graph' AS trace_level
+           any_value(graphExecId) AS graph_exec_id, 0 AS n_kernels, 0 AS n_copies,
+           'graph' AS trace_level
     FROM {_timed('raw_graph_trace')} GROUP BY 1, 2),
 nodes AS (
-    SELECT global_pid, correlation_id, start_ns, end_ns, device_id, stream_id, graph_id, 1 AS k, 0 AS c
+    SELECT global_pid, correlation_id, start_ns, end_ns, device_id, stream_id, graph_id,
+           1 AS k, 0 AS c
     FROM kernels WHERE graph_node_id IS NOT NULL
     UNION ALL
     SELECT global_pid, correlation_id, start_ns, end_ns, device_id, stream_id, NULL, 0, 1
@@ -698,7 +704,8 @@ CASE
   WHEN regexp_matches(n, '^cu(da)?Launch') AND NOT regexp_matches(n, 'HostFunc') THEN 'launch'
   WHEN regexp_matches(n, '^cu(da)?Memcpy') THEN 'memcpy'
   WHEN regexp_matches(n, '^cu(da)?Memset') THEN 'memset'
-  WHEN regexp_matches(n, 'Synchronize|^cu(da)?StreamWaitEvent|^cu(da)?StreamQuery|^cu(da)?EventQuery')
+  WHEN regexp_matches(n, 'Synchronize|^cu(da)?StreamWaitEvent|^cu(da)?StreamQuery'
+                         || '|^cu(da)?EventQuery')
        THEN 'sync'
   WHEN regexp_matches(n, 'Malloc|Free|MemAlloc|MemFree|HostAlloc|HostRegister|MemPool')
        THEN 'memory'

@@ -43,9 +43,12 @@ MEM_KINDS: dict[int, tuple[str, str, str]] = {
 SYNC_TYPES: dict[int, tuple[str, str, str]] = {
     0: ("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN", "unknown", "Unknown"),
     1: ("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE", "event_synchronize", "Event sync"),
-    2: ("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT", "stream_wait_event", "Stream wait sync"),
-    3: ("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "stream_synchronize", "Stream sync"),
-    4: ("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE", "context_synchronize", "Context sync"),
+    2: ("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT", "stream_wait_event",
+        "Stream wait sync"),
+    3: ("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE", "stream_synchronize",
+        "Stream sync"),
+    4: ("CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE", "context_synchronize",
+        "Context sync"),
 }
 
 #: CUPTI unified-memory access type of a GPU page fault (``faultAccessType``): id ->

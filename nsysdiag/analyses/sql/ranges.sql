@@ -2,6 +2,7 @@
 --
 -- Inputs (normalized views): nvtx_ranges, api_calls, kernels, memcpys, memsets, cuda_graphs;
 -- and the tables the Python side registers between steps:
+--   unit_families      the numbered families of range names (output of unit_families)
 --   unit_probes        the probes of the unit choice (output of unit_probes)
 --   unit_probe_calls   their GPU-launching calls (output of unit_probe_calls)
 --   _ranges_units      the unit instances (output of units_nvtx or units_sync)
@@ -19,6 +20,8 @@
 --
 -- Outputs:
 --   names        closed NVTX range names by instance count (for messages)
+--   unit_families  range names that differ only in a counter (token_0_processing, ...):
+--                one repeated range, named with '#' for each number (token_#_processing)
 --   unit_probes  evenly spaced instances of each repeated range name (the unit choice's probes)
 --   unit_probe_calls  per probe, the calls inside it that put work on the GPU
 --   candidates   range names repeated at least $min_instances times with the evidence
@@ -29,7 +32,7 @@
 --   units_sync   the same columns for intervals between blocking host waits
 --   launch_sequence  the GPU work the busiest launching thread submits, in order (the
 --                launch-cycle unit's input)
---   blocking_ends  when each blocking host wait of a thread returned
+--   blocking_ends  the blocking host waits of a thread: when each began and returned
 --   units_named  the closed ranges of several names (a group unit's input)
 --   units_warmup the one-off calls (module loading, handle creation, ...) per instance
 --   instances    one row per unit instance with its CPU and GPU decomposition
@@ -49,13 +52,39 @@ ORDER BY n DESC, name
 LIMIT 5;
 
 
+-- @query unit_families
+-- Numbered families of range names: names that differ only in their numbers, such as
+-- token_0_processing, token_1_processing, ..., token_63_processing, are one range with a
+-- counter in its name. A member occurs at most once in each process and fewer than
+-- $min_instances times in all (a name that repeats is a candidate of its own); a family
+-- has at least $min_instances members. name (a member), family (the name with each run of
+-- digits written '#': token_#_processing). The unit choice (unit_probes, candidates)
+-- reads a family as one range name (registered by analyses/ranges.py as unit_families).
+-- PyTorch's operator ranges ("aten::mm, seq = 12, op_id = 3", one name per call) are left
+-- out: they would make families of operators, which are never units (candidates'
+-- operator_like), at the cost of one name per call.
+WITH named AS (
+    SELECT name, global_pid, count(*) AS k FROM nvtx_ranges
+    WHERE end_ns IS NOT NULL AND regexp_matches(name, '[0-9]')
+      AND NOT regexp_matches(name, '^aten::|, seq = [0-9]+|op_id = [0-9]+')
+    GROUP BY name, global_pid),
+members AS (
+    SELECT name, regexp_replace(name, '[0-9]+', '#', 'g') AS family FROM named
+    GROUP BY name HAVING max(k) = 1 AND sum(k) < $min_instances)
+SELECT name, family FROM members
+WHERE family IN (SELECT family FROM members GROUP BY family HAVING count(*) >= $min_instances);
+
+
 -- @query unit_probes
 -- The probes of the unit choice: up to ~64 evenly spaced instances of each range name
--- repeated at least $min_instances times (every instance of a name repeated less often
--- than 128 times), with an id. A step (registered by analyses/ranges.py as unit_probes):
--- unit_probe_calls and candidates read the same probes.
+-- (a numbered family, unit_families, as one name) repeated at least $min_instances times
+-- (every instance of a name repeated less often than 128 times), with an id. A step
+-- (registered by analyses/ranges.py as unit_probes): unit_probe_calls and candidates read
+-- the same probes.
 WITH closed AS (
-    SELECT name, start_ns, end_ns, global_pid FROM nvtx_ranges WHERE end_ns IS NOT NULL),
+    SELECT coalesce(f.family, r.name) AS name, r.start_ns, r.end_ns, r.global_pid
+    FROM nvtx_ranges r LEFT JOIN unit_families f ON f.name = r.name
+    WHERE r.end_ns IS NOT NULL),
 counts AS (SELECT name, count(*) AS n FROM closed GROUP BY name HAVING count(*) >= $min_instances),
 cand AS (
     SELECT c.name, c.start_ns, c.end_ns, c.global_pid, k.n,
@@ -79,9 +108,11 @@ GROUP BY p.id;
 
 
 -- @query candidates
--- Every range name repeated at least $min_instances times, with the evidence the unit choice
--- (analyses/ranges.py, select_unit) reads. On its probes (unit_probes, with the calls
--- counted by unit_probe_calls):
+-- Every range name repeated at least $min_instances times (a numbered family, unit_families,
+-- as one name), with the evidence the unit choice (analyses/ranges.py, select_unit) reads.
+-- members: the distinct names it stands for (1, or a family's members), first_member and
+-- last_member: the first and last of them in time. On its probes (unit_probes, with the
+-- calls counted by unit_probe_calls):
 --   gpu_share       share of probes inside which the process made a call that puts work on
 --                   the GPU (api_calls category launch, graph_launch, memcpy or memset)
 --   gpu_calls_mean  such calls per probe (mean)
@@ -96,13 +127,18 @@ GROUP BY p.id;
 -- another QUALIFYING name (same process; identical intervals: the alphabetically first
 -- name counts as the outer one); usual_parent: that name most often (ties: the shorter).
 WITH closed AS (
-    SELECT name, domain, start_ns, end_ns, duration_ns, global_pid
-    FROM nvtx_ranges WHERE end_ns IS NOT NULL),
+    SELECT coalesce(f.family, r.name) AS name, r.name AS member, r.domain, r.start_ns,
+           r.end_ns, r.duration_ns, r.global_pid
+    FROM nvtx_ranges r LEFT JOIN unit_families f ON f.name = r.name
+    WHERE r.end_ns IS NOT NULL),
 counts AS (
     SELECT name, count(*) AS n, sum(duration_ns) AS total_ns,
            quantile_cont(duration_ns, 0.5) AS median_ns,
-           first(domain ORDER BY m DESC, domain) AS domain
-    FROM (SELECT name, domain, duration_ns, count(*) OVER (PARTITION BY name, domain) AS m
+           first(domain ORDER BY m DESC, domain) AS domain,
+           count(DISTINCT member) AS members,
+           arg_min(member, start_ns) AS first_member, arg_max(member, start_ns) AS last_member
+    FROM (SELECT name, member, domain, start_ns, duration_ns,
+                 count(*) OVER (PARTITION BY name, domain) AS m
           FROM closed)
     GROUP BY name HAVING count(*) >= $min_instances),
 probe AS (SELECT * FROM unit_probes),
@@ -112,7 +148,7 @@ gpu AS (
     FROM probe p LEFT JOIN unit_probe_calls g USING (id) GROUP BY p.name),
 judged AS (
     SELECT k.*, g.gpu_share, g.gpu_calls_mean, g.m,
-           regexp_matches(k.name, '^aten::|, seq = [0-9]+|op_id = [0-9]+|^(cu|cuda|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nccl|nvshmem|nvrtc)[A-Z_]|^MPI_|^ncclKernel')
+           regexp_matches(k.name, '^aten::|, seq = ([0-9]+|#)|op_id = ([0-9]+|#)|^(cu|cuda|cublas|cublasLt|cudnn|cufft|cusparse|cusolver|curand|nccl|nvshmem|nvrtc)[A-Z_]|^MPI_|^ncclKernel')
            OR regexp_matches(lower(coalesce(k.domain, '')), '^(cuda|cublas|cublaslt|cudnn|cufft|cusparse|cusolver|curand|nccl|nvshmem|mpi|openmp|openacc|oshmem|ucx|ucxx|cupti|nvtx|cutlass|tensorrt|trt|libcudf|cudf|cudf_python|dask_cudf|rmm|cuml|cugraph|cupy|thrust|cub|nvcomp)$')
                AS operator_like
     FROM counts k JOIN gpu g USING (name)),
@@ -135,6 +171,7 @@ frac AS (
     FROM inside i JOIN qual q USING (name) JOIN counts o ON o.name = i.outer_name
     GROUP BY i.name, i.outer_name)
 SELECT q.name, q.n, q.total_ns::DOUBLE AS total_ns, q.median_ns::DOUBLE AS median_ns, q.domain,
+       q.members, q.first_member, q.last_member,
        q.gpu_share::DOUBLE AS gpu_share, q.gpu_calls_mean::DOUBLE AS gpu_calls_mean,
        q.operator_like, q.qualifies, coalesce(max(f.f), 0.0)::DOUBLE AS inside_frac,
        first(f.outer_name ORDER BY f.f DESC, f.outer_mean_ns, f.outer_name) AS usual_parent
@@ -144,11 +181,16 @@ ORDER BY qualifies DESC, inside_frac >= 0.5, total_ns DESC, n DESC, name;
 
 
 -- @query units_nvtx
+-- The closed ranges named $name (or DOMAIN:NAME); a name holding '#' also takes the ranges
+-- whose names read the same with each run of digits written '#' (a numbered family,
+-- unit_families).
 SELECT row_number() OVER (ORDER BY start_ns, global_tid, end_ns) AS instance,
        name, domain, style, start_ns, end_ns, duration_ns, pid, tid, global_pid, global_tid,
        end_tid
 FROM nvtx_ranges
-WHERE end_ns IS NOT NULL AND (name = $name OR domain || ':' || name = $name)
+WHERE end_ns IS NOT NULL
+  AND (name = $name OR domain || ':' || name = $name
+       OR (contains($name, '#') AND regexp_replace(name, '[0-9]+', '#', 'g') = $name))
 ORDER BY instance;
 
 
@@ -218,14 +260,16 @@ ORDER BY m.start_ns, m.end_ns;
 
 
 -- @query blocking_ends
--- When each blocking host wait of thread $tid returned (the waits of units_sync: $blocking,
--- no 'Async', a call nested in another such call is the same wait), in order.
+-- The blocking host waits of thread $tid (the waits of units_sync: $blocking, no 'Async', a
+-- call nested in another such call is the same wait), in order: when each began and
+-- returned (start_ns, end_ns) and its API name.
 WITH calls AS (
     SELECT *, max(end_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns DESC
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS covered
     FROM api_calls
     WHERE global_tid = $tid AND regexp_matches(name, $blocking) AND NOT contains(name, 'Async'))
-SELECT end_ns FROM calls WHERE covered IS NULL OR start_ns >= covered ORDER BY end_ns;
+SELECT start_ns, end_ns, name FROM calls WHERE covered IS NULL OR start_ns >= covered
+ORDER BY end_ns, start_ns;
 
 
 -- @query units_named
