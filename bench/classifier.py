@@ -2,9 +2,10 @@
 
 Usage::
 
-    python bench/classifier.py [--seed 2027] [--count 800] [--jobs 2] [--dump rows.csv]
+    python bench/classifier.py [--seed 4099] [--count 800] [--jobs 2] [--dump rows.csv]
     python bench/classifier.py --shapes          # the earlier, shape-drawn benchmark
-    python bench/classifier.py --calibrate --seed 1:800,101:200,102:200,103:200,104:200
+    python bench/classifier.py --seed 101:200 --save rows101.pkl  # rows for the fit
+    python bench/fit_calibration.py --rows rows*.pkl --write      # the probability model
 
 By default the four classes are *simulated from their mechanisms* (see "Mechanisms"
 below); ``--shapes`` draws them as shapes made to order instead (the earlier
@@ -12,16 +13,19 @@ benchmark, "How the samples are made"). Draws ``--count`` samples, the four clas
 equal numbers, with sizes log-uniform in [50, 100000], classifies each with
 :func:`nsysdiag.stats.classifier.classify_tail`, and prints per-class accuracy (all
 sizes and n >= 200), the confusion matrix and the expected calibration error (ECE, 10
-equal-width confidence bins), overall and per class. Targets: accuracy >= 0.95 per
-class at n >= 200, ECE <= 0.05 overall and per verdict.
+equal-width confidence bins): overall, and per class three ways -- the classwise ECE
+(Kull et al. 2019: the probability of class k on every sample against the frequency of
+k), per verdict and per true class (:func:`calibration_report`). Targets: accuracy
+>= 0.95 per class at n >= 200; ECE <= 0.05 overall, classwise for every class and per
+verdict, over all sizes (per true class printed too, aim <= 0.05).
 
-``--calibrate`` instead fits the confidence model (``_CALIBRATION`` in the classifier)
-on the samples and prints it. Development seeds: the decision rules were tuned on
-seeds 1, 31-33 and 101-104 and the confidence model fitted on 1 (800 samples) and
-101-104 (200 each); the held-out seed 2027, used for nothing else, is the one reported
-(``docs/classifier.md``). A ``window_ratio`` column and two lines of the report say
-which windows of abnormal mechanisms show no abnormal tail themselves (their own
-p99/p50 <= 2: step A of the method says `tight` for them).
+Development seeds: the decision rules were tuned on seeds 1, 31-33 and 101-104; the
+probability model (``nsysdiag/stats/calibration.json``) is fitted by
+``bench/fit_calibration.py`` on seeds 1 (800 samples) and 101-110 (200 each). Seed 2027
+was reported by an earlier revision; the held-out seed 4099, used for nothing else, is
+the one reported now (``docs/classifier.md``). A ``window_ratio`` column and two lines
+of the report say which windows of abnormal mechanisms show no abnormal tail
+themselves (their own p99/p50 <= 2: step A of the method says `tight` for them).
 
 Mechanisms (the default)
 ------------------------
@@ -90,11 +94,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from nsysdiag.stats.classifier import (  # noqa: E402
-    SHAPES,
-    _calibration_features,
-    classify_tail,
-)
+from nsysdiag.stats.classifier import SHAPES, classify_tail  # noqa: E402
 
 CLASSES = ("tight", "right_skewed", "multimodal", "flat_tail")
 TIGHT_MAX = 1.8
@@ -605,6 +605,7 @@ def _one(args):
     res = classify_tail(x, rng=0)
     dt = time.perf_counter() - t0
     row = dict(
+        seed=seed,
         i=i,
         label=label,
         variant=variant,
@@ -615,62 +616,23 @@ def _one(args):
         confidence=res.confidence,
         seconds=dt,
     )
+    row["probabilities"] = (
+        res.probabilities.as_array().tolist() if res.probabilities is not None else None
+    )
     if res.success:
-        row["features"] = _calibration_features(res.statistics, res.shape, 2.0).tolist()
+        row["stats"] = res.statistics
     return row
 
 
-#: Inputs of the confidence model used for each verdict (see _calibration_features:
-#: 1, log P(gate), log10 n - 3, flat margin, second-mode mass, log10 tail count,
-#: tail bump z / 10).
-CAL_MASK = {
-    "tight": [1, 1, 1, 0, 0, 0, 0],
-    "right_skewed": [1, 1, 1, 1, 0, 1, 1],
-    "multimodal": [1, 1, 1, 1, 1, 1, 1],
-    "flat_tail": [1, 1, 1, 1, 1, 1, 0],
-}
-
-
-def fit_logistic(X, y, l2=1.0, iters=50, mask=None):
-    """L2-penalised logistic regression by Newton's method (intercept not penalised).
-
-    Columns whose ``mask`` entry is 0 are left out (coefficient 0).
-    """
-    X, y = np.asarray(X, float), np.asarray(y, float)
-    keep = np.ones(X.shape[1], bool) if mask is None else np.asarray(mask, bool)
-    full = np.zeros(X.shape[1])
-    X = X[:, keep]
-    w = np.zeros(X.shape[1])
-    pen = np.full(X.shape[1], l2)
-    pen[0] = 1e-6
-    for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-(X @ w)))
-        grad = X.T @ (p - y) + pen * w
-        hess = (X * (p * (1 - p))[:, None]).T @ X + np.diag(pen)
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.max(np.abs(step)) < 1e-8:
-            break
-    full[keep] = w
-    return full
-
-
-def calibrate(rows):
-    """Fit the confidence model on benchmark rows and print it as Python source."""
-    print("_CALIBRATION = {")
-    for shape in CLASSES:
-        sel = [r for r in rows if r["shape"] == shape and "features" in r]
-        X = np.array([r["features"] for r in sel])
-        y = np.array([r["shape"] == r["label"] for r in sel], float)
-        w = fit_logistic(X, y, mask=CAL_MASK[shape])
-        coefs = ", ".join(f"{v:.4f}" for v in w)
-        print(f'    "{shape}": [{coefs}],  # {len(sel)} verdicts, {y.mean():.3f} right')
-    print("}")
-
-
 def ece(conf, correct, bins=10):
-    """Expected calibration error with ``bins`` equal-width bins over [0, 1]."""
+    """Expected calibration error with ``bins`` equal-width bins over [0, 1].
+
+    ``sum_b (n_b / n) |accuracy_b - mean confidence_b|`` over the bins of ``conf``; 0 for
+    an empty sample.
+    """
     conf, correct = np.asarray(conf, float), np.asarray(correct, float)
+    if conf.size == 0:
+        return 0.0
     idx = np.minimum((conf * bins).astype(int), bins - 1)
     total = 0.0
     for b in range(bins):
@@ -680,22 +642,53 @@ def ece(conf, correct, bins=10):
     return total
 
 
+def classwise_ece(probs, labels, bins=10):
+    """Classwise ECE (Kull et al. 2019), one figure per class of :data:`CLASSES`.
+
+    For class k: the predicted probability of k on *every* sample, in ``bins``
+    equal-width bins, against the frequency of true class k in each bin --
+    ``ece(probs[:, k], labels == k)``. ``probs`` is (samples x classes), ``labels`` the
+    true class names.
+    """
+    probs, labels = np.asarray(probs, float), np.asarray(labels)
+    return {c: ece(probs[:, k], labels == c, bins) for k, c in enumerate(CLASSES)}
+
+
+def calibration_report(labels, shapes, probs, conf):
+    """The three per-class calibration figures: {name: {class: ECE}}.
+
+    ``classwise``: :func:`classwise_ece`. ``verdict``: among the samples given verdict
+    k, confidence against being right. ``true_class``: among the samples of true class
+    k, the confidence of whatever verdict they got against being right (not a
+    calibration measure on its own: it mixes verdicts).
+    """
+    labels, shapes = np.asarray(labels), np.asarray(shapes)
+    conf = np.asarray(conf, float)
+    correct = labels == shapes
+    out = {"classwise": classwise_ece(probs, labels), "verdict": {}, "true_class": {}}
+    for c in CLASSES:
+        mv, mt = shapes == c, labels == c
+        out["verdict"][c] = ece(conf[mv], correct[mv])
+        out["true_class"][c] = ece(conf[mt], correct[mt])
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--seed",
-        default="2027",
-        help="generator seed (default 2027, the held-out seed); SEED[:COUNT],... "
+        default="4099",
+        help="generator seed (default 4099, the held-out seed); SEED[:COUNT],... "
         "pools several seeds, each with its own count (default --count)",
     )
     ap.add_argument("--count", type=int, default=800, help="number of samples (default 800)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     ap.add_argument("--dump", default="", help="write per-sample rows to this CSV file")
     ap.add_argument(
-        "--calibrate",
-        action="store_true",
-        help="fit the confidence model on these samples and print it (use a "
-        "seed other than the benchmark's: the development seeds)",
+        "--save",
+        default="",
+        help="pickle the per-sample rows, with the classifier's statistics, to this file "
+        "(input of bench/fit_calibration.py --rows)",
     )
     ap.add_argument(
         "--shapes",
@@ -725,14 +718,16 @@ def main(argv=None):
     if args.dump:
         import csv
 
-        fields = [k for k in rows[0] if k != "features"]
+        fields = [k for k in rows[0] if k not in ("features", "stats")]
         with open(args.dump, "w", newline="") as fh:
             wr = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
             wr.writeheader()
             wr.writerows(rows)
-    if args.calibrate:
-        calibrate(rows)
-        return 0
+    if args.save:
+        import pickle
+
+        with open(args.save, "wb") as fh:
+            pickle.dump(rows, fh)
 
     labels = np.array([r["label"] for r in rows])
     shapes = np.array([r["shape"] for r in rows])
@@ -786,21 +781,36 @@ def main(argv=None):
         )
     )
     print()
+    probs = np.array(
+        [r["probabilities"] if r["probabilities"] is not None else [0.0] * 4 for r in rows]
+    )
     e_all, e_big = ece(conf, correct), ece(conf[big], correct[big])
     print(
         f"ECE (10 bins): {e_all:.4f} all sizes, {e_big:.4f} n >= 200; "
         f"mean confidence {conf.mean():.3f}, accuracy {correct.mean():.3f}"
     )
-    print("ECE per class (10 bins), by verdict and by true class:")
-    ece_verdict = {}
+    rep_all = calibration_report(labels, shapes, probs, conf)
+    rep_big = calibration_report(labels[big], shapes[big], probs[big], conf[big])
+    print(
+        "ECE per class (10 bins; all sizes | n >= 200):\n"
+        "  classwise: P(class) on every sample against the frequency of the class "
+        "(Kull et al. 2019)\n"
+        "  verdict:   confidence of the samples given that verdict against being right\n"
+        "  true class: confidence of the samples of that class against being right"
+    )
+    print(f"  {'class':<14}{'classwise':>20}{'verdict':>20}{'true class':>20}")
     for c in CLASSES:
-        mv, mt = shapes == c, labels == c
-        ece_verdict[c] = ece(conf[mv], correct[mv]) if mv.any() else 0.0
+        cells = "".join(
+            f"{rep_all[k][c]:>10.4f}{rep_big[k][c]:>10.4f}"
+            for k in ("classwise", "verdict", "true_class")
+        )
+        print(f"  {c:<14}{cells}")
+    for c in CLASSES:
+        mv = shapes == c
         print(
-            f"  {c:<14} verdict {ece_verdict[c]:.4f} ({mv.sum()} verdicts, mean confidence "
+            f"  verdict {c:<14} {mv.sum():4d} verdicts, mean confidence "
             f"{conf[mv].mean() if mv.any() else float('nan'):.3f}, right "
-            f"{correct[mv].mean() if mv.any() else float('nan'):.3f});  true class "
-            f"{ece(conf[mt], correct[mt]):.4f}"
+            f"{correct[mv].mean() if mv.any() else float('nan'):.3f}"
         )
     print("reliability (confidence bin: count, mean confidence, accuracy)")
     idx = np.minimum((conf * 10).astype(int), 9)
@@ -817,10 +827,17 @@ def main(argv=None):
         f"{secs.mean() * 1e3:.1f} ms, max {secs.max() * 1e3:.0f} ms"
     )
     acc_cls = [correct[(labels == c) & big].mean() for c in CLASSES]
-    ok = min(acc_cls) >= 0.95 and e_all <= 0.05 and max(ece_verdict.values()) <= 0.05
+    ok = (
+        min(acc_cls) >= 0.95
+        and e_all <= 0.05
+        and max(rep_all["classwise"].values()) <= 0.05
+        and max(rep_all["verdict"].values()) <= 0.05
+    )
+    worst_true = max(rep_all["true_class"].values())
     print(
-        "targets (accuracy n>=200 >= 0.95 per class, ECE <= 0.05 overall and per "
-        f"verdict): {'met' if ok else 'NOT met'}"
+        "targets (accuracy n>=200 >= 0.95 per class; ECE <= 0.05 overall, classwise and "
+        f"per verdict, all sizes): {'met' if ok else 'NOT met'}; per true class at most "
+        f"{worst_true:.4f} (aim <= 0.05)"
     )
     return 0
 

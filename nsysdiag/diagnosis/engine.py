@@ -253,6 +253,11 @@ def _tail_summary(
         p99_over_p50=ratio,
         shape=shape,
         shape_confidence=float(classifier.confidence) if classifier is not None else 0.0,
+        shape_probabilities=(
+            classifier.probabilities.to_dict()
+            if classifier is not None and classifier.probabilities is not None
+            else None
+        ),
         level=level,
         runner_up=ranges.unit_runner_up,
         unit_reason=ranges.unit_reason,

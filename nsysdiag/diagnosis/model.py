@@ -111,6 +111,8 @@ class TailSummary:
     n_warmup: int = 0
     #: the one-off calls the warm-up units hold
     warmup_calls: tuple[str, ...] = ()
+    #: the classifier's calibrated probability of each shape (None without a classification)
+    shape_probabilities: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,6 +129,11 @@ class TailSummary:
             "p99_over_p50": self.p99_over_p50,
             "shape": self.shape,
             "shape_confidence": round(self.shape_confidence, 3),
+            "shape_probabilities": (
+                {k: round(v, 3) for k, v in self.shape_probabilities.items()}
+                if self.shape_probabilities is not None
+                else None
+            ),
             "level": self.level,
             "tail_n": self.tail_n,
             "min_units": self.min_units,

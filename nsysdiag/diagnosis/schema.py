@@ -42,6 +42,10 @@ _TAIL = {
     "n_warmup": {"minimum": 0},
     "shape": {"enum": list(SHAPES[:-1]) + ["insufficient_data"]},
     "shape_confidence": {"minimum": 0, "maximum": 1},
+    "shape_probabilities": {
+        "propertyNames": {"enum": list(SHAPES[:-1])},
+        "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1},
+    },
     "level": {"enum": ["normal", "elevated", "abnormal", "unknown"]},
 }
 _VERDICT = {

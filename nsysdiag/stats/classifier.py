@@ -5,8 +5,11 @@ See :func:`classify_tail` and ``docs/classifier.md``.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
 import diptest
@@ -15,7 +18,7 @@ from scipy import special
 
 from nsysdiag.stats import mixture
 
-__all__ = ["SHAPES", "CandidateFit", "TailShapeResult", "classify_tail"]
+__all__ = ["SHAPES", "CandidateFit", "ShapeProbabilities", "TailShapeResult", "classify_tail"]
 
 #: The shapes :func:`classify_tail` can return.
 SHAPES = ("tight", "right_skewed", "multimodal", "flat_tail", "insufficient_data")
@@ -50,18 +53,29 @@ _BUSY_Z = 6.0
 MIN_UPPER_TAIL_COUNT = 40
 #: flat_tail thresholds on the tail statistics (see :func:`_tail_shape`).
 _FLAT_CV, _FLAT_UR, _FLAT_HR = 0.45, 0.8, 0.3
-#: Confidence model: per verdict, logistic-regression coefficients on
-#: :func:`_calibration_features`, fitted by ``python bench/classifier.py --calibrate``
-#: on synthetic samples drawn with seeds other than the benchmark's.
-_CALIBRATION: dict[str, list[float]] = {
-    # fitted on mechanism samples of development seeds 1 (800) and 101-104 (200 each),
-    # all sizes, with the rules tuned on the same seeds; the reported benchmark seed
-    # (docs/classifier.md) was used for nothing else
-    "tight": [3.4479, 2.8787, 2.1461, 0.0, 0.0, 0.0, 0.0],
-    "right_skewed": [1.8747, 1.0281, 1.3714, 0.3543, 0.0, 0.6176, -0.4779],
-    "multimodal": [-0.0206, 0.1443, 0.2810, -0.6472, 0.1263, 0.6642, 2.1607],
-    "flat_tail": [0.1468, 1.1635, 0.6709, 0.3738, 0.3313, 1.3860, 0.0],
-}
+#: The shapes an abnormal or normal tail can take: the classes of the probability vector
+#: (:class:`ShapeProbabilities`), in its order.
+CLASSES = SHAPES[:-1]
+#: Inputs of the probability model, in the order of :func:`_calibration_features`.
+CALIBRATION_FEATURES = (
+    "intercept",
+    "log_p_gate_tight",
+    "log_p_gate_abnormal",
+    "log10_n_minus_3",
+    "flat_margin",
+    "upper_flat_margin",
+    "second_mode_mass",
+    "log10_tail_count",
+    "tail_bump",
+    "plateau_bump",
+    "peak_quantile",
+    "tail_fraction",
+    "log_tail_top_share",
+    "several_modes",
+)
+#: The probability model's coefficients (package data), fitted by
+#: ``python bench/fit_calibration.py`` on development seeds only.
+_CALIBRATION_FILE = "calibration.json"
 #: Candidate model names, in the order they are fitted.
 CANDIDATES = ("lognormal", "gmm2", "gmm3", "gmm4", "body_uniform")
 
@@ -108,6 +122,44 @@ class CandidateFit:
 
 
 @dataclass(frozen=True)
+class ShapeProbabilities:
+    """Calibrated probability of each shape (one per class of :data:`CLASSES`).
+
+    The four sum to 1. ``TailShapeResult.confidence`` is the probability of the shape
+    the decision rules chose; the others say which shape is the likelier alternative.
+
+    Attributes
+    ----------
+    tight, right_skewed, multimodal, flat_tail : float
+        Estimated probability, in [0, 1], that the sample's mechanism is of that class
+        (on data like the benchmark's mechanism simulations; ``docs/classifier.md``).
+    """
+
+    tight: float
+    right_skewed: float
+    multimodal: float
+    flat_tail: float
+
+    def __getitem__(self, shape: str) -> float:
+        if shape not in CLASSES:
+            raise KeyError(f"no probability for shape {shape!r}; the shapes are {CLASSES}")
+        return float(getattr(self, shape))
+
+    def as_array(self) -> np.ndarray:
+        """The four probabilities in the order of :data:`CLASSES`."""
+        return np.array([getattr(self, c) for c in CLASSES], dtype=float)
+
+    @property
+    def most_likely(self) -> str:
+        """The shape with the highest probability."""
+        return CLASSES[int(np.argmax(self.as_array()))]
+
+    def to_dict(self) -> dict:
+        """Plain-Python (JSON-serialisable) form, shape -> probability."""
+        return {c: float(getattr(self, c)) for c in CLASSES}
+
+
+@dataclass(frozen=True)
 class TailShapeResult:
     """Result of :func:`classify_tail`.
 
@@ -116,8 +168,8 @@ class TailShapeResult:
     shape : str
         One of :data:`SHAPES`.
     confidence : float
-        Estimated probability, in [0, 1], that ``shape`` is right (0 when
-        ``success`` is False).
+        Estimated probability, in [0, 1], that ``shape`` is right: ``probabilities``
+        of ``shape`` (0 when ``success`` is False).
     n : int
         Number of durations the classification used (valid values, after isolated
         extreme values were set aside; before subsampling).
@@ -133,6 +185,8 @@ class TailShapeResult:
         False when the data could not be classified (too few or constant values).
     message : str
         What happened, including how many values were dropped or set aside.
+    probabilities : ShapeProbabilities or None
+        Calibrated probability of every shape (None when ``success`` is False).
     """
 
     shape: str
@@ -143,6 +197,7 @@ class TailShapeResult:
     statistics: dict = field(default_factory=dict)
     success: bool = True
     message: str = ""
+    probabilities: ShapeProbabilities | None = None
 
     def pdf(self, x: Any) -> np.ndarray:
         """Density of the best model at ``x`` on the original (not log) scale.
@@ -175,6 +230,9 @@ class TailShapeResult:
         return {
             "shape": self.shape,
             "confidence": float(self.confidence),
+            "probabilities": (
+                self.probabilities.to_dict() if self.probabilities is not None else None
+            ),
             "n": int(self.n),
             "best_model": self.best_model,
             "candidates": {k: v.to_dict() for k, v in self.candidates.items()},
@@ -186,6 +244,11 @@ class TailShapeResult:
     def __str__(self) -> str:
         st = self.statistics
         lines = [f"TailShapeResult: {self.shape} (confidence {self.confidence:.3f}, n={self.n})"]
+        if self.probabilities is not None:
+            lines.append(
+                "  probabilities: "
+                + ", ".join(f"{k} {v:.3f}" for k, v in self.probabilities.to_dict().items())
+            )
         if "p50" in st:
             lines.append(
                 f"  p50={_fmt(st['p50'])} p90={_fmt(st['p90'])} p99={_fmt(st['p99'])}"
@@ -575,9 +638,9 @@ def classify_tail(
     Returns
     -------
     TailShapeResult
-        ``shape``, ``confidence``, ``n``, ``candidates`` (every model with its BIC),
-        ``best_model``, ``statistics``, ``success``, ``message``; ``pdf(x)`` and
-        ``to_dict()``.
+        ``shape``, ``confidence``, ``probabilities`` (every shape's), ``n``,
+        ``candidates`` (every model with its BIC), ``best_model``, ``statistics``,
+        ``success``, ``message``; ``pdf(x)`` and ``to_dict()``.
 
     Raises
     ------
@@ -606,9 +669,10 @@ def classify_tail(
        body with at most two modes and no sharp cluster (a busy queue); else
        multimodal with two or more separated modes, or a significant cluster in the
        tail (density more than doubling after a dip); else right-skewed.
-    7. ``confidence``: a logistic model per verdict on the gate's z-score, sample size,
-       tail statistics and mode masses, fitted on synthetic data (see
-       ``bench/classifier.py --calibrate``).
+    7. ``probabilities``: for the verdict, a multinomial logistic model over the four
+       shapes on the gate's z-score, sample size, tail statistics and mode masses
+       (package data ``calibration.json``, fitted on synthetic mechanism samples by
+       ``bench/fit_calibration.py``); ``confidence`` is the verdict's probability.
 
     The verdict depends only on the sorted values and on ratios: it is invariant to
     the order of the values and to the unit.
@@ -660,10 +724,12 @@ def classify_tail(
     st["p_tight"] = float(special.ndtr(_gate_z(st, tight_ratio)))
     if not cands:
         # all kept values equal once the isolated extremes are set aside
-        shape, reason, conf = "tight", "all values equal apart from isolated extremes", 1.0
+        shape, reason = "tight", "all values equal apart from isolated extremes"
+        probs = ShapeProbabilities(1.0, 0.0, 0.0, 0.0)
     else:
         shape, reason = _decide(st, tight_ratio)
-        conf = _confidence(st, shape, tight_ratio)
+        probs = _probabilities(st, shape, tight_ratio)
+    conf = probs[shape]
     st["reason"] = reason
     n_out = st["n_outliers_low"] + st["n_outliers_high"]
     if n_out:
@@ -684,6 +750,7 @@ def classify_tail(
         statistics=st,
         success=True,
         message="; ".join(notes),
+        probabilities=probs,
     )
 
 
@@ -766,38 +833,88 @@ def _gate_z(st: dict, tight_ratio: float) -> float:
     return float(min(max(z, -30.0), 30.0))
 
 
-def _calibration_features(st: dict, shape: str, tight_ratio: float) -> np.ndarray:
-    """Inputs of the confidence model for a verdict ``shape`` (see :data:`_CALIBRATION`).
+def _calibration_features(st: dict, tight_ratio: float) -> np.ndarray:
+    """Inputs of the probability model (:data:`CALIBRATION_FEATURES`, in that order).
 
-    [1, log P(gate verdict), log10(n) - 3, flat margin, second-mode mass,
-    log10 tail count, tail bump z / 10 (at most 1)], where P(gate verdict) is Phi(z)
-    for ``tight`` and Phi(-z) otherwise, z being :func:`_gate_z`; the flat margin is
-    the smallest relative distance of the tail statistics from the flat_tail
-    thresholds (positive inside, clipped to [-2, 1]).
+    All read the evidence in ``st``, whatever the verdict: 1; log Phi(z) and
+    log Phi(-z), z the gate's z-score (:func:`_gate_z`), each at least -10; log10 n - 3;
+    the flat margins of the whole tail and of its upper three quarters (the smallest
+    relative distance of the tail statistics from the flat_tail thresholds, positive
+    inside, clipped to [-2, 1]); the second mode's mass; log10 of the tail count + 1;
+    ``tail_bump_z`` and ``plateau_bump_z`` over 10 (at most 1); ``peak_quantile``;
+    ``tail_fraction``; ln ``tail_top_share`` (clipped to [-3, 2], 0 when undefined);
+    1 with two or more separated modes.
     """
     z = _gate_z(st, tight_ratio)
-    p_gate = special.ndtr(z if shape == "tight" else -z)
-    lp = max(math.log(max(p_gate, 1e-300)), -10.0)
+    lp_tight = max(float(special.log_ndtr(z)), -10.0)
+    lp_abn = max(float(special.log_ndtr(-z)), -10.0)
     ln = math.log10(max(st["n_fit"], 1)) - 3.0
-    cv, ur, hr = st["tail_cv"], st["tail_upper_ratio"], st["tail_half_ratio"]
-    if all(math.isfinite(v) for v in (cv, ur, hr)):
-        margin = min(
-            (_FLAT_CV - cv) / _FLAT_CV, (_FLAT_UR - ur) / _FLAT_UR, (hr - _FLAT_HR) / _FLAT_HR
-        )
-        margin = min(max(margin, -2.0), 1.0)
-    else:
-        margin = -2.0
     masses = sorted(st["mode_masses"], reverse=True)
     second = masses[1] if len(masses) > 1 else 0.0
     nt = math.log10(st["tail_count"] + 1.0)
-    bump = min(st["tail_bump_z"], 10.0) / 10.0
-    return np.array([1.0, lp, ln, margin, second, nt, bump])
+    top = st["tail_top_share"]
+    ltop = min(max(math.log(top), -3.0), 2.0) if math.isfinite(top) and top > 0 else 0.0
+    return np.array(
+        [
+            1.0,
+            lp_tight,
+            lp_abn,
+            ln,
+            _flat_margin(st, "tail_"),
+            _flat_margin(st, "upper_tail_"),
+            second,
+            nt,
+            min(st["tail_bump_z"], 10.0) / 10.0,
+            min(st["plateau_bump_z"], 10.0) / 10.0,
+            st["peak_quantile"],
+            st["tail_fraction"],
+            ltop,
+            1.0 if st["n_modes"] >= 2 else 0.0,
+        ]
+    )
 
 
-def _confidence(st: dict, shape: str, tight_ratio: float) -> float:
-    """Calibrated probability that ``shape`` is right (see :data:`_CALIBRATION`)."""
-    phi = _calibration_features(st, shape, tight_ratio)
-    return float(special.expit(float(np.dot(_CALIBRATION[shape], phi))))
+def _flat_margin(st: dict, prefix: str) -> float:
+    """Smallest relative distance of the tail statistics from the flat_tail thresholds.
+
+    Positive when all three are inside (flat), clipped to [-2, 1]; -2 when undefined.
+    """
+    cv, ur, hr = (st[prefix + k] for k in ("cv", "upper_ratio", "half_ratio"))
+    if not all(math.isfinite(v) for v in (cv, ur, hr)):
+        return -2.0
+    m = min((_FLAT_CV - cv) / _FLAT_CV, (_FLAT_UR - ur) / _FLAT_UR, (hr - _FLAT_HR) / _FLAT_HR)
+    return min(max(m, -2.0), 1.0)
+
+
+@functools.lru_cache(maxsize=1)
+def _calibration() -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The probability model by verdict: (coefficients (classes x features), lowest and
+    highest value of each feature among the verdict's fitted samples)."""
+    text = resources.files("nsysdiag.stats").joinpath(_CALIBRATION_FILE).read_text("utf-8")
+    data = json.loads(text)
+    if tuple(data["classes"]) != CLASSES or tuple(data["features"]) != CALIBRATION_FEATURES:
+        raise RuntimeError(
+            f"nsysdiag/stats/{_CALIBRATION_FILE} was fitted for other classes or features; "
+            "refit it with `python bench/fit_calibration.py`"
+        )
+    return {
+        v: tuple(np.asarray(data[k][v], dtype=float) for k in ("coefficients", "low", "high"))
+        for v in CLASSES
+    }
+
+
+def _probabilities(st: dict, shape: str, tight_ratio: float) -> ShapeProbabilities:
+    """Calibrated probability of each class, given the verdict ``shape`` and the evidence.
+
+    A multinomial logistic model per verdict (softmax of ``W[shape] @ features``). Each
+    feature is first clipped to the range it had among the samples the verdict's model
+    was fitted on: real traces reach values the simulations never do (p99/p50 in the
+    hundreds), and a linear model extrapolated there says anything.
+    """
+    w, low, high = _calibration()[shape]
+    logits = w @ np.clip(_calibration_features(st, tight_ratio), low, high)
+    p = special.softmax(logits)
+    return ShapeProbabilities(*(float(v) for v in p))
 
 
 def _n_params(f: mixture.MixtureFit) -> int:
