@@ -247,3 +247,23 @@ def test_penalty_shrinks_towards_the_class_frequencies(fitter):
     prob = special.softmax(X @ W.T, axis=1)[:, 1]
     assert prob == pytest.approx(np.full(400, y.mean()), abs=1e-3)
     assert math.isfinite(fitter.fit_multinomial(X, y, 2, l2=1.0)[1, 1])
+
+
+def test_tail_summary_says_when_the_probabilities_favour_another_shape():
+    """The rules' shape stands, but the text names the likelier shape and its probability."""
+    from nsysdiag.diagnosis.model import TailSummary
+
+    def tail(shape, conf, probs):
+        return TailSummary("request", "nvtx_auto", 300, 1e6, 1.2e6, 1.6e6, 1.6, shape, conf,
+                           shape_probabilities=probs)
+
+    disagree = tail("tight", 0.33, {"tight": 0.33, "right_skewed": 0.63,
+                                    "multimodal": 0.03, "flat_tail": 0.01})
+    assert disagree.likelier_shape == ("right_skewed", 0.63)
+    assert disagree.shape_text == (
+        "tight (confidence 0.33; the probabilities favour right_skewed, 0.63)")
+    agree = tail("tight", 0.9, {"tight": 0.9, "right_skewed": 0.05,
+                                "multimodal": 0.03, "flat_tail": 0.02})
+    assert agree.likelier_shape is None
+    assert agree.shape_text == "tight (confidence 0.90)"
+    assert tail("insufficient_data", 0.0, None).likelier_shape is None

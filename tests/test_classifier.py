@@ -469,3 +469,16 @@ def test_uniform_waits_behind_a_light_queue_are_flat_tail():
         for s in MECH_SEEDS
     ]
     assert shapes.count("flat_tail") >= 9, shapes
+
+
+def test_typed_statistics_read_the_evidence():
+    """The renderers read the dip test, the modes and the tail's flatness as attributes,
+    the same values the statistics hold."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(1e6, 3e4, 300), rng.normal(3e6, 9e4, 100)])
+    res = classify_tail(x)
+    assert res.dip_pvalue == res.statistics["dip_pvalue"]
+    assert res.n_modes == res.statistics["n_modes"] == 2
+    assert res.tail_flatness == res.statistics["tail_flatness"]
+    failed = classify_tail([1.0, 2.0])
+    assert (failed.dip_pvalue, failed.n_modes, failed.tail_flatness) == (None, None, None)

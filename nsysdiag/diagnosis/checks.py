@@ -687,7 +687,7 @@ def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Find
     ev = [
         f"{tail.n} x '{tail.unit}': P50 {fmt_ns(tail.p50_ns)}, P90 {fmt_ns(tail.p90_ns)}, "
         f"P99 {fmt_ns(tail.p99_ns)} (P99/P50 {tail.p99_over_p50:.2f}, from {tail.n} units); "
-        f"shape {tail.shape} (confidence {tail.shape_confidence:.2f})"
+        f"shape {tail.shape_text}"
     ]
     if tail.n < tail.min_units:
         ev.append(f"only {tail.n} units: fewer than the {tail.min_units} a verdict needs")

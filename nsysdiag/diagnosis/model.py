@@ -114,6 +114,29 @@ class TailSummary:
     #: the classifier's calibrated probability of each shape (None without a classification)
     shape_probabilities: dict[str, float] | None = None
 
+    @property
+    def likelier_shape(self) -> tuple[str, float] | None:
+        """The shape the calibrated probabilities favour over ``shape``, with its
+        probability, when they do: the decision rules (the method's gates) chose ``shape``,
+        but the probability model, fitted on simulated mechanisms, finds another likelier.
+        None when they agree or there are no probabilities."""
+        probs = self.shape_probabilities
+        if not probs or self.shape not in probs:
+            return None
+        best = max(probs, key=lambda s: probs[s])
+        if best == self.shape or probs[best] <= probs[self.shape]:
+            return None
+        return best, probs[best]
+
+    @property
+    def shape_text(self) -> str:
+        """``shape (confidence c)``, saying when another shape is likelier."""
+        text = f"{self.shape} (confidence {self.shape_confidence:.2f}"
+        other = self.likelier_shape
+        if other is not None:
+            text += f"; the probabilities favour {other[0]}, {other[1]:.2f}"
+        return text + ")"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "unit": self.unit,
@@ -320,7 +343,7 @@ class Diagnosis:
                 f"P99 {fmt_ns(t.p99_ns)}  P99/P50 {t.p99_over_p50:.2f} ({t.level})"
                 if t.p99_over_p50
                 else "latency    -",
-                f"shape      {t.shape} (confidence {t.shape_confidence:.2f})",
+                f"shape      {t.shape_text}",
             ]
         g = self.launch_gaps
         if g.count:

@@ -66,7 +66,7 @@ from ..analyses.timelines import ApiSpan, GpuSpan, NvtxSpan, UnitTimeline
 from ..analyses.transfers import TransfersResult
 from ..analyses.whole_run import WholeRunResult
 from ..analyses.workload import WorkloadResult
-from ..diagnosis.model import LINK_SOURCES
+from ..diagnosis.model import LINK_SOURCES, TailSummary
 from ..diagnosis.timelines import collect_timelines
 from ..formatting import finite, fmt_bytes, fmt_ns
 from .svg import (
@@ -529,7 +529,7 @@ def _verdict(d: Diagnosis) -> VerdictView:
             Card("P99", fmt_ns(t.p99_ns)),
             Card("P99 / P50", "-" if t.p99_over_p50 is None else f"{t.p99_over_p50:.2f}",
                  t.level),
-            Card("shape", t.shape.replace("_", " "), f"confidence {t.shape_confidence:.2f}"),
+            Card("shape", t.shape.replace("_", " "), _shape_confidence(t)),
         ]
     if t.n_warmup:
         cards.append(Card("warm-up", f"{t.n_warmup} set apart", ", ".join(t.warmup_calls)))
@@ -618,16 +618,15 @@ def _latency(d: Diagnosis) -> LatencyView:
     )
     fit, models = "", None
     if c is not None:
-        st = c.statistics or {}
         bits = []
         if c.best_model:
             bits.append(f"best model {c.best_model}")
-        if "dip_pvalue" in st:
-            bits.append(f"dip test p = {float(st['dip_pvalue']):.3g}")
-        if "n_modes" in st:
-            bits.append(f"modes {st['n_modes']}")
-        if "tail_flatness" in st:
-            bits.append(f"tail flatness {float(st['tail_flatness']):.2f}")
+        if c.dip_pvalue is not None:
+            bits.append(f"dip test p = {c.dip_pvalue:.3g}")
+        if c.n_modes is not None:
+            bits.append(f"modes {c.n_modes}")
+        if c.tail_flatness is not None:
+            bits.append(f"tail flatness {c.tail_flatness:.2f}")
         fit = "; ".join(bits)
         cands = c.candidates or {}
         if cands:
@@ -642,9 +641,16 @@ def _latency(d: Diagnosis) -> LatencyView:
             )
     return LatencyView(
         unit, n, plot=plot, shape=t.shape, shape_name=t.shape.replace("_", " "),
-        shape_confidence=f"{t.shape_confidence:.2f}", shape_text=SHAPE_TEXT.get(t.shape, ""),
+        shape_confidence=_shape_confidence(t), shape_text=SHAPE_TEXT.get(t.shape, ""),
         fit=fit, models=models,
     )
+
+
+def _shape_confidence(t: TailSummary) -> str:
+    """The shape's confidence, and the likelier shape when the probabilities favour one."""
+    text = f"confidence {t.shape_confidence:.2f}"
+    other = t.likelier_shape
+    return text if other is None else f"{text}; the probabilities favour {other[0]}, {other[1]:.2f}"
 
 
 def _gaps(d: Diagnosis) -> GapsView:

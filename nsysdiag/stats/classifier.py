@@ -225,6 +225,26 @@ class TailShapeResult:
         out[pos] = np.exp(_logpdf_from_params(fit.params, y) - y)
         return out
 
+    def _statistic(self, key: str) -> float | None:
+        value = self.statistics.get(key)
+        return None if value is None else float(value)
+
+    @property
+    def dip_pvalue(self) -> float | None:
+        """p-value of Hartigan's dip test of unimodality (None when not computed)."""
+        return self._statistic("dip_pvalue")
+
+    @property
+    def n_modes(self) -> int | None:
+        """Modes found in the fitted mixture (None when not computed)."""
+        value = self._statistic("n_modes")
+        return None if value is None else int(value)
+
+    @property
+    def tail_flatness(self) -> float | None:
+        """Flatness of the tail, 0 (decaying) to 1 (flat) (None when not computed)."""
+        return self._statistic("tail_flatness")
+
     def to_dict(self) -> dict:
         """Plain-Python (JSON-serialisable) form of the result."""
         return {
