@@ -654,6 +654,18 @@ def classwise_ece(probs, labels, bins=10):
     return {c: ece(probs[:, k], labels == c, bins) for k, c in enumerate(CLASSES)}
 
 
+def print_ece_table(rep_all, rep_big, indent):
+    """One row per class: classwise, per-verdict and per-true-class ECE, each over all
+    sizes and over n >= 200 (``rep_all``/``rep_big`` from :func:`calibration_report`)."""
+    print(f"{indent}{'class':<14}{'classwise':>20}{'verdict':>20}{'true class':>20}")
+    for c in CLASSES:
+        cells = "".join(
+            f"{rep_all[k][c]:>10.4f}{rep_big[k][c]:>10.4f}"
+            for k in ("classwise", "verdict", "true_class")
+        )
+        print(f"{indent}{c:<14}{cells}")
+
+
 def calibration_report(labels, shapes, probs, conf):
     """The three per-class calibration figures: {name: {class: ECE}}.
 
@@ -798,13 +810,7 @@ def main(argv=None):
         "  verdict:   confidence of the samples given that verdict against being right\n"
         "  true class: confidence of the samples of that class against being right"
     )
-    print(f"  {'class':<14}{'classwise':>20}{'verdict':>20}{'true class':>20}")
-    for c in CLASSES:
-        cells = "".join(
-            f"{rep_all[k][c]:>10.4f}{rep_big[k][c]:>10.4f}"
-            for k in ("classwise", "verdict", "true_class")
-        )
-        print(f"  {c:<14}{cells}")
+    print_ece_table(rep_all, rep_big, "  ")
     for c in CLASSES:
         mv = shapes == c
         print(

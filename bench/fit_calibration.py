@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from classifier import CLASSES as BENCH_CLASSES  # noqa: E402
-from classifier import _one, calibration_report, ece  # noqa: E402
+from classifier import _one, calibration_report, ece, print_ece_table  # noqa: E402
 
 from nsysdiag.stats.classifier import (  # noqa: E402
     CALIBRATION_FEATURES,
@@ -144,13 +144,7 @@ def figures(P, v, y, n):
         f"    ECE {ece(conf, correct):.4f} all sizes, {ece(conf[big], correct[big]):.4f} "
         f"n >= 200; log-loss {-np.mean(np.log(np.maximum(P[np.arange(len(y)), y], 1e-300))):.4f}"
     )
-    print(f"    {'class':<14}{'classwise':>20}{'verdict':>20}{'true class':>20}")
-    for c in CLASSES:
-        cells = "".join(
-            f"{rep_all[k][c]:>10.4f}{rep_big[k][c]:>10.4f}"
-            for k in ("classwise", "verdict", "true_class")
-        )
-        print(f"    {c:<14}{cells}")
+    print_ece_table(rep_all, rep_big, "    ")
     return rep_all
 
 
