@@ -44,7 +44,7 @@ from ..settings import DEFAULTS, Settings
 from . import figures, intervals, sweep
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .launch_gaps import NO_END
-from .overlap import _merged as device_operations
+from .overlap import device_operations
 from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
 

@@ -138,7 +138,7 @@ def accelerated(report: Report) -> pa.Table:
     counts are these, less those that start at or before 0 (ranges.sql, rg_busy_intervals).
     """
     try:
-        return _busy_pass(report, _merged(report))
+        return _busy_pass(report, device_operations(report))
     except intervals.OutOfOrder:
         return _busy_pass(report, intervals.segments(
             report, "SELECT device_id, cls = 'kernel' AS kernel, start_ns, end_ns FROM ops",
@@ -175,7 +175,7 @@ def _busy_pass(report: Report, runs: Iterator[tuple[tuple[int, ...], dict[str, n
     }, schema=_BUSY_SCHEMA)
 
 
-def _merged(report: Report) -> Iterator[tuple[tuple[int], dict[str, np.ndarray]]]:
+def device_operations(report: Report) -> Iterator[tuple[tuple[int], dict[str, np.ndarray]]]:
     """Each device's operations in runs in start order, as ``intervals.segments`` gives
     them: the kernels as the view stores them (``intervals.OutOfOrder`` where they are
     not in start order), with the other operations (other_ops, read sorted: a few) merged
