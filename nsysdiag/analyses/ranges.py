@@ -911,14 +911,8 @@ def _around(rows: pa.Table, chosen: str, siblings: list[str]) -> list[str]:
     """The names among ``siblings`` whose instances (``rows``: units_named) enclose most of
     the ``chosen`` range's instances: the range around them, not one beside them."""
     name = rows.column("name")
-
-    def bounds(n: str) -> tuple[np.ndarray, np.ndarray]:
-        mine = rows.filter(pc.equal(name, n))
-        return tuple(mine.column(c).to_numpy(zero_copy_only=False).astype(np.int64)
-                     for c in ("start_ns", "end_ns"))  # type: ignore[return-value]
-
-    inner = bounds(chosen)
-    return [s for s in siblings if _encloses(*bounds(s), *inner)]
+    inner = _spans(rows.filter(pc.equal(name, chosen)))
+    return [s for s in siblings if _encloses(*_spans(rows.filter(pc.equal(name, s))), *inner)]
 
 
 def _enclosing(report: Report, cands: list[Candidate], start: np.ndarray, stop: np.ndarray,
@@ -932,10 +926,15 @@ def _enclosing(report: Report, cands: list[Candidate], start: np.ndarray, stop: 
             continue
         rows = run_query(report, NAME, "units_nvtx", {"name": c.name})
         mine = rows.filter(pc.equal(rows.column("global_pid"), pid))
-        if _encloses(*(mine.column(k).to_numpy(zero_copy_only=False).astype(np.int64)
-                       for k in ("start_ns", "end_ns")), start, stop):
+        if _encloses(*_spans(mine), start, stop):
             return c
     return None
+
+
+def _spans(rows: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """The start_ns and end_ns columns of ``rows`` as int64 arrays."""
+    return tuple(rows.column(c).to_numpy(zero_copy_only=False).astype(np.int64)
+                 for c in ("start_ns", "end_ns"))  # type: ignore[return-value]
 
 
 def _encloses(lo: np.ndarray, hi: np.ndarray, start: np.ndarray, stop: np.ndarray) -> bool:
