@@ -72,12 +72,13 @@ def diagnose(path: Path, timeout: float) -> dict:
 
 
 def label(path: Path) -> str:
+    """The export's path below the corpus or the repository; an own capture's as fixtures/."""
     for base in (CORPUS, ROOT):
         try:
             return str(path.relative_to(base))
         except ValueError:
             continue
-    return f"{path.parent.name}/{path.name}"
+    return f"fixtures/{path.parent.name}/{path.name}"
 
 
 def _ms(ns: float | None) -> str:
