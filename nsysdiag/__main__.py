@@ -1,5 +1,11 @@
 """``python -m nsysdiag``."""
 
-from .cli.main import run
+import sys
+
+try:
+    from .cli.main import run
+except KeyboardInterrupt:  # Ctrl-C while the modules load
+    sys.stderr.write("nsysdiag: interrupted\n")
+    sys.exit(130)
 
 run()

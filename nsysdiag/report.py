@@ -22,7 +22,7 @@ from ._version import __version__
 from .adapters.base import Source
 from .adapters.detect import open_source
 from .config import cache_dir as default_cache_dir
-from .engine.database import connect
+from .engine.database import connect, environment_error
 from .engine.workspace import Workspace
 from .errors import InputError, UsageError
 from .formatting import (
@@ -222,6 +222,9 @@ class Report:
         try:
             return self.con.sql(query, params=params)
         except duckdb.Error as exc:
+            other = environment_error(exc, self.cache_path)  # Ctrl-C, cache removed, ...
+            if other is not None:
+                raise other from None
             raise UsageError(f"SQL error: {str(exc).splitlines()[0]}") from None
 
     def execute(self, query: str, params: Any = None) -> list[tuple]:

@@ -2,15 +2,21 @@
 
 Exit codes (the same for every command): 0 success; 1 ``diff`` found a regression;
 2 usage error; 3 the input cannot be read or is not a usable nsys export; 4 the export
-lacks the data the command needs; 70 internal error (a bug: please report it).
+lacks the data the command needs; 5 ``batch`` wrote its results but some report failed;
+70 internal error (a bug: please report it); 75 the environment stopped the run, not the
+input (disk full, file size limit, memory limit, cache removed or unwritable: fix, rerun);
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
+import threading
 import traceback
+from pathlib import Path
 
 import click
 import duckdb
@@ -19,9 +25,13 @@ from .. import analyses
 from .._version import __version__
 from ..analyses.base import NOT_CAPTURED, AnalysisResult
 from ..engine import threads
+from ..config import cache_dir
+from ..engine.database import environment_error
 from ..errors import (
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_REGRESSION,
+    EXIT_REPORTS_FAILED,
     EXIT_USAGE,
     MissingDataError,
     NsysdiagError,
@@ -123,6 +133,13 @@ def cli(
     NSYSDIAG_STAGE_TIMEOUT (seconds, default 600): the longest one thread waits for
     another (a reader, a worker); past it the command stops with exit 70 and one line
     naming the stage (docs/concurrency.md).
+
+    Exit status: 0 success; 1 diff found a regression; 2 usage error; 3 the input cannot
+    be read, is not an nsys export, or changed while read; 4 the export lacks the data
+    the command needs; 5 batch wrote its results but some report failed; 70 internal
+    error (a bug); 75 the environment, not the input, stopped the run (disk full, file
+    size limit, NSYSDIAG_MEMORY_LIMIT too small, cache unwritable or removed mid-run);
+    130 interrupted (Ctrl-C).
     """
     threads.stage_timeout()  # a bad value is a usage error now, not on another thread later
     ctx.obj = Settings(debug, quiet, no_cache, cache_dir, nsys, explain)
@@ -155,6 +172,9 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) 
         try:
             rows = rel.fetchall()
         except duckdb.Error as exc:  # relations are lazy: errors can surface only now
+            other = environment_error(exc, rep.cache_path)
+            if other is not None:
+                raise other from None
             raise UsageError(f"SQL error: {str(exc).splitlines()[0]}") from None
     if limit is not None:
         rows = rows[:limit]
@@ -346,8 +366,14 @@ def batch(
     workers: int | None,
     force: bool,
     range_name: str | None,
-) -> None:
-    """Diagnose many reports (files, directories, globs): one row per report, resumable."""
+) -> int:
+    """Diagnose many reports (files, directories, globs): one row per report, resumable.
+
+    Each report runs in a worker process of its own: one that dies costs that report only,
+    recorded with its cause; a report that crashed is retried once, then recorded as
+    crashing. Failures that may pass (exit 75, 130) are retried by the next run. Exit
+    status 5 when the results were written but some report failed.
+    """
     from ..batch.run import run_batch
 
     progress = None
@@ -379,6 +405,7 @@ def batch(
         if bar is not None:
             bar.stop()
     click.echo(str(summary))
+    return EXIT_REPORTS_FAILED if summary.failed else 0
 
 
 @cli.group()
@@ -478,47 +505,81 @@ def _analysis_command(name: str) -> click.Command:
     return cmd
 
 
+class _Interrupts:
+    """Ctrl-C seen during the run: a failure that follows one (a reader or a query cut
+    short, whatever error it surfaces as) is the interrupt's, not the input's."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __enter__(self) -> _Interrupts:
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turning errors into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
-    try:
-        ctx = click.Context(cli)
-        for name in cli.list_commands(ctx):
-            cli.get_command(ctx, name)  # imports every analysis module now
-        # the modules' objects live as long as the process: the collector need not look at
-        # them again (docs/performance.md)
-        gc.freeze()
-        rv = cli.main(args=args, prog_name="nsysdiag", standalone_mode=False)
-        code = rv if isinstance(rv, int) else 0
-    except click.exceptions.Exit as exc:
-        code = exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        code = exc.exit_code if exc.exit_code else EXIT_USAGE
-    except click.Abort:
-        click.echo("nsysdiag: aborted", err=True)
-        code = 130
-    except NsysdiagError as exc:
-        if debug:
-            traceback.print_exc()
-        click.echo(f"nsysdiag: error: {exc.one_line()}", err=True)
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("nsysdiag: interrupted", err=True)
-        code = 130
-    except Exception as exc:  # a bug: keep it to one line unless --debug
-        if debug:
-            traceback.print_exc()
-        msg = " ".join(str(exc).split())[:300]
-        click.echo(
-            f"nsysdiag: internal error: {type(exc).__name__}: {msg} "
-            "(rerun with --debug for a traceback)",
-            err=True,
-        )
-        code = EXIT_INTERNAL
+    with _Interrupts() as interrupts:
+        try:
+            ctx = click.Context(cli)
+            for name in cli.list_commands(ctx):
+                cli.get_command(ctx, name)  # imports every analysis module now
+            # the modules' objects live as long as the process: the collector need not
+            # look at them again (docs/performance.md)
+            gc.freeze()
+            rv = cli.main(args=args, prog_name="nsysdiag", standalone_mode=False)
+            code = rv if isinstance(rv, int) else 0
+        except click.exceptions.Exit as exc:
+            code = exc.exit_code
+        except BaseException as exc:  # noqa: BLE001 - every error becomes one line and a code
+            if debug:
+                traceback.print_exc()
+            code = _failed(exc, args, interrupts.seen)
     sys.stdout.flush()
     return code
+
+
+def _failed(exc: BaseException, args: list[str], interrupted: bool) -> int:
+    """Print the one line for ``exc`` and return its exit code."""
+    if isinstance(exc, click.ClickException) and not interrupted:
+        exc.show()
+        return exc.exit_code if exc.exit_code else EXIT_USAGE
+    other = exc if isinstance(exc, NsysdiagError | KeyboardInterrupt) else \
+        environment_error(exc, _cache_root(args)) if isinstance(exc, Exception) else None
+    if interrupted or isinstance(exc, click.Abort) or isinstance(other, KeyboardInterrupt):
+        click.echo("nsysdiag: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    if isinstance(other, NsysdiagError):
+        click.echo(f"nsysdiag: error: {other.one_line()}", err=True)
+        return other.exit_code
+    if not isinstance(exc, Exception):
+        raise exc  # SystemExit and the like pass through
+    msg = " ".join(str(exc).split())[:300]  # a bug: one line unless --debug
+    click.echo(f"nsysdiag: internal error: {type(exc).__name__}: {msg} "
+               "(rerun with --debug for a traceback)", err=True)
+    return EXIT_INTERNAL
+
+
+def _cache_root(args: list[str]) -> Path:
+    """The cache directory the arguments name (``--cache-dir``), else the default."""
+    for i, arg in enumerate(args):
+        if arg == "--cache-dir" and i + 1 < len(args):
+            return Path(args[i + 1])
+        if arg.startswith("--cache-dir="):
+            return Path(arg.split("=", 1)[1])
+    return cache_dir()
 
 
 def run() -> None:

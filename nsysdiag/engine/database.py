@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +45,6 @@ def environment_error(exc: BaseException, cache: Path | None = None) -> BaseExce
     if isinstance(exc, duckdb.InterruptException):
         return KeyboardInterrupt()
     text = str(exc)
-    first = text.splitlines()[0] if text else type(exc).__name__
     if isinstance(exc, duckdb.OutOfMemoryException):
         return ResourceError(
             f"out of memory: DuckDB's memory limit ({memory_limit()}) is too small for this "
@@ -54,9 +54,12 @@ def environment_error(exc: BaseException, cache: Path | None = None) -> BaseExce
         return ResourceError(f"{_RESOURCE_ERRNOS[exc.errno]}{where}",
                              hint="free space or raise the limit and run again; "
                                   "the input is not at fault")
-    if isinstance(exc, duckdb.Error) and any(m in text for m in _RESOURCE_ERRNOS.values()):
-        return ResourceError(first, hint="free space or raise the limit and run again; "
-                                         "the input is not at fault")
+    reason = next((m for m in _RESOURCE_ERRNOS.values() if m in text), None)
+    if isinstance(exc, duckdb.Error) and reason:
+        file = re.search(r'file \\?"([^"\\]+)', text)
+        return ResourceError(reason + (f" writing {file.group(1)}" if file else ""),
+                             hint="free space or raise the limit and run again; "
+                                  "the input is not at fault")
     if cache is not None and str(cache) in text and (
             isinstance(exc, FileNotFoundError | duckdb.IOException)
             or "No files found" in text):
