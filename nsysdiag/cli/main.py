@@ -24,8 +24,8 @@ import duckdb
 from .. import analyses
 from .._version import __version__
 from ..analyses.base import NOT_CAPTURED, AnalysisResult
-from ..engine import threads
 from ..config import cache_dir
+from ..engine import threads
 from ..engine.database import environment_error
 from ..errors import (
     EXIT_INTERNAL,
@@ -37,7 +37,7 @@ from ..errors import (
     NsysdiagError,
     UsageError,
 )
-from ..formatting import FORMATS, dumps, format_rows
+from ..formatting import FORMATS, dumps, format_rows, printable
 from ..report import Report
 from ..settings import DEFAULTS
 from .options import ANALYSIS_OPTIONS
@@ -64,7 +64,7 @@ class Settings:
 
     def open(self, path: str) -> Report:
         tracer = (
-            (lambda sql: click.echo(f"-- SQL\n{sql.strip()};", err=True)) if self.explain else None
+            (lambda sql: echo(f"-- SQL\n{sql.strip()};", err=True)) if self.explain else None
         )
         return Report(
             path, cache=self.cache, cache_dir=self.cache_dir, nsys=self.nsys, tracer=tracer
@@ -72,6 +72,14 @@ class Settings:
 
 
 pass_settings = click.make_pass_decorator(Settings)
+
+
+def echo(text: str, *, err: bool = False, csv: bool = False) -> None:
+    """Print ``text`` with every control character shown as its escape: names come from
+    the trace and must not drive the terminal (``formatting.printable``). CSV reaching a
+    file or pipe is left as it is."""
+    stream = sys.stderr if err else sys.stdout
+    click.echo(text if csv and not stream.isatty() else printable(text), err=err)
 
 
 class _Group(click.Group):
@@ -153,7 +161,7 @@ def info(settings: Settings, path: str, as_json: bool) -> None:
     """Versions, GPUs, processes, time span, row counts and what was captured."""
     with settings.open(path) as rep:
         result = rep.info()
-    click.echo(dumps(result.to_dict()) if as_json else str(result))
+    echo(dumps(result.to_dict()) if as_json else str(result))
 
 
 @cli.command()
@@ -178,7 +186,7 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) 
             raise UsageError(f"SQL error: {str(exc).splitlines()[0]}") from None
     if limit is not None:
         rows = rows[:limit]
-    click.echo(format_rows(columns, rows, fmt))
+    echo(format_rows(columns, rows, fmt), csv=fmt == "csv")
 
 
 @cli.command()
@@ -278,7 +286,7 @@ def diagnose(
 
             write_html(result, html_out, timelines=collect_timelines(rep, result))
     if as_json:
-        click.echo(result.to_json())
+        echo(result.to_json())
     else:
         print_diagnosis(result)
 
@@ -332,7 +340,7 @@ def diff_cmd(
         cache_dir=settings.cache_dir,
         nsys=settings.nsys,
     )
-    click.echo(result.to_json() if as_json else str(result))
+    echo(result.to_json() if as_json else str(result))
     return EXIT_REGRESSION if (fail_on_regression and result.regressed) else 0
 
 
@@ -404,7 +412,7 @@ def batch(
     finally:
         if bar is not None:
             bar.stop()
-    click.echo(str(summary))
+    echo(str(summary))
     return EXIT_REPORTS_FAILED if summary.failed else 0
 
 
@@ -422,7 +430,7 @@ def cache_clear(settings: Settings) -> None:
     from ..batch.cache import clear_cache
 
     n, size = clear_cache(_Path(settings.cache_dir) if settings.cache_dir else None)
-    click.echo(f"removed {n} files ({size / 1e6:.1f} MB)")
+    echo(f"removed {n} files ({size / 1e6:.1f} MB)")
 
 
 @cache.command("info")
@@ -436,7 +444,7 @@ def cache_info(settings: Settings) -> None:
 
     root = _Path(settings.cache_dir) if settings.cache_dir else cache_dir()
     n, size = cache_size(root)
-    click.echo(f"{root}: {n} files, {size / 1e6:.1f} MB")
+    echo(f"{root}: {n} files, {size / 1e6:.1f} MB")
 
 
 def emit_result(
@@ -446,15 +454,17 @@ def emit_result(
     if result.status == NOT_CAPTURED:
         raise MissingDataError(f"{result.analysis}: {result.message}")
     if fmt == "json":
-        click.echo(result.to_json(max_rows=max_rows))
+        echo(result.to_json(max_rows=max_rows))
     elif fmt == "csv":
         if not result.tables:
-            click.echo(format_rows(list(result.summary), [list(result.summary.values())], "csv"))
+            echo(format_rows(list(result.summary), [list(result.summary.values())], "csv"),
+                 csv=True)
             return
         t = result.to_arrow(table)
-        click.echo(format_rows(t.column_names, [tuple(r.values()) for r in t.to_pylist()], "csv"))
+        echo(format_rows(t.column_names, [tuple(r.values()) for r in t.to_pylist()], "csv"),
+             csv=True)
     else:
-        click.echo(
+        echo(
             str(result)
             if table is None
             else format_rows(
@@ -562,13 +572,13 @@ def _failed(exc: BaseException, args: list[str], interrupted: bool) -> int:
         click.echo("nsysdiag: interrupted", err=True)
         return EXIT_INTERRUPTED
     if isinstance(other, NsysdiagError):
-        click.echo(f"nsysdiag: error: {other.one_line()}", err=True)
+        echo(f"nsysdiag: error: {other.one_line()}", err=True)
         return other.exit_code
     if not isinstance(exc, Exception):
         raise exc  # SystemExit and the like pass through
     msg = " ".join(str(exc).split())[:300]  # a bug: one line unless --debug
-    click.echo(f"nsysdiag: internal error: {type(exc).__name__}: {msg} "
-               "(rerun with --debug for a traceback)", err=True)
+    echo(f"nsysdiag: internal error: {type(exc).__name__}: {msg} "
+         "(rerun with --debug for a traceback)", err=True)
     return EXIT_INTERNAL
 
 

@@ -35,6 +35,8 @@ import sys
 import zlib
 from pathlib import Path
 
+from ..formatting import printable
+
 #: bytes hashed at the head and at the tail of each file of the input
 EDGE_BYTES = 64 << 10
 #: blocks hashed between head and tail, evenly spaced, and their size
@@ -46,7 +48,7 @@ CHUNK = 4 << 20
 def note(message: str) -> None:
     """One line on stderr about something nsysdiag repaired on its own."""
     try:
-        sys.stderr.write(f"nsysdiag: note: {message}\n")
+        sys.stderr.write(f"nsysdiag: note: {printable(message)}\n")
         sys.stderr.flush()
     except (OSError, ValueError):
         pass  # a closed stderr must not turn a repair into a failure

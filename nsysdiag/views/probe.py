@@ -166,8 +166,9 @@ def probe(source: Source, graph_nodes: Callable[[], bool | None] | None = None,
 def _stored_statuses(data: object) -> tuple[dict[str, ViewStatus], bool] | None:
     """The statuses and ``cuda_traced`` of a stored probe when every field has its type
     and every view its known status, else None."""
-    if not isinstance(data, dict) or not isinstance(data.get("views"), dict) \
-            or not isinstance(data.get("cuda_traced"), bool) or data["views"].keys() != VIEWS.keys():
+    if (not isinstance(data, dict) or not isinstance(data.get("views"), dict)
+            or not isinstance(data.get("cuda_traced"), bool)
+            or data["views"].keys() != VIEWS.keys()):
         return None
     views = {}
     for name, v in data["views"].items():
