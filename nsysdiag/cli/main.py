@@ -524,17 +524,26 @@ class _Interrupts:
 
     def __enter__(self) -> _Interrupts:
         self._old = None
-        if threading.current_thread() is threading.main_thread():
+        # not where SIGINT is ignored (a background job of a script) or handled by the caller
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
             self._old = signal.signal(signal.SIGINT, self._handle)
         return self
 
     def _handle(self, signum: int, frame: object) -> None:
+        if self.seen:
+            return  # the same interrupt raised again by a library (DuckDB does)
         self.seen = True
+        # objects the interrupt left half made (a library's connection) fail in their
+        # finalizers as the run winds down: noise after the one line that says why
+        sys.unraisablehook = lambda unraisable: None
         raise KeyboardInterrupt
 
     def __exit__(self, *exc: object) -> None:
         if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+            # once interrupted the run is over: an interrupt still pending (re-raised by
+            # a library) must not turn the exit status into a death by SIGINT
+            signal.signal(signal.SIGINT, signal.SIG_IGN if self.seen else self._old)
 
 
 def main(argv: list[str] | None = None) -> int:
