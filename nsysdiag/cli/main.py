@@ -17,8 +17,14 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import Any
 
 import click
+
+try:  # loaded with the command line (where Ctrl-C is held, see __main__): light, no pandas
+    import adbc_driver_manager._lib as _adbc_lib
+except ImportError:
+    _adbc_lib = None
 import duckdb
 
 from .. import analyses
@@ -528,7 +534,27 @@ class _Interrupts:
         if (threading.current_thread() is threading.main_thread()
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
             self._old = signal.signal(signal.SIGINT, self._handle)
+            self._watch_adbc()
         return self
+
+    def _watch_adbc(self) -> None:
+        """ADBC (the SQLite reader) takes SIGINT itself during its blocking calls: it
+        cancels the statement, which then fails with an error of its own, and Python never
+        sees the signal. Its cancel callback is wrapped to note the interrupt (in
+        ``_lib``, where its ``dbapi`` takes it from when imported, and in ``dbapi`` when
+        it already was)."""
+        modules = [m for m in (_adbc_lib, sys.modules.get("adbc_driver_manager.dbapi"))
+                   if m is not None and hasattr(m, "_blocking_call")]
+        self._adbc = [(m, m._blocking_call) for m in modules]
+        for module, call in self._adbc:
+            def blocking_call(func: Any, args: Any, kwargs: Any, cancel: Any,
+                              call: Any = call) -> Any:
+                def cancelled() -> None:
+                    self.seen = True
+                    cancel()
+                return call(func, args, kwargs, cancelled)
+
+            module._blocking_call = blocking_call
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.seen:
@@ -540,6 +566,8 @@ class _Interrupts:
         raise KeyboardInterrupt
 
     def __exit__(self, *exc: object) -> None:
+        for module, call in getattr(self, "_adbc", ()):
+            module._blocking_call = call
         if self._old is not None:
             # once interrupted the run is over: an interrupt still pending (re-raised by
             # a library) must not turn the exit status into a death by SIGINT
@@ -603,9 +631,11 @@ def _cache_root(args: list[str]) -> Path:
 
 def run() -> None:
     code = main()
-    if threads.abandoned():
-        # a worker thread stuck past the stage bound (its error is printed): the
-        # interpreter's exit would wait for it, or for the library it is stuck in
+    if threads.abandoned() or code == EXIT_INTERRUPTED:
+        # a worker thread stuck past the stage bound (its error is printed), or one cut
+        # short by Ctrl-C: the interpreter's exit would wait for it, or for the library
+        # it is stuck in (and an interrupt a library left pending ended the process by
+        # SIGINT instead of exit 130)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
