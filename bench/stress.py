@@ -139,10 +139,11 @@ def rewrite_while_read(d: Path, runs: int = 12) -> list[str]:
 def _damaged(d: Path, edit: Callable[[Path], None], command: list[str]) -> list[str]:
     trace = standard("current").write(d / "t.sqlite")
     cache = d / "c"
-    clean = run([*command, str(trace)], cache)
+    command = [str(trace) if c == "TRACE" else c for c in command]
+    clean = run(command, cache)
     (entry,) = (cache / "views").iterdir()
     edit(entry)
-    again = run([*command, str(trace)], cache)
+    again = run(command, cache)
     bad = []
     if again.returncode != 0 or again.stdout != clean.stdout:
         bad.append(f"exit {again.returncode}, output {'same' if again.stdout == clean.stdout else 'differs'}: "
@@ -163,14 +164,14 @@ def _flip(f: Path) -> None:
 
 
 def damaged_view(d: Path) -> list[str]:
-    return _damaged(d, lambda e: _flip(_view_file(e)), ["kernel-summary"])
+    return _damaged(d, lambda e: _flip(_view_file(e)), ["sql", "TRACE", SUM_SQL])
 
 
 def truncated_view(d: Path) -> list[str]:
     def cut(e: Path) -> None:
         f = _view_file(e)
         f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
-    return _damaged(d, cut, ["kernel-summary"])
+    return _damaged(d, cut, ["sql", "TRACE", SUM_SQL])
 
 
 def damaged_probe(d: Path) -> list[str]:
@@ -179,12 +180,12 @@ def damaged_probe(d: Path) -> list[str]:
         data = json.loads(p.read_text())
         data["views"]["kernels"]["source_rows"] = "many"
         p.write_text(json.dumps(data))
-    return _damaged(d, edit, ["info"])
+    return _damaged(d, edit, ["info", "TRACE"])
 
 
 def damaged_result(d: Path) -> list[str]:
     return _damaged(d, lambda e: _flip(next((e / "results").glob("kernel_summary-*/0.arrow"))),
-                    ["kernel-summary"])
+                    ["kernel-summary", "TRACE"])
 
 
 def batch_worker_killed(d: Path) -> list[str]:
