@@ -24,7 +24,7 @@ from .adapters.detect import open_source
 from .config import cache_dir as default_cache_dir
 from .engine.database import connect, environment_error
 from .engine.workspace import Workspace
-from .errors import InputError, UsageError
+from .errors import InputError, ResourceError, UsageError
 from .formatting import (
     cuda_version,
     driver_version,
@@ -166,6 +166,10 @@ class Report:
         try:
             #: the input's content identity when opened (``views.cache.content_identity``)
             self.identity = content_identity(self.source.path)
+        except OSError as exc:
+            self.source.close()
+            raise InputError(f"cannot be read ({exc.strerror or exc})", path=str(path)) from None
+        try:
             if cache:
                 root = Path(cache_dir) if cache_dir else default_cache_dir()
                 directory = root / "views" / f"{self.identity}-v{VIEW_FORMAT}-{__version__}"
@@ -176,9 +180,10 @@ class Report:
                 self._tmp = tempfile.mkdtemp(prefix="nsysdiag-")
                 directory = Path(self._tmp)
                 spill = directory / "spill"
-        except BaseException:
+        except OSError as exc:
             self.source.close()
-            raise
+            raise ResourceError(f"cannot make a temporary directory ({exc.strerror or exc})",
+                                hint="free space in the temporary directory ($TMPDIR)") from None
         self.cache_path = directory
         self.con = connect(threads, spill)
         self._store = ViewStore(self.source, self.con, directory, tracer, self.check_unchanged)

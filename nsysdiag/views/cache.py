@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 import sys
 import zlib
 from pathlib import Path
@@ -80,6 +81,8 @@ def content_identity(path: Path) -> str:
     (see the module's docstring)."""
     h = hashlib.blake2b(f"{Path(path).resolve()}".encode(), digest_size=12)
     for f in _files(Path(path)):
+        if not stat.S_ISREG(os.stat(f).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(f))  # never open a FIFO
         with open(f, "rb") as fh:
             st = os.fstat(fh.fileno())
             h.update(f"|{f.name}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|"
