@@ -236,3 +236,22 @@ def test_batch_where_every_report_fails_exits_non_zero(tmp_path, capsys):
         (d / name).write_bytes(b"not a database")
     assert main(["batch", str(d), "-o", str(tmp_path / "r.parquet"), "-j", "2"]) == 5
     assert "2 failed" in capsys.readouterr().out
+
+
+def test_dask_worker_lost_is_retried_then_recorded(inputs, tmp_path, monkeypatch):
+    """A report whose Dask task fails without a record (a worker lost) is tried once more,
+    then recorded as crashing, and the batch ends."""
+    import nsysdiag.batch.run as r
+
+    calls = []
+
+    def lost(todo, options, workers, dask):
+        for key, _ in todo:
+            calls.append(key)
+            yield key, "its worker died (KilledWorker: lost)"
+
+    monkeypatch.setattr(r, "_results", lost)
+    out = tmp_path / "res.parquet"
+    s = r.run_batch([str(inputs / "a.sqlite")], out, dask="tcp://nowhere:1")
+    assert len(calls) == 2 and (s.done, s.failed) == (1, 1)
+    assert "crashed 2 times" in _rows(out)["a.sqlite"]["error"]

@@ -452,8 +452,11 @@ def run_batch(
                     _save_part(parts, key, _crash_record(
                         str(by_key[key]), "the batch stopped while it ran", crashes[key]))
                     continue
+                marked = key in lost
                 lost.pop(key, None)
                 if isinstance(record, str):  # its worker died
+                    if not marked:  # Dask does not say when a report starts
+                        crashes[key] += 1
                     record = _crash_record(str(by_key[key]), record, crashes[key])
                     if not record["final"]:
                         retry.append((key, by_key[key]))
