@@ -173,7 +173,7 @@ class Report:
             if cache:
                 root = Path(cache_dir) if cache_dir else default_cache_dir()
                 directory = root / "views" / f"{self.identity}-v{VIEW_FORMAT}-{__version__}"
-                spill = None
+                spill = root / "spill"  # under the cache directory given, not the default
             else:
                 # nothing under the cache directory: views and spill files in a temporary
                 # directory, removed by close()

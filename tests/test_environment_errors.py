@@ -49,7 +49,9 @@ def _run(args, env, preexec=None, timeout=120):
 
 def test_ctrl_c_exits_130_whenever_it_comes(trace, tmp_path):
     """SIGINT at several moments of a cold run (loading, reading, building): 130 (or 0
-    when the run was already done), one line, never 3 or 70."""
+    when the run was already done), one line, never 3 or 70. Before nsysdiag's own code
+    runs (the interpreter starting, on a loaded machine) Python ends by SIGINT itself."""
+    codes = []
     for i, delay in enumerate((0.2, 0.8, 1.5, 2.5, 4.0)):
         env = _env(NSYSDIAG_CACHE_DIR=str(tmp_path / f"c{i}"))
         proc = subprocess.Popen([*CLI, "diagnose", str(trace)], env=env, cwd=ROOT, text=True,
@@ -57,9 +59,11 @@ def test_ctrl_c_exits_130_whenever_it_comes(trace, tmp_path):
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
-        assert proc.returncode in (0, EXIT_INTERRUPTED), (delay, proc.returncode, err)
-        if proc.returncode:
-            assert "Traceback" not in err and err.strip() == "nsysdiag: interrupted", err
+        codes.append(proc.returncode)
+        assert proc.returncode in (0, EXIT_INTERRUPTED, -signal.SIGINT), (delay, err)
+        if proc.returncode == EXIT_INTERRUPTED:
+            assert err.strip() == "nsysdiag: interrupted", err
+    assert EXIT_INTERRUPTED in codes
 
 
 def test_file_size_limit_is_the_environment(trace, tmp_path):
