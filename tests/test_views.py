@@ -13,9 +13,8 @@ import pytest
 from conftest import CORPUS, H200, need
 
 import nsysdiag
-from nsysdiag.views.cache import ViewFiles
-from nsysdiag.views.cache import ViewFiles
 from nsysdiag.errors import InputError, MissingDataError
+from nsysdiag.views.cache import ViewFiles
 from nsysdiag.views.definitions import API_VERSION_STAMP
 
 
