@@ -208,3 +208,20 @@ def test_damaged_cached_result_is_computed_again(tmp_path, capfd):
     with nsysdiag.open(a) as rep:
         assert rep.analysis("kernel_summary").to_arrow().to_pylist() == first
     assert "computing it again" in capfd.readouterr().err
+
+
+def test_publish_without_hard_links(tmp_path, monkeypatch):
+    """A file system without hard links: the record is renamed into place, the view
+    still published and read back intact."""
+    import errno
+
+    def no_link(src, dst):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_link)
+    files = ViewFiles(tmp_path)
+    f = files.new_file("kernels")
+    f.write_bytes(b"data")
+    assert files.publish("kernels", f) == f and files.lookup("kernels") == f
+    a = _trace(1000).write(tmp_path / "a.sqlite")
+    assert _kernel_sum(a) == 3000 and _kernel_sum(a) == 3000

@@ -153,6 +153,22 @@ class ViewFiles:
         if isinstance(file, str) and Path(file).name == file and file.startswith(f"{name}-"):
             (self.directory / file).unlink(missing_ok=True)
 
+    @staticmethod
+    def _create(tmp: Path, record: Path) -> None:
+        """Make the complete ``tmp`` the ``record`` unless one exists (FileExistsError),
+        by a hard link. Where the file system has no hard links the record is renamed into
+        place instead: a record is read whole and names a file that is never changed, so
+        a concurrent builder's record replacing it only leaves one file unused."""
+        try:
+            os.link(tmp, record)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK,
+                                 errno.ENOSYS):
+                raise
+            os.replace(tmp, record)
+
     def publish(self, name: str, file: Path) -> Path:
         """Publish ``file`` (from :meth:`new_file`, complete) as view ``name``; returns the
         file to read, which is another process' when it published first."""
@@ -163,7 +179,7 @@ class ViewFiles:
             tmp.write_text(text)
             for _ in range(2):
                 try:
-                    os.link(tmp, self._record(name))
+                    self._create(tmp, self._record(name))
                     return file
                 except FileExistsError:
                     theirs = self.lookup(name)  # None when it was damaged, and removed
