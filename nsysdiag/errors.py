@@ -11,7 +11,14 @@ EXIT_REGRESSION = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
 EXIT_MISSING_DATA = 4
+#: ``batch`` wrote its results but at least one report failed (see the results' status)
+EXIT_REPORTS_FAILED = 5
 EXIT_INTERNAL = 70
+#: the environment, not the input, stopped the run: disk full, file size limit, memory
+#: limit, the cache removed or unwritable mid-run (sysexits' EX_TEMPFAIL: fix, then rerun)
+EXIT_RESOURCE = 75
+#: stopped by Ctrl-C (SIGINT), as shells report it: 128 + 2
+EXIT_INTERRUPTED = 130
 
 
 class NsysdiagError(Exception):
@@ -50,6 +57,13 @@ class MissingDataError(NsysdiagError):
     """The export lacks the data a command needs (for example no CUDA trace)."""
 
     exit_code = EXIT_MISSING_DATA
+
+
+class ResourceError(NsysdiagError):
+    """The environment stopped the run, not the input: no space left, a file size limit,
+    the memory limit, the cache directory removed or unwritable while in use."""
+
+    exit_code = EXIT_RESOURCE
 
 
 class UsageError(NsysdiagError):

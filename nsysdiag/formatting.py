@@ -14,12 +14,35 @@ import html
 import io
 import json
 import math
+import re
 from collections.abc import Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 FORMATS = ("table", "csv", "json")
+
+#: characters a terminal acts on rather than shows: C0 controls (ESC starts the CSI, OSC
+#: 52 clipboard and OSC 8 link sequences; BEL, BS and CR rewrite what is shown), DEL, C1
+#: controls (U+009B is a one-character CSI) and the bidirectional overrides that reorder
+#: what is shown; tab and newline excepted (see :func:`printable`)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+                      "\u2066-\u2069]")
+_CONTROL_OR_BREAK = re.compile(f"[\t\n{_CONTROL.pattern[1:-1]}]")
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str, *, breaks: bool = True) -> str:
+    """``text`` safe to print on a terminal: each character it would act on (a control
+    character, a bidirectional override) is shown as its escape, ``\\x1b`` or
+    ``\\u202e``. Kernel and NVTX names are the trace's text, written by whoever ran the
+    traced program. With ``breaks`` False tabs and newlines are escaped too (one cell of a
+    table)."""
+    return (_CONTROL if breaks else _CONTROL_OR_BREAK).sub(_escaped, text)
 
 
 def json_default(value: Any) -> Any:
@@ -58,7 +81,7 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:.6g}" if abs(value) < 1e15 else f"{value:.6e}"
-    return str(value)
+    return printable(str(value), breaks=False)
 
 
 def format_rows(

@@ -22,9 +22,9 @@ from ._version import __version__
 from .adapters.base import Source
 from .adapters.detect import open_source
 from .config import cache_dir as default_cache_dir
-from .engine.database import connect
+from .engine.database import connect, environment_error
 from .engine.workspace import Workspace
-from .errors import InputError, UsageError
+from .errors import InputError, ResourceError, UsageError
 from .formatting import (
     cuda_version,
     driver_version,
@@ -34,6 +34,7 @@ from .formatting import (
     html_table,
 )
 from .views.build import VIEW_FORMAT, ViewStore
+from .views.cache import content_identity
 from .views.definitions import VIEWS
 from .views.probe import Probe, cached_probe
 
@@ -162,20 +163,48 @@ class Report:
         self.source: Source = open_source(self.path, nsys=nsys)
         self.tracer = tracer
         self._tmp: str | None = None
-        if cache:
-            root = Path(cache_dir) if cache_dir else default_cache_dir()
-            directory = root / "views" / f"{self.source.identity()}-v{VIEW_FORMAT}-{__version__}"
-        else:
-            self._tmp = tempfile.mkdtemp(prefix="nsysdiag-")
-            directory = Path(self._tmp)
+        try:
+            #: the input's content identity when opened (``views.cache.content_identity``)
+            self.identity = content_identity(self.source.path)
+        except OSError as exc:
+            self.source.close()
+            raise InputError(f"cannot be read ({exc.strerror or exc})", path=str(path)) from None
+        try:
+            if cache:
+                root = Path(cache_dir) if cache_dir else default_cache_dir()
+                directory = root / "views" / f"{self.identity}-v{VIEW_FORMAT}-{__version__}"
+                spill = root / "spill"  # under the cache directory given, not the default
+            else:
+                # nothing under the cache directory: views and spill files in a temporary
+                # directory, removed by close()
+                self._tmp = tempfile.mkdtemp(prefix="nsysdiag-")
+                directory = Path(self._tmp)
+                spill = directory / "spill"
+        except OSError as exc:
+            self.source.close()
+            raise ResourceError(f"cannot make a temporary directory ({exc.strerror or exc})",
+                                hint="free space in the temporary directory ($TMPDIR)") from None
         self.cache_path = directory
-        self.con = connect(threads)
-        self._store = ViewStore(self.source, self.con, directory, tracer)
+        self.con = connect(threads, spill)
+        self._store = ViewStore(self.source, self.con, directory, tracer, self.check_unchanged)
         self._probe: Probe | None = None
         #: analysis results computed on this report (see ``analyses.results``)
         self.results_memo: dict[str, Any] = {}
         #: the engine's state for this report: scratch steps, hand-overs between analyses
-        self.workspace = Workspace()
+        self.workspace = Workspace(spill)
+
+    def check_unchanged(self) -> None:
+        """Raise :class:`InputError` when the input's content changed since it was opened
+        (it was being written or replaced while read): what was read may mix two versions
+        and must not be kept or reported."""
+        try:
+            same = content_identity(self.source.path) == self.identity
+        except OSError:
+            same = False
+        if not same:
+            raise InputError("changed while it was being read (results would mix two versions)",
+                             path=str(self.path),
+                             hint="run again once whatever writes it has finished")
 
     # -- querying -------------------------------------------------------------------------
     def sql(self, query: str, params: Any = None) -> duckdb.DuckDBPyRelation:
@@ -198,6 +227,9 @@ class Report:
         try:
             return self.con.sql(query, params=params)
         except duckdb.Error as exc:
+            other = environment_error(exc, self.cache_path)  # Ctrl-C, cache removed, ...
+            if other is not None:
+                raise other from None
             raise UsageError(f"SQL error: {str(exc).splitlines()[0]}") from None
 
     def execute(self, query: str, params: Any = None) -> list[tuple]:
@@ -224,7 +256,8 @@ class Report:
     def probe(self) -> Probe:
         """Which views have data, and why not where they do not."""
         if self._probe is None:
-            self._probe = cached_probe(self.source, self.cache_path, self._graph_nodes)
+            self._probe = cached_probe(self.source, self.cache_path, self._graph_nodes,
+                                       self.check_unchanged)
         return self._probe
 
     def _graph_nodes(self) -> bool | None:

@@ -256,15 +256,17 @@ def test_output_paths_not_derived_from_trace_contents(tmp_path, capsys, monkeypa
     assert not any(victim.iterdir()), "a trace string became a path"
     created = (_files_under(tmp_path) - _files_under(cache) - {cache}) - before_tree
     assert created == {out / "report.html"}, sorted(map(str, created))
-    # the cache holds <identity>-v<format>-<version>/<view>.parquet, probe.json and
-    # results/<analysis>-<hex key>/{result.json, <n>.arrow}, nothing else
+    # the cache holds <identity>-v<format>-<version>/<view>-<hex>.parquet, <view>.json,
+    # probe.json and results/<analysis>-<hex key>/{result.json, <n>.arrow}, nothing else
     view_dirs = list((cache / "views").iterdir())
     assert len(view_dirs) == 1
     assert re.fullmatch(r"[0-9a-f]{24}-v\d+-[0-9A-Za-z.+-]+", view_dirs[0].name), view_dirs[0].name
     for f in view_dirs[0].iterdir():
         if f.name in ("results", "probe.json"):
             continue
-        assert f.suffix == ".parquet" and f.stem in VIEWS, f.name
+        view, rest = f.name.split("-", 1) if "-" in f.name else (f.stem, "")
+        assert view in VIEWS, f.name
+        assert f.name == f"{view}.json" or re.fullmatch(r"[0-9a-f]{16}\.parquet", rest), f.name
     results = list((view_dirs[0] / "results").iterdir())
     assert results
     for d in results:
@@ -290,7 +292,7 @@ def test_odd_paths_work(tmp_path, monkeypatch, capsys):
         assert rc == 0, capsys.readouterr().err
     assert "3" in capsys.readouterr().out
     assert fingerprint(path) == before
-    assert list(cache.rglob("kernels.parquet"))
+    assert list(cache.rglob("kernels-*.parquet"))
 
 
 def test_view_name_is_checked(tmp_path):

@@ -104,7 +104,7 @@ def test_cache_lives_in_cache_dir(inputs, tmp_path, capsys, monkeypatch):
     before = fingerprint(inputs["sqlite"])
     assert main(["kernel-summary", inputs["sqlite"]]) == 0
     assert fingerprint(inputs["sqlite"]) == before
-    assert list(cache.rglob("kernels.parquet")), "no view cached under NSYSDIAG_CACHE_DIR"
+    assert list(cache.rglob("kernels-*.parquet")), "no view cached under NSYSDIAG_CACHE_DIR"
 
 
 def test_corpus_parquet_dir_untouched(tmp_path, capsys):

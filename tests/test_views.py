@@ -14,6 +14,7 @@ from conftest import CORPUS, H200, need
 
 import nsysdiag
 from nsysdiag.errors import InputError, MissingDataError
+from nsysdiag.views.cache import ViewFiles
 from nsysdiag.views.definitions import API_VERSION_STAMP
 
 
@@ -150,8 +151,8 @@ def test_probe_reports_missing_data_with_hint(builder, tmp_path):
 def test_cache_is_reused_and_no_cache_leaves_nothing(standard_export, tmp_path):
     with nsysdiag.open(standard_export, cache_dir=tmp_path / "c") as rep:
         rep.ensure_views("kernels")
-        cached = rep.cache_path / "kernels.parquet"
-        assert cached.exists()
+        cached = ViewFiles(rep.cache_path).lookup("kernels")
+        assert cached is not None and cached.exists()
         mtime = cached.stat().st_mtime_ns
     with nsysdiag.open(standard_export, cache_dir=tmp_path / "c") as rep:
         assert rows(rep, "SELECT count(*) FROM kernels") == [(3,)]

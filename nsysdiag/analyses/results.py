@@ -8,8 +8,10 @@ analysis' result class (``RESULT`` of its module). The key hashes the options (o
 settings, only the fields the analysis reads: its module's ``SETTINGS``), nsysdiag's
 Python and SQL source and its version, so a change to any of them computes afresh; the
 view cache directory itself is keyed by the input's identity. Writes go to a temporary
-directory renamed into place. A result whose summary would not survive JSON unchanged is
-simply not stored.
+directory renamed into place. ``result.json`` records the size and CRC-32 of each table
+file and of its own metadata: a stored result that does not match them (a damaged disk, an
+edit) is removed, with a note, and computed again. A result whose summary would not
+survive JSON unchanged is simply not stored.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import math
 import os
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +32,7 @@ import pyarrow.feather as feather
 
 from .._version import __version__
 from ..settings import DEFAULTS
+from ..views.cache import file_crc, note
 from . import module
 from .base import AnalysisResult
 
@@ -36,7 +40,7 @@ if TYPE_CHECKING:
     from ..report import Report
 
 #: bump when the stored layout changes
-RESULTS_FORMAT = 2
+RESULTS_FORMAT = 3
 
 
 def run(report: Report, name: str, **options: Any) -> AnalysisResult:
@@ -82,21 +86,28 @@ def _key(name: str, options: dict[str, Any]) -> str:
 
 def _load(directory: Path, name: str) -> AnalysisResult | None:
     try:
-        meta = json.loads((directory / "result.json").read_text())
-        tables = {
-            t: feather.read_table(directory / f"{i}.arrow", memory_map=False)
-            for i, t in enumerate(meta["tables"])
-        }
-    except (OSError, ValueError, KeyError, pa.ArrowException):
-        return None  # absent, or damaged: compute again
+        stored = json.loads((directory / "result.json").read_text())
+    except (OSError, ValueError):
+        return None  # absent (a damaged one is found below)
     try:
+        text = stored["meta"]
+        if zlib.crc32(text.encode()) != stored["crc32"]:
+            raise ValueError("metadata does not match its CRC-32")
+        meta = json.loads(text)
+        files = [directory / f"{i}.arrow" for i in range(len(meta["tables"]))]
+        if [list(file_crc(f)) for f in files] != meta["files"]:
+            raise ValueError("a table file does not match its size and CRC-32")
+        tables = {t: feather.read_table(f, memory_map=False)
+                  for t, f in zip(meta["tables"], files)}
         result_class = module(name).RESULT if meta["summary"] else AnalysisResult
         return result_class.from_summary(
             name, meta["status"], meta["message"], meta["summary"], tables, meta["main"],
             tuple(meta["findings"]),
         )
-    except (KeyError, ValueError):
-        return None  # damaged: compute again
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
+        note(f"cached result {directory} is damaged ({exc}); computing it again")
+        shutil.rmtree(directory, ignore_errors=True)
+        return None
 
 
 def _save(result: AnalysisResult, directory: Path) -> None:
@@ -105,10 +116,10 @@ def _save(result: AnalysisResult, directory: Path) -> None:
         "main": result.main, "findings": list(result.findings), "tables": list(result.tables),
     }
     try:
-        text = json.dumps(meta)
+        json.dumps(meta)
     except (TypeError, ValueError):
         return
-    if not _same(json.loads(text)["summary"], result.summary):
+    if not _same(json.loads(json.dumps(meta))["summary"], result.summary):
         return
     tmp = None
     try:
@@ -116,7 +127,10 @@ def _save(result: AnalysisResult, directory: Path) -> None:
         tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
         for i, table in enumerate(result.tables.values()):
             feather.write_feather(table, tmp / f"{i}.arrow", compression="zstd")
-        (tmp / "result.json").write_text(text)
+        meta["files"] = [list(file_crc(tmp / f"{i}.arrow")) for i in range(len(result.tables))]
+        text = json.dumps(meta)
+        (tmp / "result.json").write_text(json.dumps({"meta": text,
+                                                     "crc32": zlib.crc32(text.encode())}))
         os.replace(tmp, directory)
         tmp = None
     except OSError:

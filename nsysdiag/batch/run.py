@@ -2,7 +2,15 @@
 
 Every finished report is saved at once as ``<output>.parts/<key>.json`` (written to a
 temporary file and renamed), so a batch that is killed loses nothing it finished and a
-rerun skips those reports unless ``force``. At the end the parts are combined into three
+rerun skips those reports unless ``force``.
+
+Each local report runs in a process of its own: a worker that dies (killed, out of
+memory) costs that report only, recorded with the signal that ended it. Before a report
+starts its part is written as "lost" with one more crash counted, so a report that takes
+the whole batch down with it is counted too; a report whose runs crashed is retried once,
+then recorded as crashing for good (``force`` tries it again). A failure that may pass
+(the environment's: disk full, memory limit, Ctrl-C; exit 75 or 130) is recorded but not
+final: a rerun tries the report again. At the end the parts are combined into three
 Parquet files, each written atomically:
 
 ``<output>``                one row per report: key figures and the verdict, or the error
@@ -15,9 +23,11 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import multiprocessing
+import signal
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +35,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..engine import threads
-from ..errors import StageTimeout, UsageError
+from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_RESOURCE, StageTimeout, UsageError
 from ..fileio import write_atomic
+from ..views.cache import content_identity
+
+#: crashes (a worker or the batch dying during the report) after which a report is
+#: recorded as crashing rather than tried again
+CRASHES_FINAL = 2
+#: exit codes of failures that may pass: recorded, but tried again by a rerun
+TRANSIENT_EXIT_CODES = (EXIT_RESOURCE, EXIT_INTERRUPTED)
+#: part fields that steer resuming, not results (left out of the combined tables)
+PART_FIELDS = ("final", "crashes")
 
 EXPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep")
 
@@ -113,10 +132,11 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
 
 
 def report_key(path: Path) -> str:
-    """Identity of an input for resuming: resolved path, size and mtime."""
+    """Identity of an input for resuming: its content identity
+    (``views.cache.content_identity``: resolved path, inode, size, mtime, ctime, sampled
+    bytes)."""
     try:
-        st = path.stat()
-        ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+        ident = content_identity(path)
     except OSError:
         ident = f"{path.resolve()}|missing"
     return hashlib.sha256(ident.encode()).hexdigest()[:20]
@@ -176,10 +196,28 @@ def diagnose_one(path: str, options: dict[str, Any]) -> dict[str, Any]:
     except NsysdiagError as exc:
         record.update(status="error", error=exc.one_line(), exit_code=exc.exit_code)
     except Exception as exc:  # one bad report must not stop the batch
-        record.update(
-            status="error", error=f"internal error: {type(exc).__name__}: {exc}", exit_code=70
-        )
+        from ..engine.database import environment_error
+
+        other = environment_error(exc, options.get("cache_dir") and Path(options["cache_dir"]))
+        if isinstance(other, NsysdiagError):
+            record.update(status="error", error=other.one_line(), exit_code=other.exit_code)
+        elif isinstance(other, KeyboardInterrupt):
+            raise other from None
+        else:
+            record.update(status="error", error=f"internal error: {type(exc).__name__}: {exc}",
+                          exit_code=EXIT_INTERNAL)
     return record
+
+
+def _crash_record(path: str, why: str, crashes: int) -> dict[str, Any]:
+    """The record of a report whose run ended without a result (``why``), after
+    ``crashes`` such runs."""
+    final = crashes >= CRASHES_FINAL
+    return {"report": path, "status": "error", "exit_code": EXIT_INTERNAL,
+            "error": f"{why}; " + (f"crashed {crashes} times: recorded as crashing "
+                                   "(--force tries it again)" if final
+                                   else "tried again by the next run"),
+            "final": final, "crashes": crashes}
 
 
 @dataclass(frozen=True)
@@ -206,18 +244,110 @@ def _save_part(parts: Path, key: str, record: dict[str, Any]) -> None:
     write_atomic(parts / f"{key}.json", lambda tmp: Path(tmp).write_text(text))
 
 
+def _read_part(parts: Path, key: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads((parts / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return None  # absent, or damaged: run the report again
+    return record if isinstance(record, dict) and "status" in record else None
+
+
+def _final(record: dict[str, Any]) -> bool:
+    """Whether a stored record is the report's last word (else a rerun tries again)."""
+    if "final" in record:
+        return bool(record["final"])
+    return record["status"] == "ok" or record.get("exit_code") not in TRANSIENT_EXIT_CODES
+
+
+def _signal_name(exitcode: int | None) -> str:
+    if exitcode is None or exitcode >= 0:
+        return f"exit status {exitcode}"
+    try:
+        name = signal.Signals(-exitcode).name
+    except ValueError:
+        name = f"signal {-exitcode}"
+    return name + (" (out of memory?)" if -exitcode == signal.SIGKILL else "")
+
+
+def _child(conn: Any, path: str, options: dict[str, Any]) -> None:
+    """A worker process: diagnose one report, send its record."""
+    try:
+        conn.send(diagnose_one(path, options))
+    except KeyboardInterrupt:
+        pass  # the batch was interrupted: it says so
+    finally:
+        conn.close()
+
+
+class _Started:
+    """A report running in a worker process of its own."""
+
+    def __init__(self, ctx: Any, key: str, path: str, options: dict[str, Any]):
+        self.key, self.path = key, path
+        self.conn, theirs = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_child, args=(theirs, path, options), daemon=True)
+        self.proc.start()
+        theirs.close()
+
+    def result(self) -> dict[str, Any] | None:
+        """The record sent, or None when the worker died without one."""
+        try:
+            record = self.conn.recv()
+        except (EOFError, OSError):
+            record = None
+        self.conn.close()
+        self.proc.join(timeout=threads.stage_timeout())
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        return record
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
+
+def _local(todo: list[tuple[str, Path]], options: dict[str, Any], workers: int | None
+           ) -> Iterator[tuple[str, dict[str, Any] | str]]:
+    """(key, record) of each report as it finishes, each in a process of its own, at most
+    ``workers`` at once; (key, why) for one whose worker died without a record."""
+    ctx = multiprocessing.get_context()
+    queue = [(k, str(p)) for k, p in reversed(todo)]
+    running: dict[Any, _Started] = {}
+    try:
+        while queue or running:
+            while queue and len(running) < (workers or multiprocessing.cpu_count()):
+                key, path = queue.pop()
+                yield key, "started"
+                started = _Started(ctx, key, path, options)
+                running[started.conn] = started
+            bound = threads.stage_timeout()
+            ready = wait(list(running), timeout=bound)
+            if not ready:
+                raise StageTimeout("batch", bound, f"every one of {len(running)} running reports")
+            for conn in ready:
+                started = running.pop(conn)
+                record = started.result()
+                yield started.key, (record if record is not None else
+                                    f"its worker died ({_signal_name(started.proc.exitcode)})")
+    finally:
+        for started in running.values():  # the batch stops early: end the reports running
+            started.kill()
+
+
 def _results(
-    paths: list[Path],
     todo: list[tuple[str, Path]],
     options: dict[str, Any],
     workers: int | None,
     dask: str | None,
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(key, record) of each report as it finishes. A report's own failure is its record
-    (``diagnose_one`` never raises); if no report finishes within the stage bound the batch
-    stops with :class:`~nsysdiag.errors.StageTimeout` (the finished parts are kept), and
-    when the batch stops early the reports not started are cancelled and local workers
-    ended."""
+) -> Iterator[tuple[str, dict[str, Any] | str]]:
+    """(key, record) of each report as it finishes; (key, "started") as one starts where
+    that is known (local runs), and (key, why) for one whose run ended without a record.
+    A report's own failure is its record (``diagnose_one`` never raises); if no report
+    finishes within the stage bound the batch stops with
+    :class:`~nsysdiag.errors.StageTimeout` (the finished parts are kept), and when the
+    batch stops early the reports not started are cancelled and local workers ended."""
     if not todo:
         return
     if dask:
@@ -240,33 +370,17 @@ def _results(
         return
     if workers == 1:
         for k, p in todo:
+            yield k, "started"
             yield k, diagnose_one(str(p), options)
         return
-
-    def first_local(pending: set, bound: float) -> tuple[set, set]:
-        done, rest = wait(pending, timeout=bound, return_when=FIRST_COMPLETED)
-        return done, rest
-
-    pool = ProcessPoolExecutor(max_workers=workers)
-    finished = False
-    try:
-        futures = {pool.submit(diagnose_one, str(p), options): k for k, p in todo}
-        yield from _as_finished(futures, first_local)
-        finished = True
-    finally:
-        # a worker may be stuck in a report: when the batch stops early its processes are
-        # ended, or the interpreter's exit would wait for them (the executor keeps them in
-        # ``_processes``, which its shutdown clears)
-        procs = [] if finished else list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=finished, cancel_futures=True)
-        for proc in procs:
-            proc.kill()
+    yield from _local(todo, options, workers)
 
 
 def _as_finished(futures: dict, first: Callable[[set, float], tuple[set, set]]
-                 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(key, record) of the futures as they finish; ``first(pending, bound)`` waits for the
-    first to finish, at most ``bound`` seconds (done, not done)."""
+                 ) -> Iterator[tuple[str, dict[str, Any] | str]]:
+    """(key, record) of the futures as they finish, (key, why) for one that raised;
+    ``first(pending, bound)`` waits for the first to finish, at most ``bound`` seconds
+    (done, not done)."""
     pending = set(futures)
     while pending:
         bound = threads.stage_timeout()
@@ -274,7 +388,10 @@ def _as_finished(futures: dict, first: Callable[[set, float], tuple[set, set]]
         if not done:
             raise StageTimeout("batch", bound, f"every one of {len(pending)} running reports")
         for fut in done:
-            yield futures[fut], fut.result()
+            try:
+                yield futures[fut], fut.result()
+            except Exception as exc:  # a worker lost by the cluster
+                yield futures[fut], f"its worker died ({type(exc).__name__}: {exc})"
 
 
 def run_batch(
@@ -314,26 +431,61 @@ def run_batch(
     parts = out.with_name(out.name + ".parts")
     parts.mkdir(parents=True, exist_ok=True)
     keyed = [(report_key(p), p) for p in paths]
-    todo = [(k, p) for k, p in keyed if force or not (parts / f"{k}.json").exists()]
+    stored = {k: _read_part(parts, k) for k, _ in keyed}
+    todo = [(k, p) for k, p in keyed if force or stored[k] is None or not _final(stored[k])]
+    # crashes counted by earlier runs of a report not finished since
+    crashes = {k: 0 if force or stored[k] is None or stored[k]["status"] == "ok"
+               else int(stored[k].get("crashes") or 0) for k, _ in todo}
+    by_key = dict(keyed)
     options = {"range_name": range_name, "cache": cache, "cache_dir": cache_dir, "nsys": nsys}
-    done = 0
-    for key, record in _results(paths, todo, options, workers, dask):
-        _save_part(parts, key, record)
-        done += 1
-        if progress:
-            progress(done, len(todo))
-    records = [
-        json.loads((parts / f"{k}.json").read_text())
-        for k, _ in keyed
-        if (parts / f"{k}.json").exists()
-    ]
+    done, total = 0, len(todo)
+    lost: dict[str, dict[str, Any] | None] = {}  # running: the part to restore if stopped
+    try:
+        while todo:
+            retry = []
+            for key, record in _results(todo, options, workers, dask):
+                if record == "started":
+                    # counted as a crash until it finishes: a run that takes the whole
+                    # batch down with it (out of memory) still counts against the report
+                    crashes[key] += 1
+                    lost[key] = _read_part(parts, key)
+                    _save_part(parts, key, _crash_record(
+                        str(by_key[key]), "the batch stopped while it ran", crashes[key]))
+                    continue
+                marked = key in lost
+                lost.pop(key, None)
+                if isinstance(record, str):  # its worker died
+                    if not marked:  # Dask does not say when a report starts
+                        crashes[key] += 1
+                    record = _crash_record(str(by_key[key]), record, crashes[key])
+                    if not record["final"]:
+                        retry.append((key, by_key[key]))
+                        _save_part(parts, key, record)
+                        continue
+                else:
+                    record = {**record, "final": _final(record), "crashes": 0}
+                _save_part(parts, key, record)
+                done += 1
+                if progress:
+                    progress(done, total)
+            todo = retry
+    finally:
+        for key, previous in lost.items():  # stopped (Ctrl-C, a stage timeout): as before
+            if previous is None:
+                (parts / f"{key}.json").unlink(missing_ok=True)
+            else:
+                _save_part(parts, key, previous)
+    records = [r for k, _ in keyed if (r := _read_part(parts, k)) is not None]
     _combine(records, out)
     failed = sum(1 for r in records if r["status"] != "ok")
-    return BatchSummary(out, len(paths), done, len(paths) - len(todo), failed)
+    skipped = sum(1 for k, _ in keyed if not force and stored[k] is not None
+                  and _final(stored[k]))
+    return BatchSummary(out, len(paths), done, skipped, failed)
 
 
 def _combine(records: list[dict[str, Any]], out: Path) -> None:
-    main = [{k: v for k, v in r.items() if k not in ("findings", "kernels")} for r in records]
+    main = [{k: v for k, v in r.items() if k not in ("findings", "kernels", *PART_FIELDS)}
+            for r in records]
     findings = [{"report": r["report"], **f} for r in records for f in r.get("findings") or []]
     for f in findings:
         f["evidence"] = "\n".join(f.get("evidence") or [])

@@ -2,32 +2,48 @@
 
 Exit codes (the same for every command): 0 success; 1 ``diff`` found a regression;
 2 usage error; 3 the input cannot be read or is not a usable nsys export; 4 the export
-lacks the data the command needs; 70 internal error (a bug: please report it).
+lacks the data the command needs; 5 ``batch`` wrote its results but some report failed;
+70 internal error (a bug: please report it); 75 the environment stopped the run, not the
+input (disk full, file size limit, memory limit, cache removed or unwritable: fix, rerun);
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
+import threading
 import traceback
+from pathlib import Path
+from typing import Any
 
 import click
+
+try:  # loaded with the command line (where Ctrl-C is held, see __main__): light, no pandas
+    import adbc_driver_manager._lib as _adbc_lib
+except ImportError:
+    _adbc_lib = None
 import duckdb
 
 from .. import analyses
 from .._version import __version__
 from ..analyses.base import NOT_CAPTURED, AnalysisResult
+from ..config import cache_dir
 from ..engine import threads
+from ..engine.database import environment_error
 from ..errors import (
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_REGRESSION,
+    EXIT_REPORTS_FAILED,
     EXIT_USAGE,
     MissingDataError,
     NsysdiagError,
     UsageError,
 )
-from ..formatting import FORMATS, dumps, format_rows
+from ..formatting import FORMATS, dumps, format_rows, printable
 from ..report import Report
 from ..settings import DEFAULTS
 from .options import ANALYSIS_OPTIONS
@@ -54,7 +70,7 @@ class Settings:
 
     def open(self, path: str) -> Report:
         tracer = (
-            (lambda sql: click.echo(f"-- SQL\n{sql.strip()};", err=True)) if self.explain else None
+            (lambda sql: echo(f"-- SQL\n{sql.strip()};", err=True)) if self.explain else None
         )
         return Report(
             path, cache=self.cache, cache_dir=self.cache_dir, nsys=self.nsys, tracer=tracer
@@ -62,6 +78,14 @@ class Settings:
 
 
 pass_settings = click.make_pass_decorator(Settings)
+
+
+def echo(text: str, *, err: bool = False, csv: bool = False) -> None:
+    """Print ``text`` with every control character shown as its escape: names come from
+    the trace and must not drive the terminal (``formatting.printable``). CSV reaching a
+    file or pipe is left as it is."""
+    stream = sys.stderr if err else sys.stdout
+    click.echo(text if csv and not stream.isatty() else printable(text), err=err)
 
 
 class _Group(click.Group):
@@ -123,6 +147,13 @@ def cli(
     NSYSDIAG_STAGE_TIMEOUT (seconds, default 600): the longest one thread waits for
     another (a reader, a worker); past it the command stops with exit 70 and one line
     naming the stage (docs/concurrency.md).
+
+    Exit status: 0 success; 1 diff found a regression; 2 usage error; 3 the input cannot
+    be read, is not an nsys export, or changed while read; 4 the export lacks the data
+    the command needs; 5 batch wrote its results but some report failed; 70 internal
+    error (a bug); 75 the environment, not the input, stopped the run (disk full, file
+    size limit, NSYSDIAG_MEMORY_LIMIT too small, cache unwritable or removed mid-run);
+    130 interrupted (Ctrl-C).
     """
     threads.stage_timeout()  # a bad value is a usage error now, not on another thread later
     ctx.obj = Settings(debug, quiet, no_cache, cache_dir, nsys, explain)
@@ -136,7 +167,7 @@ def info(settings: Settings, path: str, as_json: bool) -> None:
     """Versions, GPUs, processes, time span, row counts and what was captured."""
     with settings.open(path) as rep:
         result = rep.info()
-    click.echo(dumps(result.to_dict()) if as_json else str(result))
+    echo(dumps(result.to_dict()) if as_json else str(result))
 
 
 @cli.command()
@@ -155,10 +186,13 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) 
         try:
             rows = rel.fetchall()
         except duckdb.Error as exc:  # relations are lazy: errors can surface only now
+            other = environment_error(exc, rep.cache_path)
+            if other is not None:
+                raise other from None
             raise UsageError(f"SQL error: {str(exc).splitlines()[0]}") from None
     if limit is not None:
         rows = rows[:limit]
-    click.echo(format_rows(columns, rows, fmt))
+    echo(format_rows(columns, rows, fmt), csv=fmt == "csv")
 
 
 @cli.command()
@@ -258,7 +292,7 @@ def diagnose(
 
             write_html(result, html_out, timelines=collect_timelines(rep, result))
     if as_json:
-        click.echo(result.to_json())
+        echo(result.to_json())
     else:
         print_diagnosis(result)
 
@@ -312,7 +346,7 @@ def diff_cmd(
         cache_dir=settings.cache_dir,
         nsys=settings.nsys,
     )
-    click.echo(result.to_json() if as_json else str(result))
+    echo(result.to_json() if as_json else str(result))
     return EXIT_REGRESSION if (fail_on_regression and result.regressed) else 0
 
 
@@ -346,8 +380,14 @@ def batch(
     workers: int | None,
     force: bool,
     range_name: str | None,
-) -> None:
-    """Diagnose many reports (files, directories, globs): one row per report, resumable."""
+) -> int:
+    """Diagnose many reports (files, directories, globs): one row per report, resumable.
+
+    Each report runs in a worker process of its own: one that dies costs that report only,
+    recorded with its cause; a report that crashed is retried once, then recorded as
+    crashing. Failures that may pass (exit 75, 130) are retried by the next run. Exit
+    status 5 when the results were written but some report failed.
+    """
     from ..batch.run import run_batch
 
     progress = None
@@ -378,7 +418,8 @@ def batch(
     finally:
         if bar is not None:
             bar.stop()
-    click.echo(str(summary))
+    echo(str(summary))
+    return EXIT_REPORTS_FAILED if summary.failed else 0
 
 
 @cli.group()
@@ -395,7 +436,7 @@ def cache_clear(settings: Settings) -> None:
     from ..batch.cache import clear_cache
 
     n, size = clear_cache(_Path(settings.cache_dir) if settings.cache_dir else None)
-    click.echo(f"removed {n} files ({size / 1e6:.1f} MB)")
+    echo(f"removed {n} files ({size / 1e6:.1f} MB)")
 
 
 @cache.command("info")
@@ -409,7 +450,7 @@ def cache_info(settings: Settings) -> None:
 
     root = _Path(settings.cache_dir) if settings.cache_dir else cache_dir()
     n, size = cache_size(root)
-    click.echo(f"{root}: {n} files, {size / 1e6:.1f} MB")
+    echo(f"{root}: {n} files, {size / 1e6:.1f} MB")
 
 
 def emit_result(
@@ -419,15 +460,17 @@ def emit_result(
     if result.status == NOT_CAPTURED:
         raise MissingDataError(f"{result.analysis}: {result.message}")
     if fmt == "json":
-        click.echo(result.to_json(max_rows=max_rows))
+        echo(result.to_json(max_rows=max_rows))
     elif fmt == "csv":
         if not result.tables:
-            click.echo(format_rows(list(result.summary), [list(result.summary.values())], "csv"))
+            echo(format_rows(list(result.summary), [list(result.summary.values())], "csv"),
+                 csv=True)
             return
         t = result.to_arrow(table)
-        click.echo(format_rows(t.column_names, [tuple(r.values()) for r in t.to_pylist()], "csv"))
+        echo(format_rows(t.column_names, [tuple(r.values()) for r in t.to_pylist()], "csv"),
+             csv=True)
     else:
-        click.echo(
+        echo(
             str(result)
             if table is None
             else format_rows(
@@ -478,54 +521,121 @@ def _analysis_command(name: str) -> click.Command:
     return cmd
 
 
+class _Interrupts:
+    """Ctrl-C seen during the run: a failure that follows one (a reader or a query cut
+    short, whatever error it surfaces as) is the interrupt's, not the input's."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __enter__(self) -> _Interrupts:
+        self._old = None
+        # not where SIGINT is ignored (a background job of a script) or handled by the caller
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._old = signal.signal(signal.SIGINT, self._handle)
+            self._watch_adbc()
+        return self
+
+    def _watch_adbc(self) -> None:
+        """ADBC (the SQLite reader) takes SIGINT itself during its blocking calls: it
+        cancels the statement, which then fails with an error of its own, and Python never
+        sees the signal. Its cancel callback is wrapped to note the interrupt (in
+        ``_lib``, where its ``dbapi`` takes it from when imported, and in ``dbapi`` when
+        it already was)."""
+        modules = [m for m in (_adbc_lib, sys.modules.get("adbc_driver_manager.dbapi"))
+                   if m is not None and hasattr(m, "_blocking_call")]
+        self._adbc = [(m, m._blocking_call) for m in modules]
+        for module, call in self._adbc:
+            def blocking_call(func: Any, args: Any, kwargs: Any, cancel: Any,
+                              call: Any = call) -> Any:
+                def cancelled() -> None:
+                    self.seen = True
+                    cancel()
+                return call(func, args, kwargs, cancelled)
+
+            module._blocking_call = blocking_call
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.seen:
+            return  # the same interrupt raised again by a library (DuckDB does)
+        self.seen = True
+        # objects the interrupt left half made (a library's connection) fail in their
+        # finalizers as the run winds down: noise after the one line that says why
+        sys.unraisablehook = lambda unraisable: None
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        for module, call in getattr(self, "_adbc", ()):
+            module._blocking_call = call
+        if self._old is not None:
+            # once interrupted the run is over: an interrupt still pending (re-raised by
+            # a library) must not turn the exit status into a death by SIGINT
+            signal.signal(signal.SIGINT, signal.SIG_IGN if self.seen else self._old)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turning errors into one line and an exit code."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
-    try:
-        ctx = click.Context(cli)
-        for name in cli.list_commands(ctx):
-            cli.get_command(ctx, name)  # imports every analysis module now
-        # the modules' objects live as long as the process: the collector need not look at
-        # them again (docs/performance.md)
-        gc.freeze()
-        rv = cli.main(args=args, prog_name="nsysdiag", standalone_mode=False)
-        code = rv if isinstance(rv, int) else 0
-    except click.exceptions.Exit as exc:
-        code = exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        code = exc.exit_code if exc.exit_code else EXIT_USAGE
-    except click.Abort:
-        click.echo("nsysdiag: aborted", err=True)
-        code = 130
-    except NsysdiagError as exc:
-        if debug:
-            traceback.print_exc()
-        click.echo(f"nsysdiag: error: {exc.one_line()}", err=True)
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("nsysdiag: interrupted", err=True)
-        code = 130
-    except Exception as exc:  # a bug: keep it to one line unless --debug
-        if debug:
-            traceback.print_exc()
-        msg = " ".join(str(exc).split())[:300]
-        click.echo(
-            f"nsysdiag: internal error: {type(exc).__name__}: {msg} "
-            "(rerun with --debug for a traceback)",
-            err=True,
-        )
-        code = EXIT_INTERNAL
+    with _Interrupts() as interrupts:
+        try:
+            ctx = click.Context(cli)
+            for name in cli.list_commands(ctx):
+                cli.get_command(ctx, name)  # imports every analysis module now
+            # the modules' objects live as long as the process: the collector need not
+            # look at them again (docs/performance.md)
+            gc.freeze()
+            rv = cli.main(args=args, prog_name="nsysdiag", standalone_mode=False)
+            code = rv if isinstance(rv, int) else 0
+        except click.exceptions.Exit as exc:
+            code = exc.exit_code
+        except BaseException as exc:  # noqa: BLE001 - every error becomes one line and a code
+            if debug:
+                traceback.print_exc()
+            code = _failed(exc, args, interrupts.seen)
     sys.stdout.flush()
     return code
 
 
+def _failed(exc: BaseException, args: list[str], interrupted: bool) -> int:
+    """Print the one line for ``exc`` and return its exit code."""
+    if isinstance(exc, click.ClickException) and not interrupted:
+        exc.show()
+        return exc.exit_code if exc.exit_code else EXIT_USAGE
+    other = exc if isinstance(exc, NsysdiagError | KeyboardInterrupt) else \
+        environment_error(exc, _cache_root(args)) if isinstance(exc, Exception) else None
+    if interrupted or isinstance(exc, click.Abort) or isinstance(other, KeyboardInterrupt):
+        click.echo("nsysdiag: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    if isinstance(other, NsysdiagError):
+        echo(f"nsysdiag: error: {other.one_line()}", err=True)
+        return other.exit_code
+    if not isinstance(exc, Exception):
+        raise exc  # SystemExit and the like pass through
+    msg = " ".join(str(exc).split())[:300]  # a bug: one line unless --debug
+    echo(f"nsysdiag: internal error: {type(exc).__name__}: {msg} "
+         "(rerun with --debug for a traceback)", err=True)
+    return EXIT_INTERNAL
+
+
+def _cache_root(args: list[str]) -> Path:
+    """The cache directory the arguments name (``--cache-dir``), else the default."""
+    for i, arg in enumerate(args):
+        if arg == "--cache-dir" and i + 1 < len(args):
+            return Path(args[i + 1])
+        if arg.startswith("--cache-dir="):
+            return Path(arg.split("=", 1)[1])
+    return cache_dir()
+
+
 def run() -> None:
     code = main()
-    if threads.abandoned():
-        # a worker thread stuck past the stage bound (its error is printed): the
-        # interpreter's exit would wait for it, or for the library it is stuck in
+    if threads.abandoned() or code == EXIT_INTERRUPTED:
+        # a worker thread stuck past the stage bound (its error is printed), or one cut
+        # short by Ctrl-C: the interpreter's exit would wait for it, or for the library
+        # it is stuck in (and an interrupt a library left pending ended the process by
+        # SIGINT instead of exit 130)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -7,6 +7,8 @@ cursor: it is changed here only, around the reads that need it (:func:`stored_or
 from __future__ import annotations
 
 import contextlib
+import errno
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from ..config import MEMORY_ENV, memory_limit, spill_dir
-from ..errors import InputError, UsageError
+from ..errors import InputError, NsysdiagError, ResourceError, UsageError
 
 #: rows per batch of the engine's streamed reads
 BATCH_ROWS = 1 << 20
@@ -27,8 +29,49 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection that never downloads or autoloads extensions."""
+#: errors of the environment (OSError errno, and DuckDB's message for it)
+_RESOURCE_ERRNOS = {errno.ENOSPC: "No space left on device", errno.EFBIG: "File too large",
+                    errno.EDQUOT: "Disk quota exceeded"}
+
+
+def environment_error(exc: BaseException, cache: Path | None = None) -> BaseException | None:
+    """The error to raise in place of ``exc`` when the environment caused it, not the
+    input: KeyboardInterrupt for DuckDB's interrupt (Ctrl-C during a query), or a
+    :class:`ResourceError` for DuckDB's memory limit, a full disk, a file size limit
+    (``ulimit -f``), or a file missing from the ``cache`` directory (removed by a
+    concurrent ``nsysdiag cache clear``). None for any other error."""
+    if isinstance(exc, NsysdiagError | KeyboardInterrupt):
+        return None
+    if isinstance(exc, duckdb.InterruptException):
+        return KeyboardInterrupt()
+    text = str(exc)
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return ResourceError(
+            f"out of memory: DuckDB's memory limit ({memory_limit()}) is too small for this "
+            "trace", hint=f"raise {MEMORY_ENV}, e.g. {MEMORY_ENV}=8GB")
+    if isinstance(exc, OSError) and exc.errno in _RESOURCE_ERRNOS:
+        where = f" writing {exc.filename}" if exc.filename else ""
+        return ResourceError(f"{_RESOURCE_ERRNOS[exc.errno]}{where}",
+                             hint="free space or raise the limit and run again; "
+                                  "the input is not at fault")
+    reason = next((m for m in _RESOURCE_ERRNOS.values() if m in text), None)
+    if isinstance(exc, duckdb.Error) and reason:
+        file = re.search(r'file \\?"([^"\\]+)', text)
+        return ResourceError(reason + (f" writing {file.group(1)}" if file else ""),
+                             hint="free space or raise the limit and run again; "
+                                  "the input is not at fault")
+    if cache is not None and str(cache) in text and (
+            isinstance(exc, FileNotFoundError | duckdb.IOException)
+            or "No files found" in text):
+        return ResourceError(f"the view cache {cache} was removed while in use",
+                             hint="a concurrent `nsysdiag cache clear`? run again")
+    return None
+
+
+def connect(threads: int | None = None, spill: Path | None = None
+            ) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection that never downloads or autoloads extensions,
+    spilling to ``spill`` (default: ``config.spill_dir()``)."""
     config: dict[str, Any] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
@@ -39,7 +82,7 @@ def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
     con.execute("SET enable_progress_bar = false")
     # views and analyses order explicitly; without this COPY buffers whole tables
     con.execute("SET preserve_insertion_order = false")
-    spill = spill_dir()
+    spill = spill or spill_dir()
     try:
         con.execute("SET memory_limit = ?", [memory_limit()])
     except duckdb.Error as exc:

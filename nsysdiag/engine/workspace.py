@@ -20,7 +20,9 @@ from ..config import spill_dir
 class Workspace:
     """Scratch directory and hand-overs of one report."""
 
-    def __init__(self) -> None:
+    def __init__(self, spill: Path | None = None) -> None:
+        #: where scratch directories are made (default: ``config.spill_dir()``)
+        self._spill = spill
         self._scratch: str | None = None
         #: intermediates one analysis makes for a later one, by name (see :meth:`handover`)
         self._handed: dict[str, Any] = {}
@@ -34,7 +36,7 @@ class Workspace:
         system's temporary directory when the cache directory is not writable.
         """
         if self._scratch is None:
-            spill = spill_dir()
+            spill = self._spill or spill_dir()
             try:
                 spill.mkdir(parents=True, exist_ok=True)
                 self._scratch = tempfile.mkdtemp(prefix="steps-", dir=spill)
@@ -81,7 +83,7 @@ class Workspace:
         """A workspace for a forked report: the same scratch directory (made now, so both
         share it; this one removes it), no hand-overs."""
         self.scratch_dir()
-        other = Workspace()
+        other = Workspace(self._spill)
         other._scratch, other._owner = self._scratch, False
         return other
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..formatting import printable
+
 if TYPE_CHECKING:
     from ..diagnosis.model import Diagnosis
 
@@ -28,9 +30,8 @@ def _rich_style(text: str, key: str | None) -> str:
     names a layer or severity."""
     from rich.markup import escape
 
-    if key is None:
-        return escape(text)
-    return f"[bold {_COLORS.get(key, 'white')}]{escape(text)}[/]"
+    text = escape(printable(text))
+    return text if key is None else f"[bold {_COLORS.get(key, 'white')}]{text}[/]"
 
 
 def print_diagnosis(d: Diagnosis, *, color: bool | None = None) -> None:
@@ -40,6 +41,6 @@ def print_diagnosis(d: Diagnosis, *, color: bool | None = None) -> None:
     console = Console(highlight=False, soft_wrap=True, force_terminal=color)
     if console.is_terminal:
         for line in d.lines(style=_rich_style):
-            console.print(line)
+            console.print(printable(line))  # text outside the styled pieces, too
     else:
-        print(str(d))
+        print(printable(str(d)))

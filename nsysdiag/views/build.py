@@ -2,14 +2,13 @@
 
 A view is built the first time a query names it: its raw inputs are read (only the
 columns it declares) as Arrow streams, its SQL runs in DuckDB, and the result streams into
-``<cache>/<view>.parquet`` through a temporary file and an atomic rename. Queries then read
-that file, so DuckDB pushes each query's column list and filters down to Parquet.
+a Parquet file of the cache entry, written once and published when complete
+(:mod:`nsysdiag.views.cache`). Queries then read that file, so DuckDB pushes each query's
+column list and filters down to Parquet.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,9 +20,10 @@ import pyarrow.compute as pc
 
 from ..adapters.base import Source
 from ..engine import threads
-from ..engine.database import sql_string
-from ..errors import InputError, StageTimeout
+from ..engine.database import environment_error, sql_string
+from ..errors import InputError, ResourceError, StageTimeout
 from . import _compiled
+from .cache import ViewFiles, note
 from .definitions import (
     API_CATEGORIES,
     API_CATEGORY_SQL,
@@ -89,17 +89,18 @@ class ViewStore:
     """Builds the normalized views of one source into a directory of Parquet files."""
 
     def __init__(self, source: Source, con: duckdb.DuckDBPyConnection, directory: Path,
-                 tracer: Callable[[str], None] | None = None):
+                 tracer: Callable[[str], None] | None = None,
+                 unchanged: Callable[[], None] | None = None):
         self.source = source
         self.con = con
         self.directory = directory
+        self.files = ViewFiles(directory)
+        #: raises when the input changed since it was opened (called after each build)
+        self.unchanged = unchanged
         self.tracer = tracer
         self._helpers_ready = False
         self._lock = threading.RLock()
         self._ready: set[str] = set()
-
-    def path(self, name: str) -> Path:
-        return self.directory / f"{name}.parquet"
 
     def built(self, name: str) -> bool:
         """Whether view ``name`` is ready to query without building it."""
@@ -121,15 +122,16 @@ class ViewStore:
 
     def _ensure_one(self, spec: ViewSpec) -> None:
         self.ensure(spec.depends)
-        target = self.path(spec.name)
-        if not target.exists():
-            self._build(spec, target)
+        target = self.files.lookup(spec.name) or self._build(spec)
         try:
             self._create_view(spec, target)
-        except duckdb.Error:
-            # a damaged cache file (disk full, edited by hand, ...): build it again, once
-            target.unlink(missing_ok=True)
-            self._build(spec, target)
+        except duckdb.Error as exc:
+            # intact by its CRC-32 yet unreadable (written by another nsysdiag version
+            # under the same key, say): build it again, once
+            note(f"cached view {spec.name} in {self.directory} cannot be read "
+                 f"({str(exc).splitlines()[0]}); rebuilding it")
+            self.files.discard(spec.name)
+            target = self._build(spec)
             self._create_view(spec, target)
         self._ready.add(spec.name)
 
@@ -139,27 +141,34 @@ class ViewStore:
         self.con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT {columns} "
                          f"FROM read_parquet({sql_string(str(target))})")
 
-    def _build(self, spec: ViewSpec, target: Path) -> None:
+    def _build(self, spec: ViewSpec) -> Path:
+        """Write view ``spec`` to a new file of the entry and publish it; returns the file
+        to read (another process' when it published the same view first)."""
         self._ensure_helpers()
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{spec.name}.", suffix=".tmp", dir=self.directory)
-            os.close(fd)
+            file = self.files.new_file(spec.name)
         except OSError as exc:
-            raise InputError(
+            raise ResourceError(
                 f"cannot write the view cache in {self.directory} ({exc.strerror or exc})",
                 hint="set NSYSDIAG_CACHE_DIR or --cache-dir to a writable directory, "
                      "or pass --no-cache",
             ) from None
         try:
             try:
-                self._write(spec, tmp, likely=True)
+                self._write(spec, str(file), likely=True)
             except _Unlisted:
-                self._write(spec, tmp, likely=False)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+                self._write(spec, str(file), likely=False)
+            if self.unchanged is not None:
+                self.unchanged()  # what was read is one version of the input
+            return self.files.publish(spec.name, file)
+        except OSError as exc:
+            file.unlink(missing_ok=True)
+            raise environment_error(exc, self.directory) or ResourceError(
+                f"cannot write the view cache in {self.directory} ({exc.strerror or exc})",
+                hint="run again; `nsysdiag cache clear` if it persists") from None
+        except BaseException:
+            file.unlink(missing_ok=True)
+            raise
 
     def _write(self, spec: ViewSpec, tmp: str, likely: bool) -> None:
         """Write the view to ``tmp``; with ``likely``, list the strings ``Strings.likely``
@@ -260,6 +269,9 @@ class ViewStore:
             cause = exc.__cause__ or exc.__context__
             if isinstance(cause, InputError):
                 raise cause from None
+            other = environment_error(exc, self.directory)  # Ctrl-C, disk full, ...
+            if other is not None:
+                raise other from None
             stuck = threads.quoted_timeout(str(exc))  # a reader's thread gave up waiting
             if stuck is not None:
                 raise stuck from None

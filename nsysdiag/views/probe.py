@@ -15,6 +15,7 @@ from pathlib import Path
 from ..adapters.base import Source
 from ..errors import MissingDataError
 from ..fileio import write_atomic
+from .cache import note
 from .definitions import VIEWS
 
 PRESENT, EMPTY, NOT_CAPTURED = "present", "empty", "not_captured"
@@ -162,26 +163,57 @@ def probe(source: Source, graph_nodes: Callable[[], bool | None] | None = None,
     return Probe(str(source.path), _Statuses(views, decided), cuda_traced)
 
 
+def _stored_statuses(data: object) -> tuple[dict[str, ViewStatus], bool] | None:
+    """The statuses and ``cuda_traced`` of a stored probe when every field has its type
+    and every view its known status, else None."""
+    if (not isinstance(data, dict) or not isinstance(data.get("views"), dict)
+            or not isinstance(data.get("cuda_traced"), bool)
+            or data["views"].keys() != VIEWS.keys()):
+        return None
+    views = {}
+    for name, v in data["views"].items():
+        try:
+            status = ViewStatus(**v)
+        except TypeError:
+            return None
+        if (status.name != name or status.status not in (PRESENT, EMPTY, NOT_CAPTURED)
+                or type(status.source_rows) is not int or status.source_rows < 0
+                or (status.source_rows > 0) != (status.status == PRESENT)
+                or not isinstance(status.reason, str) or not isinstance(status.hint, str)):
+            return None
+        views[name] = status
+    return views, data["cuda_traced"]
+
+
 def cached_probe(source: Source, directory: Path,
-                 graph_nodes: Callable[[], bool | None] | None = None) -> Probe:
+                 graph_nodes: Callable[[], bool | None] | None = None,
+                 unchanged: Callable[[], None] | None = None) -> Probe:
     """The probe of ``source``, kept as ``probe.json`` in its view cache directory (once
-    every status is decided).
+    every status is decided, and ``unchanged()`` found the input unchanged since opened).
 
     Counting the rows of a big table costs SQLite a read of every row; the cache directory
-    is keyed by the input's identity, so the stored answer stays valid.
+    is keyed by the input's identity, so the stored answer stays valid. A stored probe
+    that is not valid (damaged, edited) is probed again, with a note.
     """
     stored = directory / "probe.json"
     try:
-        data = json.loads(stored.read_text())
-        views = {k: ViewStatus(**v) for k, v in data["views"].items()}
-        if views.keys() == VIEWS.keys():
-            return Probe(str(source.path), views, bool(data["cuda_traced"]))
-    except (OSError, ValueError, TypeError, KeyError):
-        pass  # absent or damaged: probe again
+        text = stored.read_text()
+    except OSError:
+        text = None  # absent (or unreadable): probe
+    if text is not None:
+        try:
+            read = _stored_statuses(json.loads(text))
+        except ValueError:
+            read = None
+        if read is not None:
+            return Probe(str(source.path), read[0], read[1])
+        note(f"cached {stored} is damaged; probing the export again")
 
     def store(views: dict[str, ViewStatus]) -> None:  # called once result is made
         text = json.dumps({"views": {k: asdict(v) for k, v in views.items()},
                            "cuda_traced": result.cuda_traced})
+        if unchanged is not None:
+            unchanged()  # the counts are of one version of the input
         try:
             write_atomic(stored, lambda tmp: Path(tmp).write_text(text))
         except OSError:
