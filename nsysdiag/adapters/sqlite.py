@@ -7,13 +7,25 @@ at run time), and is a small Apache Arrow project. Every query names its columns
 what a view needs leaves SQLite.
 
 The file is opened with ``mode=ro&immutable=1``: SQLite takes no locks and writes nothing,
-so the input's bytes and mtime never change.
+so the input's bytes and mtime never change. SQLite then also ignores a ``-wal`` file
+beside it: an export whose WAL holds data is refused (:func:`refuse_pending_log`) rather
+than read without that data.
+
+Every read is bounded (``docs/concurrency.md``): nsys exports hold plain tables only, so a
+view, a virtual table or a table with generated columns in place of an nsys table is
+refused (reading one runs whatever SQL it holds, which may never end); a statement on the
+export is interrupted once it has run longer than ``NSYSDIAG_STAGE_TIMEOUT``, or when the
+source is closed; and a table whose b-tree claims more rows than the file can hold (a
+damaged or crafted file whose pages point to one another over and over) is refused by its
+row count, before anything scans it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
+import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -42,6 +54,16 @@ FAST_MIN_BYTES = 256 << 20
 BATCH_ROWS = 65_536
 
 
+#: the fewest bytes a row takes in the file: the 2-byte pointer to its cell on a leaf page
+#: (the cell itself takes more); a table that counts more rows than the file has room for
+#: has a damaged or crafted b-tree
+MIN_ROW_BYTES = 2
+
+#: the first bytes of a rollback journal that holds a transaction (a "hot" journal)
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+#: bytes of a WAL file's header: a WAL file longer than this holds frames
+WAL_HEADER_BYTES = 32
+
 #: what the sqlite3 module raises on a damaged file: its error, or UnicodeDecodeError when
 #: the message quotes damaged schema text that is not valid UTF-8
 DB_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
@@ -61,6 +83,38 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def refuse_pending_log(path: Path, head: bytes) -> None:
+    """Raise :class:`InputError` when changes to the database at ``path`` lie in a log
+    beside it: a ``-wal`` file with frames (a WAL-mode database, ``head`` being its first
+    100 bytes) or a hot ``-journal``.
+
+    The export is read ``immutable``, which ignores both (reading them would need SQLite
+    to write its lock or shared-memory files beside the input); read without them, the
+    tables would miss the WAL's rows, or hold half of an interrupted transaction.
+    """
+    wal_mode = len(head) >= 20 and head[18] == 2 and head[19] == 2
+    log = Path(f"{path}-wal")
+    if wal_mode and log.is_file() and log.stat().st_size > WAL_HEADER_BYTES:
+        raise InputError(
+            f"the export is in WAL mode and {log.name} holds changes not yet in the file",
+            path=str(path),
+            hint="checkpoint it into the file, e.g. `sqlite3 FILE 'PRAGMA "
+                 "wal_checkpoint(TRUNCATE)'` on a copy of both files, then read the copy",
+        )
+    log = Path(f"{path}-journal")
+    try:
+        with log.open("rb") as fh:
+            hot = fh.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC
+    except OSError:
+        hot = False
+    if hot:
+        raise InputError(
+            f"{log.name} holds an unfinished transaction: the file may be half written",
+            path=str(path),
+            hint="open a copy of both files once with sqlite3 to roll it back",
+        )
+
+
 class SqliteSource(Source):
     """A SQLite export file."""
 
@@ -69,10 +123,18 @@ class SqliteSource(Source):
     def __init__(self, path: Path):
         super().__init__(path)
         self._tables: dict[str, dict[str, str]] | None = None
+        #: what each name that is not a plain table is ("view", "virtual table", ...)
+        self._refused: dict[str, str] = {}
         self._counts: dict[str, int] = {}
+        self._closing = False
+        #: statements running on the connection (:meth:`_bounded`), which close() ends first
+        self._running = 0
+        self._idle = threading.Condition()
         # open (connection, cursor) pairs: closed by close() if never drained
         self._streams: set = set()
         self._pages: sqlite_pages.PageReader | None = None
+        with path.open("rb") as fh:
+            refuse_pending_log(path, fh.read(100))
         try:
             self._db = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
             self._db.text_factory = lambda b: b.decode("utf-8", "replace")
@@ -83,29 +145,93 @@ class SqliteSource(Source):
 
     def tables(self) -> dict[str, dict[str, str]]:
         if self._tables is None:
-            names = [
-                r[0]
-                for r in self._db.execute(
-                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-                )
-            ]
-            tables = {}
-            for name in names:
-                cols = self._db.execute(f"PRAGMA table_info({_quote(name)})").fetchall()
-                tables[name] = {c[1]: (c[2] or "").upper() for c in cols}
-            self._tables = tables
+            with self._bounded("the table list"):
+                found = self._db.execute(
+                    "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
+                ).fetchall()
+                tables, refused = {}, {}
+                for name, kind, sql in found:
+                    # (cid, name, type, notnull, default, pk, hidden): hidden 2 and 3 are
+                    # generated columns, computed by an expression on every read
+                    cols = self._db.execute(f"PRAGMA table_xinfo({_quote(name)})").fetchall()
+                    tables[name] = {c[1]: (c[2] or "").upper() for c in cols if c[6] != 1}
+                    if kind == "view":
+                        refused[name] = "a view"
+                    elif (sql or "").lstrip()[:14].upper() == "CREATE VIRTUAL":
+                        refused[name] = "a virtual table"
+                    elif any(c[6] in (2, 3) for c in cols):
+                        refused[name] = "a table with generated columns"
+            self._tables, self._refused = tables, refused
         return self._tables
+
+    def _readable(self, table: str) -> None:
+        """Raise :class:`InputError` when ``table`` is not a plain table: reading a view or
+        a virtual table runs code of the file's own making, which may never end."""
+        self.tables()
+        if table in self._refused:
+            raise InputError(
+                f"{table} is {self._refused[table]}, not a plain table: nsys exports hold "
+                "none, and reading it would run what the file defines, which may never end",
+                path=str(self.path), hint="export the report again with nsys")
+
+    @contextlib.contextmanager
+    def _bounded(self, what: str) -> Iterator[None]:
+        """Statements on the export's connection, interrupted once they have run longer
+        than the stage bound (``engine.threads.stage_timeout``) or when the source is
+        closed; either raises :class:`InputError`.
+
+        A progress handler would not do: SQLite's count(*) walks the b-tree's pages
+        without calling it, and an interrupt reaches that walk too.
+        """
+        bound = threads.stage_timeout()
+        timer = threading.Timer(bound, self._db.interrupt)
+        timer.daemon = True
+        with self._idle:
+            if self._closing:
+                raise InputError(f"reading {what} stopped: the export was closed",
+                                 path=str(self.path))
+            self._running += 1
+        timer.start()
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if str(exc) != "interrupted":
+                raise
+            if self._closing:
+                raise InputError(f"reading {what} stopped: the export was closed",
+                                 path=str(self.path)) from None
+            raise InputError(
+                f"reading {what} took longer than {bound:g} s and was stopped",
+                path=str(self.path),
+                hint=f"a damaged or crafted export; {threads.STAGE_TIMEOUT_ENV} sets this bound",
+            ) from None
+        finally:
+            timer.cancel()
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def _fetch(self, what: str, sql: str, params: tuple = ()) -> list[tuple]:
+        """All rows of one statement on the export, within the bound (:meth:`_bounded`)."""
+        with self._bounded(what):
+            return self._db.execute(sql, params).fetchall()
 
     def row_count(self, table: str) -> int:
         if table not in self.tables():
             return 0
+        self._readable(table)
         if table not in self._counts:
             n = self._count_pages(table)
             if n is None:
                 try:
-                    (n,) = self._db.execute(f"SELECT count(*) FROM {_quote(table)}").fetchone()
+                    ((n,),) = self._fetch(table, f"SELECT count(*) FROM {_quote(table)}")
                 except DB_ERRORS as exc:
                     raise self._error(table, exc) from None
+            size = self.path.stat().st_size
+            if n * MIN_ROW_BYTES > size:
+                raise InputError(
+                    f"table {table} claims {n:,} rows, more than a file of {size:,} bytes "
+                    "can hold (its b-tree is damaged or crafted)", path=str(self.path))
             self._counts[table] = n
         return self._counts[table]
 
@@ -140,6 +266,7 @@ class SqliteSource(Source):
     ) -> pa.RecordBatchReader:
         """Stream the rows: integer columns of a big table straight from its pages
         (``sqlite_pages``), anything else through SQLite."""
+        self._readable(table)
         fast_min = FAST_MIN_ROWS if self._pages is None else min(FAST_MIN_ROWS,
                                                                  FAST_LOADED_MIN_ROWS)
         if (
@@ -180,11 +307,12 @@ class SqliteSource(Source):
     def _root_page(self, table: str) -> int:
         """The root page of a table's b-tree, for the fast path."""
         try:
-            found = self._db.execute(
-                "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-            ).fetchone()
+            found = self._fetch(
+                table, "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?",
+                (table,))
         except DB_ERRORS:
             raise sqlite_pages.Unsupported("no schema") from None
+        found = found[0] if found else None
         if not found or not isinstance(found[0], int) or found[0] < 1:
             raise sqlite_pages.Unsupported("no root page")
         return found[0]
@@ -193,7 +321,7 @@ class SqliteSource(Source):
         """Root page and column positions of a rowid table, for the fast path."""
         root = self._root_page(table)
         try:
-            info = self._db.execute(f"PRAGMA table_xinfo({_quote(table)})").fetchall()
+            info = self._fetch(table, f"PRAGMA table_xinfo({_quote(table)})")
         except DB_ERRORS:
             raise sqlite_pages.Unsupported("no schema") from None
         # (cid, name, type, notnull, default, pk, hidden): hidden or generated columns are
@@ -243,8 +371,11 @@ class SqliteSource(Source):
         if READERS < 2 or self.row_count(table) < PARALLEL_MIN_ROWS:
             return []
         try:
-            query = f"SELECT min(rowid), max(rowid) FROM {_quote(table)}"
-            lo, hi = self._db.execute(query).fetchone()
+            # one aggregate per query: SQLite then reads the first or last row of the
+            # b-tree only, where min() and max() together would scan every row
+            t = _quote(table)
+            ((lo, hi),) = self._fetch(
+                table, f"SELECT (SELECT min(rowid) FROM {t}), (SELECT max(rowid) FROM {t})")
         except DB_ERRORS:  # WITHOUT ROWID or damaged: read in one stream
             return []
         if lo is None:
@@ -323,10 +454,9 @@ class SqliteSource(Source):
         if self.row_count(table) >= FAST_MIN_ROWS:
             return super().any_nonzero(table, column)
         try:
-            (found,) = self._db.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {_quote(table)} "
-                f"WHERE {_quote(column)} IS NOT NULL AND {_quote(column)} <> 0)"
-            ).fetchone()
+            ((found,),) = self._fetch(
+                table, f"SELECT EXISTS (SELECT 1 FROM {_quote(table)} "
+                f"WHERE {_quote(column)} IS NOT NULL AND {_quote(column)} <> 0)")
         except DB_ERRORS as exc:
             raise self._error(table, exc) from None
         return bool(found)
@@ -337,7 +467,16 @@ class SqliteSource(Source):
         return hashlib.sha256(key.encode()).hexdigest()[:24]
 
     def close(self) -> None:
-        self._db.close()
+        # a statement still running on another thread (abandoned past a bound) is
+        # interrupted, and the connection closed once it has ended: closed under it, the
+        # statement would read freed memory
+        with self._idle:
+            self._closing = True
+            self._db.interrupt()
+            ended = self._idle.wait_for(lambda: not self._running,
+                                        timeout=threads.stage_timeout())
+        if ended:
+            self._db.close()
         self._pages = None  # unmaps the file
         for handle in list(self._streams):  # streams never read to the end (an error midway)
             self._finish(handle)

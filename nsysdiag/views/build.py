@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from ..adapters.base import Source
 from ..engine import threads
-from ..engine.database import sql_string
+from ..engine.database import sql_path, sql_string
 from ..errors import InputError, StageTimeout
 from . import _compiled
 from .definitions import (
@@ -137,7 +137,7 @@ class ViewStore:
         columns = ", ".join(f"{spec.derived[c]} AS {c}" if c in spec.derived else c
                             for c in spec.columns) if spec.derived else "*"
         self.con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT {columns} "
-                         f"FROM read_parquet({sql_string(str(target))})")
+                         f"FROM read_parquet({sql_path(target)})")
 
     def _build(self, spec: ViewSpec, target: Path) -> None:
         self._ensure_helpers()
