@@ -87,6 +87,8 @@ PROBES = [
           ("diagnose",), 3, "is a view"),
     Probe("cpu_view", lambda d: hostile.cpu_view(d / "trace.sqlite"), ("diagnose",), 3,
           "is a view"),
+    Probe("disguised_view", lambda d: hostile.disguised_view(d / "trace.sqlite"),
+          ("diagnose",), 3, "malformed database schema"),
     Probe("virtual_table", lambda d: hostile.virtual_table(d / "trace.sqlite"), ("diagnose",),
           3, "is a virtual table"),
     Probe("wal_export", lambda d: hostile.wal_export(d / "trace.sqlite"), ("info",), 3,

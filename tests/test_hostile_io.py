@@ -65,6 +65,7 @@ HANGS = {
     "btree_bomb_3_levels": (lambda p: hostile.btree_bomb(p, 3), "more than a file of"),
     "recursive_view": (hostile.recursive_view, "is a view, not a plain table"),
     "cpu_view": (hostile.cpu_view, "is a view, not a plain table"),
+    "disguised_view": (hostile.disguised_view, "malformed database schema"),
     "virtual_table": (hostile.virtual_table, "is a virtual table"),
 }
 
@@ -83,6 +84,15 @@ def test_inputs_that_would_hang_are_refused_at_once(case, command, tmp_path):
         assert stat.S_ISFIFO(os.stat(path).st_mode)
     else:
         assert fingerprint(path) == before
+
+
+def test_a_fifo_among_the_files_of_a_parquet_export_is_refused(tmp_path):
+    export = hostile.glob_named_parquet(tmp_path)["pq1"]
+    table = export / f"{hostile.KERNEL}.parquet"
+    table.unlink()
+    os.mkfifo(table)
+    rc, _, err = nsysdiag("info", str(export))
+    assert_refused(rc, err, EXIT_INPUT, f"{table.name}: not a regular file", "FIFO")
 
 
 def test_a_bomb_too_slow_to_count_stops_at_the_stage_bound(tmp_path):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import sqlite3
 import threading
 import urllib.parse
@@ -63,6 +64,10 @@ MIN_ROW_BYTES = 2
 JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
 #: bytes of a WAL file's header: a WAL file longer than this holds frames
 WAL_HEADER_BYTES = 32
+
+#: the schema SQL of a view and of a virtual table (for a SQLite without ``table_list``)
+_VIEW_SQL = re.compile(r"\s*CREATE\s+(TEMP\w*\s+)?VIEW\b", re.IGNORECASE)
+_VIRTUAL_SQL = re.compile(r"\s*CREATE\s+VIRTUAL\b", re.IGNORECASE)
 
 #: what the sqlite3 module raises on a damaged file: its error, or UnicodeDecodeError when
 #: the message quotes damaged schema text that is not valid UTF-8
@@ -149,15 +154,19 @@ class SqliteSource(Source):
                 found = self._db.execute(
                     "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
                 ).fetchall()
+                # what SQLite made of each entry's SQL (the type column is only a label):
+                # 'table', 'view', 'virtual' or 'shadow'; SQLite 3.37 and later
+                kinds = {r[1]: r[2] for r in self._db.execute("PRAGMA main.table_list")}
                 tables, refused = {}, {}
                 for name, kind, sql in found:
                     # (cid, name, type, notnull, default, pk, hidden): hidden 2 and 3 are
                     # generated columns, computed by an expression on every read
                     cols = self._db.execute(f"PRAGMA table_xinfo({_quote(name)})").fetchall()
                     tables[name] = {c[1]: (c[2] or "").upper() for c in cols if c[6] != 1}
-                    if kind == "view":
+                    kind = kinds.get(name, kind)
+                    if kind == "view" or _VIEW_SQL.match(sql or ""):
                         refused[name] = "a view"
-                    elif (sql or "").lstrip()[:14].upper() == "CREATE VIRTUAL":
+                    elif kind == "virtual" or _VIRTUAL_SQL.match(sql or ""):
                         refused[name] = "a virtual table"
                     elif any(c[6] in (2, 3) for c in cols):
                         refused[name] = "a table with generated columns"
