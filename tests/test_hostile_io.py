@@ -31,6 +31,7 @@ from conftest import ROOT
 from test_bad_inputs import fingerprint
 
 from fixtures import hostile_inputs as hostile
+from nsysdiag.adapters import sqlite as sqlite_adapter
 from nsysdiag.adapters.sqlite import SqliteSource
 from nsysdiag.engine.database import sql_path, sql_string
 from nsysdiag.errors import EXIT_INPUT, EXIT_USAGE, InputError
@@ -95,15 +96,30 @@ def test_a_fifo_among_the_files_of_a_parquet_export_is_refused(tmp_path):
     assert_refused(rc, err, EXIT_INPUT, f"{table.name}: not a regular file", "FIFO")
 
 
-def test_a_bomb_too_slow_to_count_stops_at_the_stage_bound(tmp_path):
-    # 4 levels: SQLite's count(*) alone walks ~1.5e12 rows' pages (over two minutes here)
+def test_a_bomb_too_slow_to_count_is_counted_row_by_row_and_refused(tmp_path):
+    # 4 levels: SQLite's count(*) alone walks ~1.5e12 rows' pages (over two minutes here);
+    # past COUNT_QUICK_S the rows are counted one by one, up to the most the file can hold
     path = hostile.btree_bomb(tmp_path / "trace.sqlite", 4)
     before = fingerprint(path)
     t = time.monotonic()
-    rc, _, err = nsysdiag("info", str(path), NSYSDIAG_STAGE_TIMEOUT="2")
-    assert_refused(rc, err, EXIT_INPUT, "took longer than 2 s", "NSYSDIAG_STAGE_TIMEOUT")
-    assert time.monotonic() - t < 20
+    rc, _, err = nsysdiag("info", str(path))
+    size = path.stat().st_size
+    assert_refused(rc, err, EXIT_INPUT, f"claims {size // 2 + 1:,} rows",
+                   f"more than a file of {size:,} bytes")
+    assert time.monotonic() - t < 30
     assert fingerprint(path) == before
+
+
+def test_a_statement_on_the_export_stops_at_the_stage_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_adapter, "COUNT_QUICK_S", 1000.0)
+    monkeypatch.setenv("NSYSDIAG_STAGE_TIMEOUT", "1")
+    source = SqliteSource(hostile.btree_bomb(tmp_path / "trace.sqlite", 4))
+    t = time.monotonic()
+    with pytest.raises(InputError, match="took longer than 1 s") as caught:
+        source.row_count(hostile.KERNEL)
+    assert time.monotonic() - t < 10
+    assert "NSYSDIAG_STAGE_TIMEOUT" in caught.value.one_line()
+    source.close()
 
 
 def test_closing_the_source_ends_a_statement_running_on_another_thread(tmp_path):

@@ -22,7 +22,6 @@ row count, before anything scans it.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import re
 import sqlite3
@@ -59,6 +58,10 @@ BATCH_ROWS = 65_536
 #: (the cell itself takes more); a table that counts more rows than the file has room for
 #: has a damaged or crafted b-tree
 MIN_ROW_BYTES = 2
+
+#: seconds SQLite's count(*) may take before rows are counted one by one instead
+#: (``SqliteSource._count_rows``); a healthy export's count takes a small fraction of it
+COUNT_QUICK_S = 5.0
 
 #: the first bytes of a rollback journal that holds a transaction (a "hot" journal)
 JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
@@ -120,6 +123,10 @@ def refuse_pending_log(path: Path, head: bytes) -> None:
         )
 
 
+class _Slow(Exception):
+    """A statement ran past the short bound its caller gave (``SqliteSource._fetch``)."""
+
+
 class SqliteSource(Source):
     """A SQLite export file."""
 
@@ -132,7 +139,7 @@ class SqliteSource(Source):
         self._refused: dict[str, str] = {}
         self._counts: dict[str, int] = {}
         self._closing = False
-        #: statements running on the connection (:meth:`_bounded`), which close() ends first
+        #: statements running on the connection (:meth:`_fetch`), which close() ends first
         self._running = 0
         self._idle = threading.Condition()
         # open (connection, cursor) pairs: closed by close() if never drained
@@ -150,26 +157,25 @@ class SqliteSource(Source):
 
     def tables(self) -> dict[str, dict[str, str]]:
         if self._tables is None:
-            with self._bounded("the table list"):
-                found = self._db.execute(
-                    "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')"
-                ).fetchall()
-                # what SQLite made of each entry's SQL (the type column is only a label):
-                # 'table', 'view', 'virtual' or 'shadow'; SQLite 3.37 and later
-                kinds = {r[1]: r[2] for r in self._db.execute("PRAGMA main.table_list")}
-                tables, refused = {}, {}
-                for name, kind, sql in found:
-                    # (cid, name, type, notnull, default, pk, hidden): hidden 2 and 3 are
-                    # generated columns, computed by an expression on every read
-                    cols = self._db.execute(f"PRAGMA table_xinfo({_quote(name)})").fetchall()
-                    tables[name] = {c[1]: (c[2] or "").upper() for c in cols if c[6] != 1}
-                    kind = kinds.get(name, kind)
-                    if kind == "view" or _VIEW_SQL.match(sql or ""):
-                        refused[name] = "a view"
-                    elif kind == "virtual" or _VIRTUAL_SQL.match(sql or ""):
-                        refused[name] = "a virtual table"
-                    elif any(c[6] in (2, 3) for c in cols):
-                        refused[name] = "a table with generated columns"
+            what = "the table list"
+            found = self._fetch(
+                what, "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')")
+            # what SQLite made of each entry's SQL (the type column is only a label):
+            # 'table', 'view', 'virtual' or 'shadow'; SQLite 3.37 and later
+            kinds = {r[1]: r[2] for r in self._fetch(what, "PRAGMA main.table_list")}
+            tables, refused = {}, {}
+            for name, kind, sql in found:
+                # (cid, name, type, notnull, default, pk, hidden): hidden 2 and 3 are
+                # generated columns, computed by an expression on every read
+                cols = self._fetch(what, f"PRAGMA table_xinfo({_quote(name)})")
+                tables[name] = {c[1]: (c[2] or "").upper() for c in cols if c[6] != 1}
+                kind = kinds.get(name, kind)
+                if kind == "view" or _VIEW_SQL.match(sql or ""):
+                    refused[name] = "a view"
+                elif kind == "virtual" or _VIRTUAL_SQL.match(sql or ""):
+                    refused[name] = "a virtual table"
+                elif any(c[6] in (2, 3) for c in cols):
+                    refused[name] = "a table with generated columns"
             self._tables, self._refused = tables, refused
         return self._tables
 
@@ -183,66 +189,97 @@ class SqliteSource(Source):
                 "none, and reading it would run what the file defines, which may never end",
                 path=str(self.path), hint="export the report again with nsys")
 
-    @contextlib.contextmanager
-    def _bounded(self, what: str) -> Iterator[None]:
-        """Statements on the export's connection, interrupted once they have run longer
-        than the stage bound (``engine.threads.stage_timeout``) or when the source is
-        closed; either raises :class:`InputError`.
+    def _fetch(self, what: str, sql: str, params: tuple = (), *,
+               seconds: float | None = None) -> list[tuple]:
+        """All rows of one statement on the export, interrupted once it has run longer
+        than the stage bound (``engine.threads.stage_timeout``), or ``seconds``, or when
+        the source is closed.
 
         A progress handler would not do: SQLite's count(*) walks the b-tree's pages
-        without calling it, and an interrupt reaches that walk too.
-        """
-        bound = threads.stage_timeout()
-        timer = threading.Timer(bound, self._db.interrupt)
-        timer.daemon = True
-        with self._idle:
-            if self._closing:
-                raise InputError(f"reading {what} stopped: the export was closed",
-                                 path=str(self.path))
-            self._running += 1
-        timer.start()
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            if str(exc) != "interrupted":
-                raise
-            if self._closing:
-                raise InputError(f"reading {what} stopped: the export was closed",
-                                 path=str(self.path)) from None
-            raise InputError(
-                f"reading {what} took longer than {bound:g} s and was stopped",
-                path=str(self.path),
-                hint=f"a damaged or crafted export; {threads.STAGE_TIMEOUT_ENV} sets this bound",
-            ) from None
-        finally:
-            timer.cancel()
-            with self._idle:
-                self._running -= 1
-                self._idle.notify_all()
+        without calling it, and an interrupt reaches that walk too. An interrupt stops
+        every statement of the connection: one stopped by another's is run again.
 
-    def _fetch(self, what: str, sql: str, params: tuple = ()) -> list[tuple]:
-        """All rows of one statement on the export, within the bound (:meth:`_bounded`)."""
-        with self._bounded(what):
-            return self._db.execute(sql, params).fetchall()
+        Raises
+        ------
+        InputError
+            Past the stage bound, or closed meanwhile.
+        _Slow
+            Past ``seconds``, when that is shorter than the stage bound.
+        """
+        stage = threads.stage_timeout()
+        bound = stage if seconds is None else min(seconds, stage)
+        while True:
+            fired = threading.Event()
+
+            def interrupt(fired: threading.Event = fired) -> None:
+                fired.set()
+                self._db.interrupt()
+
+            timer = threading.Timer(bound, interrupt)
+            timer.daemon = True
+            with self._idle:
+                if self._closing:
+                    raise InputError(f"reading {what} stopped: the export was closed",
+                                     path=str(self.path))
+                self._running += 1
+            timer.start()
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if str(exc) != "interrupted":
+                    raise
+                if self._closing:
+                    raise InputError(f"reading {what} stopped: the export was closed",
+                                     path=str(self.path)) from None
+                if fired.is_set() and bound < stage:
+                    raise _Slow() from None
+                if fired.is_set():
+                    raise InputError(
+                        f"reading {what} took longer than {bound:g} s and was stopped",
+                        path=str(self.path),
+                        hint=f"a damaged or crafted export; {threads.STAGE_TIMEOUT_ENV} "
+                             "sets this bound",
+                    ) from None
+            finally:
+                timer.cancel()
+                with self._idle:
+                    self._running -= 1
+                    self._idle.notify_all()
 
     def row_count(self, table: str) -> int:
         if table not in self.tables():
             return 0
         self._readable(table)
         if table not in self._counts:
+            size = self.path.stat().st_size
             n = self._count_pages(table)
             if n is None:
                 try:
-                    ((n,),) = self._fetch(table, f"SELECT count(*) FROM {_quote(table)}")
+                    n = self._count_rows(table, size // MIN_ROW_BYTES)
                 except DB_ERRORS as exc:
                     raise self._error(table, exc) from None
-            size = self.path.stat().st_size
             if n * MIN_ROW_BYTES > size:
                 raise InputError(
                     f"table {table} claims {n:,} rows, more than a file of {size:,} bytes "
                     "can hold (its b-tree is damaged or crafted)", path=str(self.path))
             self._counts[table] = n
         return self._counts[table]
+
+    def _count_rows(self, table: str, most: int) -> int:
+        """count(*), or, when that takes longer than ``COUNT_QUICK_S``, the rows counted one
+        by one up to one more than ``most`` (the most the file can hold).
+
+        count(*) sums the row counts of the leaf pages the b-tree names, without reading
+        the rows: quick, but endless on a b-tree whose pages name the same pages over and
+        over. Counting rows stops one past ``most``: a file's worth of rows at worst.
+        """
+        t = _quote(table)
+        try:
+            ((n,),) = self._fetch(table, f"SELECT count(*) FROM {t}", seconds=COUNT_QUICK_S)
+        except _Slow:
+            ((n,),) = self._fetch(table, f"SELECT count(*) FROM (SELECT 1 FROM {t} "
+                                         f"LIMIT {most + 1})")
+        return n
 
     def _count_pages(self, table: str) -> int | None:
         """Rows counted from the leaf pages' headers in a big file (``sqlite_pages``), or
