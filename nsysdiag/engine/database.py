@@ -38,7 +38,11 @@ def sql_path(path: str | os.PathLike) -> str:
     written as a class of one character (``[*]``), which matches only itself; the path is
     made absolute, so that a leading ``~`` is not taken for the home directory.
     """
-    return sql_string(re.sub(r"([*?\[])", r"[\1]", os.path.abspath(path)))
+    return sql_string(_glob_escaped(os.path.abspath(path)))
+
+
+def _glob_escaped(path: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", path)
 
 
 def connect(threads: int | None = None) -> duckdb.DuckDBPyConnection:
@@ -105,7 +109,7 @@ def lock_down(con: duckdb.DuckDBPyConnection, readable: Iterable[Path], *,
     if not files:
         # each directory as written and as :func:`sql_path` escapes it in the views
         dirs = {os.path.join(os.path.abspath(d), "") for d in readable}
-        dirs |= {re.sub(r"([*?\[])", r"[\1]", d) for d in dirs}
+        dirs |= {_glob_escaped(d) for d in dirs}
         con.execute(f"SET allowed_directories = [{', '.join(map(sql_string, sorted(dirs)))}]")
         con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
