@@ -186,9 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="nsysdiag-stress-") as tmp:
         with cf.ThreadPoolExecutor(args.jobs) as pool:
-            runs = {probe.name: [pool.submit(run, probe, Path(tmp) / probe.name / str(i),
-                                             args.limit)
-                                 for i in range(args.rounds)] for probe in PROBES}
+            # scratch directories by number: a probe's name may hold glob characters
+            runs = {probe.name: [pool.submit(run, probe, Path(tmp) / f"{k}-{i}", args.limit)
+                                 for i in range(args.rounds)]
+                    for k, probe in enumerate(PROBES)}
             print("| probe | runs | failures | slowest s | first failure |")
             print("|---|---|---|---|---|")
             failures = 0
