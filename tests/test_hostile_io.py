@@ -96,6 +96,15 @@ def test_a_fifo_among_the_files_of_a_parquet_export_is_refused(tmp_path):
     assert_refused(rc, err, EXIT_INPUT, f"{table.name}: not a regular file", "FIFO")
 
 
+@pytest.mark.parametrize("log", ["-journal", "-wal"])
+def test_a_fifo_beside_the_export_in_place_of_its_log_is_not_opened(log, tmp_path):
+    path = hostile.small_export(tmp_path / "trace.sqlite")
+    os.mkfifo(f"{path}{log}")
+    rc, out, err = nsysdiag("sql", str(path), "SELECT count(*) AS n FROM kernels",
+                            "--format", "csv")
+    assert (rc, out.split()) == (0, ["n", "20"]), err
+
+
 def test_a_bomb_too_slow_to_count_is_counted_row_by_row_and_refused(tmp_path):
     # 4 levels: SQLite's count(*) alone walks ~1.5e12 rows' pages (over two minutes here);
     # past COUNT_QUICK_S the rows are counted one by one, up to the most the file can hold

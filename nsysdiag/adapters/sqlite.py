@@ -110,11 +110,13 @@ def refuse_pending_log(path: Path, head: bytes) -> None:
                  "wal_checkpoint(TRUNCATE)'` on a copy of both files, then read the copy",
         )
     log = Path(f"{path}-journal")
-    try:
-        with log.open("rb") as fh:
-            hot = fh.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC
-    except OSError:
-        hot = False
+    hot = False
+    if log.is_file():  # never open a FIFO put in its place: that blocks
+        try:
+            with log.open("rb") as fh:
+                hot = fh.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC
+        except OSError:
+            pass
     if hot:
         raise InputError(
             f"{log.name} holds an unfinished transaction: the file may be half written",
