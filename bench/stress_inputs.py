@@ -71,6 +71,12 @@ def _export(d: Path) -> Path:
     return hostile.small_export(d / "trace.sqlite")
 
 
+def _fifo_journal(d: Path) -> Path:
+    path = _export(d)
+    os.mkfifo(f"{path}-journal")
+    return path
+
+
 def _quoted(path: str) -> str:
     return "'" + path.replace("'", "''") + "'"
 
@@ -93,6 +99,8 @@ PROBES = [
           ("diagnose",), 3, "malformed database schema"),
     Probe("virtual_table", lambda d: hostile.virtual_table(d / "trace.sqlite"), ("diagnose",),
           3, "is a virtual table"),
+    Probe("fifo_as_journal", _fifo_journal, ("sql", COUNT, "--format", "csv"), 0,
+          _kernel_count(20)),
     Probe("wal_export", lambda d: hostile.wal_export(d / "trace.sqlite"), ("info",), 3,
           "WAL mode"),
     Probe("parquet_dir_pq[1]", _glob_dir("pq[1]"), ("sql", COUNT, "--format", "csv"), 0,
