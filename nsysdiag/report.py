@@ -22,7 +22,7 @@ from ._version import __version__
 from .adapters.base import Source
 from .adapters.detect import open_source
 from .config import cache_dir as default_cache_dir
-from .engine.database import connect, environment_error
+from .engine.database import connect, environment_error, lock_down, refuse_writes
 from .engine.workspace import Workspace
 from .errors import InputError, ResourceError, UsageError
 from .formatting import (
@@ -213,15 +213,7 @@ class Report:
         Views named in the query are built on first use. Pass user values through
         ``params`` (``$name`` or ``?`` placeholders), never by formatting them into SQL.
         """
-        try:
-            # on the report's own connection: DuckDB's default connection is shared by all
-            # threads, and two threads naming tables on it at once deadlocked (one held the
-            # GIL waiting for the connection, the other the connection waiting for the GIL)
-            names = self.con.get_table_names(query)
-        except duckdb.Error:
-            # the parser refuses some parameterized statements (LIMIT $n): match names instead
-            names = {v for v in VIEWS if re.search(rf"\b{v}\b", query)}
-        self._store.ensure(n for n in names if n in VIEWS)
+        self._store.ensure(self._views_named(query))
         if self.tracer:
             self.tracer(query)
         try:
@@ -231,6 +223,35 @@ class Report:
             if other is not None:
                 raise other from None
             raise UsageError(f"SQL error: {str(exc).splitlines()[0]}") from None
+
+    def user_sql(self, query: str, *, files: bool = False) -> duckdb.DuckDBPyRelation:
+        """Run SQL that a user wrote (``nsysdiag sql``) over the views, so that it can
+        change nothing: only queries are taken, and DuckDB may read no file but the views'
+        own (any file with ``files``), its configuration locked.
+
+        The lock stays on this report's connection: run no analysis on the report after.
+
+        Raises
+        ------
+        UsageError
+            A statement that is not a query, or SQL that DuckDB refuses.
+        """
+        refuse_writes(self.con, query)
+        self._store.ensure(self._views_named(query))
+        lock_down(self.con, [self.cache_path], files=files)
+        return self.sql(query)
+
+    def _views_named(self, query: str) -> list[str]:
+        """The views ``query`` names."""
+        try:
+            # on the report's own connection: DuckDB's default connection is shared by all
+            # threads, and two threads naming tables on it at once deadlocked (one held the
+            # GIL waiting for the connection, the other the connection waiting for the GIL)
+            names = self.con.get_table_names(query)
+        except duckdb.Error:
+            # the parser refuses some parameterized statements (LIMIT $n): match names instead
+            names = {v for v in VIEWS if re.search(rf"\b{v}\b", query)}
+        return [n for n in names if n in VIEWS]
 
     def execute(self, query: str, params: Any = None) -> list[tuple]:
         """Run SQL over the views and fetch all rows as tuples."""

@@ -15,14 +15,45 @@ Logical column types:
 from __future__ import annotations
 
 import abc
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import InputError
+
 ARROW_TYPES: dict[str, pa.DataType] = {
     "int": pa.int64(), "float": pa.float64(), "text": pa.string()}
+
+#: what a path that is neither a file nor a directory is, for the error message
+_SPECIAL = {stat.S_IFIFO: "FIFO", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
+            stat.S_IFBLK: "block device"}
+
+
+def refuse_special(path: Path, hint: str | None = None) -> None:
+    """Raise :class:`InputError` unless ``path`` is a regular file or a directory.
+
+    A FIFO, socket or device is refused before anything opens it for reading: ``open()`` of
+    a FIFO blocks until a writer comes, and a device may never end. It is opened
+    non-blocking and checked with ``fstat``, so that a file swapped for a FIFO after a
+    ``stat`` is refused as well.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise InputError(f"cannot be read ({exc.strerror})", path=str(path)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+    finally:
+        os.close(fd)
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = _SPECIAL.get(stat.S_IFMT(mode), "special file")
+        raise InputError(f"not a regular file or directory (a {kind})", path=str(path),
+                         hint=hint)
+
 
 
 class Source(abc.ABC):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
-from .base import Source
+from .base import Source, refuse_special
 from .parquet import ParquetDirSource
 from .sqlite import SQLITE_MAGIC, SqliteSource
 
@@ -38,6 +38,7 @@ def open_source(path: str | Path, *, nsys: str | None = None) -> Source:
     p = Path(path)
     if not p.exists():
         raise InputError("no such file or directory", path=str(p))
+    refuse_special(p, hint=NOT_AN_EXPORT_HINT)
     if p.is_dir():
         if not any(p.glob("*.parquet")):
             raise InputError("directory holds no .parquet tables", path=str(p),

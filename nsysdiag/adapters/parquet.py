@@ -13,16 +13,13 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from ..engine.database import sql_path
 from ..errors import InputError
-from .base import Source
+from .base import Source, refuse_special
 
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 _CAST = {"int": "BIGINT", "float": "DOUBLE", "text": "VARCHAR"}
@@ -48,9 +45,10 @@ class ParquetDirSource(Source):
         if self._tables is None:
             tables = {}
             for f in sorted(self.path.glob("*.parquet")):
+                refuse_special(f)
                 try:
                     rows = self._con.execute(
-                        f"DESCRIBE SELECT * FROM read_parquet({_sql_string(str(f))})"
+                        f"DESCRIBE SELECT * FROM read_parquet({sql_path(f)})"
                     ).fetchall()
                 except duckdb.Error as exc:
                     raise InputError(
@@ -65,7 +63,7 @@ class ParquetDirSource(Source):
         if table not in self.tables():
             return 0
         if table not in self._counts:
-            f = _sql_string(str(self._file(table)))
+            f = sql_path(self._file(table))
             try:
                 (n,) = self._con.execute(f"SELECT count(*) FROM read_parquet({f})").fetchone()
             except duckdb.Error as exc:
@@ -82,7 +80,7 @@ class ParquetDirSource(Source):
         exprs = ", ".join(
             f"TRY_CAST({_quote(c)} AS {_CAST[k]}) AS {_quote(c)}" for c, k in columns.items()
         )
-        f = _sql_string(str(self._file(table)))
+        f = sql_path(self._file(table))
         try:
             sql = f"SELECT {exprs} FROM read_parquet({f})" + (f" WHERE {where}" if where else "")
             cur = self._con.cursor()

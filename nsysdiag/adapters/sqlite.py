@@ -7,13 +7,25 @@ at run time), and is a small Apache Arrow project. Every query names its columns
 what a view needs leaves SQLite.
 
 The file is opened with ``mode=ro&immutable=1``: SQLite takes no locks and writes nothing,
-so the input's bytes and mtime never change.
+so the input's bytes and mtime never change. SQLite then also ignores a ``-wal`` file
+beside it: an export whose WAL holds data is refused (:func:`refuse_pending_log`) rather
+than read without that data.
+
+Every read is bounded (``docs/concurrency.md``): nsys exports hold plain tables only, so a
+view, a virtual table or a table with generated columns in place of an nsys table is
+refused (reading one runs whatever SQL it holds, which may never end); a statement on the
+export is interrupted once it has run longer than ``NSYSDIAG_STAGE_TIMEOUT``, or when the
+source is closed; and a table whose b-tree claims more rows than the file can hold (a
+damaged or crafted file whose pages point to one another over and over) is refused by its
+row count, before anything scans it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
+import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -42,6 +54,24 @@ FAST_MIN_BYTES = 256 << 20
 BATCH_ROWS = 65_536
 
 
+#: the fewest bytes a row takes in the file: the 2-byte pointer to its cell on a leaf page
+#: (the cell itself takes more); a table that counts more rows than the file has room for
+#: has a damaged or crafted b-tree
+MIN_ROW_BYTES = 2
+
+#: seconds SQLite's count(*) may take before rows are counted one by one instead
+#: (``SqliteSource._count_rows``); a healthy export's count takes a small fraction of it
+COUNT_QUICK_S = 5.0
+
+#: the first bytes of a rollback journal that holds a transaction (a "hot" journal)
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+#: bytes of a WAL file's header: a WAL file longer than this holds frames
+WAL_HEADER_BYTES = 32
+
+#: the schema SQL of a view and of a virtual table (for a SQLite without ``table_list``)
+_VIEW_SQL = re.compile(r"\s*CREATE\s+(TEMP\w*\s+)?VIEW\b", re.IGNORECASE)
+_VIRTUAL_SQL = re.compile(r"\s*CREATE\s+VIRTUAL\b", re.IGNORECASE)
+
 #: what the sqlite3 module raises on a damaged file: its error, or UnicodeDecodeError when
 #: the message quotes damaged schema text that is not valid UTF-8
 DB_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
@@ -61,6 +91,44 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def refuse_pending_log(path: Path, head: bytes) -> None:
+    """Raise :class:`InputError` when changes to the database at ``path`` lie in a log
+    beside it: a ``-wal`` file with frames (a WAL-mode database, ``head`` being its first
+    100 bytes) or a hot ``-journal``.
+
+    The export is read ``immutable``, which ignores both (reading them would need SQLite
+    to write its lock or shared-memory files beside the input); read without them, the
+    tables would miss the WAL's rows, or hold half of an interrupted transaction.
+    """
+    wal_mode = len(head) >= 20 and head[18] == 2 and head[19] == 2
+    log = Path(f"{path}-wal")
+    if wal_mode and log.is_file() and log.stat().st_size > WAL_HEADER_BYTES:
+        raise InputError(
+            f"the export is in WAL mode and {log.name} holds changes not yet in the file",
+            path=str(path),
+            hint="checkpoint it into the file, e.g. `sqlite3 FILE 'PRAGMA "
+                 "wal_checkpoint(TRUNCATE)'` on a copy of both files, then read the copy",
+        )
+    log = Path(f"{path}-journal")
+    hot = False
+    if log.is_file():  # never open a FIFO put in its place: that blocks
+        try:
+            with log.open("rb") as fh:
+                hot = fh.read(len(JOURNAL_MAGIC)) == JOURNAL_MAGIC
+        except OSError:
+            pass
+    if hot:
+        raise InputError(
+            f"{log.name} holds an unfinished transaction: the file may be half written",
+            path=str(path),
+            hint="open a copy of both files once with sqlite3 to roll it back",
+        )
+
+
+class _Slow(Exception):
+    """A statement ran past the short bound its caller gave (``SqliteSource._fetch``)."""
+
+
 class SqliteSource(Source):
     """A SQLite export file."""
 
@@ -69,10 +137,18 @@ class SqliteSource(Source):
     def __init__(self, path: Path):
         super().__init__(path)
         self._tables: dict[str, dict[str, str]] | None = None
+        #: what each name that is not a plain table is ("view", "virtual table", ...)
+        self._refused: dict[str, str] = {}
         self._counts: dict[str, int] = {}
+        self._closing = False
+        #: statements running on the connection (:meth:`_fetch`), which close() ends first
+        self._running = 0
+        self._idle = threading.Condition()
         # open (connection, cursor) pairs: closed by close() if never drained
         self._streams: set = set()
         self._pages: sqlite_pages.PageReader | None = None
+        with path.open("rb") as fh:
+            refuse_pending_log(path, fh.read(100))
         try:
             self._db = sqlite3.connect(_uri(path), uri=True, check_same_thread=False)
             self._db.text_factory = lambda b: b.decode("utf-8", "replace")
@@ -83,31 +159,129 @@ class SqliteSource(Source):
 
     def tables(self) -> dict[str, dict[str, str]]:
         if self._tables is None:
-            names = [
-                r[0]
-                for r in self._db.execute(
-                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
-                )
-            ]
-            tables = {}
-            for name in names:
-                cols = self._db.execute(f"PRAGMA table_info({_quote(name)})").fetchall()
-                tables[name] = {c[1]: (c[2] or "").upper() for c in cols}
-            self._tables = tables
+            what = "the table list"
+            found = self._fetch(
+                what, "SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'view')")
+            # what SQLite made of each entry's SQL (the type column is only a label):
+            # 'table', 'view', 'virtual' or 'shadow'; SQLite 3.37 and later
+            kinds = {r[1]: r[2] for r in self._fetch(what, "PRAGMA main.table_list")}
+            tables, refused = {}, {}
+            for name, kind, sql in found:
+                # (cid, name, type, notnull, default, pk, hidden): hidden 2 and 3 are
+                # generated columns, computed by an expression on every read
+                cols = self._fetch(what, f"PRAGMA table_xinfo({_quote(name)})")
+                tables[name] = {c[1]: (c[2] or "").upper() for c in cols if c[6] != 1}
+                kind = kinds.get(name, kind)
+                if kind == "view" or _VIEW_SQL.match(sql or ""):
+                    refused[name] = "a view"
+                elif kind == "virtual" or _VIRTUAL_SQL.match(sql or ""):
+                    refused[name] = "a virtual table"
+                elif any(c[6] in (2, 3) for c in cols):
+                    refused[name] = "a table with generated columns"
+            self._tables, self._refused = tables, refused
         return self._tables
+
+    def _readable(self, table: str) -> None:
+        """Raise :class:`InputError` when ``table`` is not a plain table: reading a view or
+        a virtual table runs code of the file's own making, which may never end."""
+        self.tables()
+        if table in self._refused:
+            raise InputError(
+                f"{table} is {self._refused[table]}, not a plain table: nsys exports hold "
+                "none, and reading it would run what the file defines, which may never end",
+                path=str(self.path), hint="export the report again with nsys")
+
+    def _fetch(self, what: str, sql: str, params: tuple = (), *,
+               seconds: float | None = None) -> list[tuple]:
+        """All rows of one statement on the export, interrupted once it has run longer
+        than the stage bound (``engine.threads.stage_timeout``), or ``seconds``, or when
+        the source is closed.
+
+        A progress handler would not do: SQLite's count(*) walks the b-tree's pages
+        without calling it, and an interrupt reaches that walk too. An interrupt stops
+        every statement of the connection: one stopped by another's is run again.
+
+        Raises
+        ------
+        InputError
+            Past the stage bound, or closed meanwhile.
+        _Slow
+            Past ``seconds``, when that is shorter than the stage bound.
+        """
+        stage = threads.stage_timeout()
+        bound = stage if seconds is None else min(seconds, stage)
+        while True:
+            fired = threading.Event()
+
+            def interrupt(fired: threading.Event = fired) -> None:
+                fired.set()
+                self._db.interrupt()
+
+            timer = threading.Timer(bound, interrupt)
+            timer.daemon = True
+            with self._idle:
+                if self._closing:
+                    raise InputError(f"reading {what} stopped: the export was closed",
+                                     path=str(self.path))
+                self._running += 1
+            timer.start()
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as exc:
+                if str(exc) != "interrupted":
+                    raise
+                if self._closing:
+                    raise InputError(f"reading {what} stopped: the export was closed",
+                                     path=str(self.path)) from None
+                if fired.is_set() and bound < stage:
+                    raise _Slow() from None
+                if fired.is_set():
+                    raise InputError(
+                        f"reading {what} took longer than {bound:g} s and was stopped",
+                        path=str(self.path),
+                        hint=f"a damaged or crafted export; {threads.STAGE_TIMEOUT_ENV} "
+                             "sets this bound",
+                    ) from None
+            finally:
+                timer.cancel()
+                with self._idle:
+                    self._running -= 1
+                    self._idle.notify_all()
 
     def row_count(self, table: str) -> int:
         if table not in self.tables():
             return 0
+        self._readable(table)
         if table not in self._counts:
+            size = self.path.stat().st_size
             n = self._count_pages(table)
             if n is None:
                 try:
-                    (n,) = self._db.execute(f"SELECT count(*) FROM {_quote(table)}").fetchone()
+                    n = self._count_rows(table, size // MIN_ROW_BYTES)
                 except DB_ERRORS as exc:
                     raise self._error(table, exc) from None
+            if n * MIN_ROW_BYTES > size:
+                raise InputError(
+                    f"table {table} claims {n:,} rows, more than a file of {size:,} bytes "
+                    "can hold (its b-tree is damaged or crafted)", path=str(self.path))
             self._counts[table] = n
         return self._counts[table]
+
+    def _count_rows(self, table: str, most: int) -> int:
+        """count(*), or, when that takes longer than ``COUNT_QUICK_S``, the rows counted one
+        by one up to one more than ``most`` (the most the file can hold).
+
+        count(*) sums the row counts of the leaf pages the b-tree names, without reading
+        the rows: quick, but endless on a b-tree whose pages name the same pages over and
+        over. Counting rows stops one past ``most``: a file's worth of rows at worst.
+        """
+        t = _quote(table)
+        try:
+            ((n,),) = self._fetch(table, f"SELECT count(*) FROM {t}", seconds=COUNT_QUICK_S)
+        except _Slow:
+            ((n,),) = self._fetch(table, f"SELECT count(*) FROM (SELECT 1 FROM {t} "
+                                         f"LIMIT {most + 1})")
+        return n
 
     def _count_pages(self, table: str) -> int | None:
         """Rows counted from the leaf pages' headers in a big file (``sqlite_pages``), or
@@ -140,6 +314,7 @@ class SqliteSource(Source):
     ) -> pa.RecordBatchReader:
         """Stream the rows: integer columns of a big table straight from its pages
         (``sqlite_pages``), anything else through SQLite."""
+        self._readable(table)
         fast_min = FAST_MIN_ROWS if self._pages is None else min(FAST_MIN_ROWS,
                                                                  FAST_LOADED_MIN_ROWS)
         if (
@@ -180,11 +355,12 @@ class SqliteSource(Source):
     def _root_page(self, table: str) -> int:
         """The root page of a table's b-tree, for the fast path."""
         try:
-            found = self._db.execute(
-                "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-            ).fetchone()
+            found = self._fetch(
+                table, "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = ?",
+                (table,))
         except DB_ERRORS:
             raise sqlite_pages.Unsupported("no schema") from None
+        found = found[0] if found else None
         if not found or not isinstance(found[0], int) or found[0] < 1:
             raise sqlite_pages.Unsupported("no root page")
         return found[0]
@@ -193,7 +369,7 @@ class SqliteSource(Source):
         """Root page and column positions of a rowid table, for the fast path."""
         root = self._root_page(table)
         try:
-            info = self._db.execute(f"PRAGMA table_xinfo({_quote(table)})").fetchall()
+            info = self._fetch(table, f"PRAGMA table_xinfo({_quote(table)})")
         except DB_ERRORS:
             raise sqlite_pages.Unsupported("no schema") from None
         # (cid, name, type, notnull, default, pk, hidden): hidden or generated columns are
@@ -243,8 +419,11 @@ class SqliteSource(Source):
         if READERS < 2 or self.row_count(table) < PARALLEL_MIN_ROWS:
             return []
         try:
-            query = f"SELECT min(rowid), max(rowid) FROM {_quote(table)}"
-            lo, hi = self._db.execute(query).fetchone()
+            # one aggregate per query: SQLite then reads the first or last row of the
+            # b-tree only, where min() and max() together would scan every row
+            t = _quote(table)
+            ((lo, hi),) = self._fetch(
+                table, f"SELECT (SELECT min(rowid) FROM {t}), (SELECT max(rowid) FROM {t})")
         except DB_ERRORS:  # WITHOUT ROWID or damaged: read in one stream
             return []
         if lo is None:
@@ -323,10 +502,9 @@ class SqliteSource(Source):
         if self.row_count(table) >= FAST_MIN_ROWS:
             return super().any_nonzero(table, column)
         try:
-            (found,) = self._db.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {_quote(table)} "
-                f"WHERE {_quote(column)} IS NOT NULL AND {_quote(column)} <> 0)"
-            ).fetchone()
+            ((found,),) = self._fetch(
+                table, f"SELECT EXISTS (SELECT 1 FROM {_quote(table)} "
+                f"WHERE {_quote(column)} IS NOT NULL AND {_quote(column)} <> 0)")
         except DB_ERRORS as exc:
             raise self._error(table, exc) from None
         return bool(found)
@@ -337,7 +515,16 @@ class SqliteSource(Source):
         return hashlib.sha256(key.encode()).hexdigest()[:24]
 
     def close(self) -> None:
-        self._db.close()
+        # a statement still running on another thread (abandoned past a bound) is
+        # interrupted, and the connection closed once it has ended: closed under it, the
+        # statement would read freed memory
+        with self._idle:
+            self._closing = True
+            self._db.interrupt()
+            ended = self._idle.wait_for(lambda: not self._running,
+                                        timeout=threads.stage_timeout())
+        if ended:
+            self._db.close()
         self._pages = None  # unmaps the file
         for handle in list(self._streams):  # streams never read to the end (an error midway)
             self._finish(handle)

@@ -175,11 +175,19 @@ def info(settings: Settings, path: str, as_json: bool) -> None:
 @click.argument("query")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--limit", type=int, default=None, help="Print at most this many rows.")
+@click.option("--allow-files", is_flag=True,
+              help="Let QUERY read files (read_csv, read_parquet, ...); it still writes none.")
 @pass_settings
-def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None) -> None:
-    """Run QUERY over the normalized views (kernels, memcpys, api_calls, nvtx_ranges, ...)."""
+def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None,
+        allow_files: bool) -> None:
+    """Run QUERY over the normalized views (kernels, memcpys, api_calls, nvtx_ranges, ...).
+
+    QUERY may hold queries only (SELECT, DESCRIBE, SUMMARIZE, ...): no COPY, ATTACH,
+    INSTALL, SET or CREATE, so it never writes a file, the input and the cache included.
+    It reads no file but the views unless --allow-files is given.
+    """
     with settings.open(path) as rep:
-        rel = rep.sql(query)
+        rel = rep.user_sql(query, files=allow_files)
         if rel is None:
             return
         columns = list(rel.columns)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,22 @@ BATCH_ROWS = 1 << 20
 def sql_string(value: str) -> str:
     """A SQL string literal."""
     return "'" + value.replace("'", "''") + "'"
+
+
+def sql_path(path: str | os.PathLike) -> str:
+    """A SQL string literal that DuckDB's file readers (``read_parquet``, ``read_csv``, ...)
+    take for exactly the file ``path``.
+
+    Those readers take glob patterns: a directory named ``pq[1]`` would read ``pq1``'s
+    files, and one named ``runs*`` every run's. Here ``*``, ``?`` and ``[`` are each
+    written as a class of one character (``[*]``), which matches only itself; the path is
+    made absolute, so that a leading ``~`` is not taken for the home directory.
+    """
+    return sql_string(_glob_escaped(os.path.abspath(path)))
+
+
+def _glob_escaped(path: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", path)
 
 
 #: errors of the environment (OSError errno, and DuckDB's message for it)
@@ -95,6 +112,49 @@ def connect(threads: int | None = None, spill: Path | None = None
         spill = Path(tempfile.gettempdir()) / "nsysdiag-spill"
     con.execute(f"SET temp_directory = {sql_string(str(spill))}")
     return con
+
+
+#: the statements SQL that a user wrote may hold (``nsysdiag sql``): queries, which write
+#: nothing (DESCRIBE, SHOW, SUMMARIZE and FROM-first queries are queries too)
+USER_STATEMENTS = frozenset({"SELECT"})
+
+
+def refuse_writes(con: duckdb.DuckDBPyConnection, query: str) -> None:
+    """Raise :class:`UsageError` unless every statement of ``query`` is a query.
+
+    COPY, EXPORT, ATTACH, INSTALL, LOAD, SET, PRAGMA, CALL, CREATE, INSERT, ... could
+    write a file (the input export, a cached view that later runs would read), load
+    code or change the database's settings; none of them is needed to ask a question of
+    the views.
+    """
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as exc:
+        raise UsageError(f"SQL error: {str(exc).splitlines()[0]}") from None
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in USER_STATEMENTS:
+            raise UsageError(
+                f"only queries (SELECT, DESCRIBE, ...) may run here, not {kind}",
+                hint="nsysdiag sql reads the views; it never writes, attaches or installs")
+
+
+def lock_down(con: duckdb.DuckDBPyConnection, readable: Iterable[Path], *,
+              files: bool = False) -> None:
+    """Settings for SQL that a user wrote, on ``con`` for good.
+
+    DuckDB's file access is switched off (``enable_external_access``), but for the
+    directories ``readable`` (the views' Parquet files), unless ``files``; the
+    configuration is locked, so that no statement switches it on again. With
+    :func:`refuse_writes`, nothing the user's SQL does can change a file.
+    """
+    if not files:
+        # each directory as written and as :func:`sql_path` escapes it in the views
+        dirs = {os.path.join(os.path.abspath(d), "") for d in readable}
+        dirs |= {_glob_escaped(d) for d in dirs}
+        con.execute(f"SET allowed_directories = [{', '.join(map(sql_string, sorted(dirs)))}]")
+        con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
 
 
 @contextlib.contextmanager

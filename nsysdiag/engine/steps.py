@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import threads
-from .database import sql_string, values_checked
+from .database import sql_path, sql_string, values_checked
 
 #: How analysis steps (scratch files on disk, read once or twice) are written: uncompressed,
 #: since lz4 cost more to write and read than the bytes it saved
@@ -136,7 +136,7 @@ def expose(report: Any, name: str, target: Path) -> None:
     """Name a step's Parquet file as a temporary view."""
     report.con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name} AS "
-        f"SELECT * FROM read_parquet({sql_string(str(target))})"
+        f"SELECT * FROM read_parquet({sql_path(target)})"
     )
 
 

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from ..adapters.base import Source
 from ..engine import threads
-from ..engine.database import environment_error, sql_string
+from ..engine.database import environment_error, sql_path, sql_string
 from ..errors import InputError, ResourceError, StageTimeout
 from . import _compiled
 from .cache import ViewFiles, note
@@ -139,7 +139,7 @@ class ViewStore:
         columns = ", ".join(f"{spec.derived[c]} AS {c}" if c in spec.derived else c
                             for c in spec.columns) if spec.derived else "*"
         self.con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT {columns} "
-                         f"FROM read_parquet({sql_string(str(target))})")
+                         f"FROM read_parquet({sql_path(target)})")
 
     def _build(self, spec: ViewSpec) -> Path:
         """Write view ``spec`` to a new file of the entry and publish it; returns the file
