@@ -7,7 +7,7 @@ usage: python bench/pairs.py --old /tmp/base-eb4d90e [--new .] [--pairs 3] EXPOR
 Each pair runs the old checkout then the new one (the next pair the other way round, so
 that neither always runs first), each a fresh process under ``/usr/bin/time -v`` with
 ``PYTHONPATH`` and the working directory at its checkout, a cold run (``--no-cache``) of
-``diagnose -q`` unless ``--args`` says otherwise. The export is read once beforehand so
+``-q diagnose`` unless ``--args`` says otherwise. The export is read once beforehand so
 that both find it in the page cache. Printed per run: wall seconds, CPU seconds (user +
 sys, which load disturbs less than wall time), peak RSS; per export the medians and the
 new/old ratios.
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--new", default=Path(__file__).resolve().parents[1],
                    type=lambda s: Path(s).resolve())
     p.add_argument("--pairs", type=int, default=3)
-    p.add_argument("--args", default="--no-cache diagnose -q",
+    p.add_argument("--args", default="--no-cache -q diagnose",
                    help="nsysdiag arguments before the export (default: %(default)s)")
     p.add_argument("--no-path", action="store_true", help="run --args alone, without exports")
     a = p.parse_args(argv)
