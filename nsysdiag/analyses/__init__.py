@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.resources
 from types import ModuleType
 
 ANALYSES = (
@@ -31,3 +33,13 @@ def module(name: str) -> ModuleType:
     if name not in ANALYSES:
         raise KeyError(name)
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def summary(name: str) -> str:
+    """The first line of analysis ``name``'s docstring, read from its source file without
+    importing it (the command line's --help lists the analyses this way)."""
+    if name not in ANALYSES:
+        raise KeyError(name)
+    text = importlib.resources.files(__name__).joinpath(f"{name}.py").read_text()
+    doc = ast.get_docstring(ast.parse(text[:text.find('"""', text.find('"""') + 3) + 3])) or name
+    return doc.strip().splitlines()[0]

@@ -17,22 +17,19 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-try:  # loaded with the command line (where Ctrl-C is held, see __main__): light, no pandas
+try:  # light (no numpy or pandas): _Interrupts wraps its blocking calls
     import adbc_driver_manager._lib as _adbc_lib
 except ImportError:
     _adbc_lib = None
-import duckdb
 
 from .. import analyses
 from .._version import __version__
-from ..analyses.base import NOT_CAPTURED, AnalysisResult
 from ..config import cache_dir
 from ..engine import threads
-from ..engine.database import environment_error
 from ..errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -44,9 +41,15 @@ from ..errors import (
     UsageError,
 )
 from ..formatting import FORMATS, dumps, format_rows, printable
-from ..report import Report
 from ..settings import DEFAULTS
-from .options import ANALYSIS_OPTIONS
+
+if TYPE_CHECKING:
+    from ..analyses.base import AnalysisResult
+    from ..report import Report
+
+# The modules that read traces (duckdb, pyarrow, numpy and the analyses; numba when a
+# compiled loop first runs) are imported when a command runs (:func:`cli`), so that
+# --version and --help start fast (tests/test_startup.py).
 
 
 class Settings:
@@ -69,6 +72,8 @@ class Settings:
         self.explain = explain
 
     def open(self, path: str) -> Report:
+        from ..report import Report
+
         tracer = (
             (lambda sql: echo(f"-- SQL\n{sql.strip()};", err=True)) if self.explain else None
         )
@@ -102,6 +107,24 @@ class _Group(click.Group):
         if cmd_name not in self.commands and name in analyses.ANALYSES:
             self.add_command(_analysis_command(name))
         return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of --help, each analysis with the first line of its docstring
+        read from its source (:func:`nsysdiag.analyses.summary`; its command's short help):
+        listing them imports none."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            cmd = self.commands.get(name)
+            if cmd is None:
+                rows.append((name, analyses.summary(name.replace("-", "_"))))
+            elif not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 PATH_ARG = click.argument("path", type=click.Path(dir_okay=True, path_type=str))
@@ -157,6 +180,11 @@ def cli(
     """
     threads.stage_timeout()  # a bad value is a usage error now, not on another thread later
     ctx.obj = Settings(debug, quiet, no_cache, cache_dir, nsys, explain)
+    for name in ctx.command.list_commands(ctx):
+        ctx.command.get_command(ctx, name)  # imports every analysis module now
+    # the modules' objects live as long as the process: the collector need not look at them
+    # again (docs/performance.md)
+    gc.freeze()
 
 
 @cli.command()
@@ -191,6 +219,10 @@ def sql(settings: Settings, path: str, query: str, fmt: str, limit: int | None,
         if rel is None:
             return
         columns = list(rel.columns)
+        import duckdb
+
+        from ..engine.database import environment_error
+
         try:
             rows = rel.fetchall()
         except duckdb.Error as exc:  # relations are lazy: errors can surface only now
@@ -465,6 +497,8 @@ def emit_result(
     result: AnalysisResult, fmt: str, table: str | None, max_rows: int | None = None
 ) -> None:
     """Print an analysis result as text, CSV (one detail table) or JSON."""
+    from ..analyses.base import NOT_CAPTURED
+
     if result.status == NOT_CAPTURED:
         raise MissingDataError(f"{result.analysis}: {result.message}")
     if fmt == "json":
@@ -489,6 +523,8 @@ def emit_result(
 
 
 def _analysis_command(name: str) -> click.Command:
+    from .options import ANALYSIS_OPTIONS
+
     mod = analyses.module(name)
     doc = (mod.__doc__ or name).strip()
 
@@ -588,12 +624,6 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args
     with _Interrupts() as interrupts:
         try:
-            ctx = click.Context(cli)
-            for name in cli.list_commands(ctx):
-                cli.get_command(ctx, name)  # imports every analysis module now
-            # the modules' objects live as long as the process: the collector need not
-            # look at them again (docs/performance.md)
-            gc.freeze()
             rv = cli.main(args=args, prog_name="nsysdiag", standalone_mode=False)
             code = rv if isinstance(rv, int) else 0
         except click.exceptions.Exit as exc:
@@ -611,8 +641,12 @@ def _failed(exc: BaseException, args: list[str], interrupted: bool) -> int:
     if isinstance(exc, click.ClickException) and not interrupted:
         exc.show()
         return exc.exit_code if exc.exit_code else EXIT_USAGE
-    other = exc if isinstance(exc, NsysdiagError | KeyboardInterrupt) else \
-        environment_error(exc, _cache_root(args)) if isinstance(exc, Exception) else None
+    other: BaseException | None = exc if isinstance(exc, NsysdiagError | KeyboardInterrupt) \
+        else None
+    if other is None and isinstance(exc, Exception):
+        from ..engine.database import environment_error  # DuckDB's: loaded only on failure
+
+        other = environment_error(exc, _cache_root(args))
     if interrupted or isinstance(exc, click.Abort) or isinstance(other, KeyboardInterrupt):
         click.echo("nsysdiag: interrupted", err=True)
         return EXIT_INTERRUPTED

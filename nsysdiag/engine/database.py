@@ -99,6 +99,11 @@ def connect(threads: int | None = None, spill: Path | None = None
     con.execute("SET enable_progress_bar = false")
     # views and analyses order explicitly; without this COPY buffers whole tables
     con.execute("SET preserve_insertion_order = false")
+    # an ASOF join always runs as one (sorted, n log n): below this many estimated rows on
+    # its left DuckDB runs it as a nested loop join with a per-row maximum instead, and an
+    # estimate far under the real count made that a comparison of every row with every
+    # other (the unit choice's look-up of each probe among a name's instances)
+    con.execute("SET asof_loop_join_threshold = 0")
     spill = spill or spill_dir()
     try:
         con.execute("SET memory_limit = ?", [memory_limit()])

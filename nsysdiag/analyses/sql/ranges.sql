@@ -126,20 +126,33 @@ GROUP BY p.id;
 -- operator_like. inside_frac: share of its probes lying inside an instance of
 -- another QUALIFYING name (same process; identical intervals: the alphabetically first
 -- name counts as the outer one); usual_parent: that name most often (ties: the shorter).
+-- How, in O(n log n): the names repeated $min_instances times are those of unit_probes
+-- (the same rule), so only their ranges are aggregated. Whether some instance of name X
+-- holds a probe is one look-up, not a comparison with every instance: per qualifying
+-- name and process, its instances' starts in order with the latest end reached by any
+-- instance starting at or before each (reach_ns) and strictly before it
+-- (reach_before_ns); the probe lies inside an instance of X when, at the last start at or
+-- before the probe's (an ASOF join), that reach is at or past the probe's end, with an
+-- instance starting where the probe starts counted only when it ends later (or ends
+-- with it and X sorts first). Each probe is looked up once per qualifying name of its
+-- process.
 WITH closed AS (
     SELECT coalesce(f.family, r.name) AS name, r.name AS member, r.domain, r.start_ns,
            r.end_ns, r.duration_ns, r.global_pid
     FROM nvtx_ranges r LEFT JOIN unit_families f ON f.name = r.name
     WHERE r.end_ns IS NOT NULL),
+repeated AS (
+    SELECT * FROM closed WHERE name IN (SELECT DISTINCT name FROM unit_probes)),
+domains AS (
+    SELECT name, first(domain ORDER BY m DESC, domain) AS domain
+    FROM (SELECT name, domain, count(*) AS m FROM repeated GROUP BY name, domain)
+    GROUP BY name),
 counts AS (
     SELECT name, count(*) AS n, sum(duration_ns) AS total_ns,
-           quantile_cont(duration_ns, 0.5) AS median_ns,
-           first(domain ORDER BY m DESC, domain) AS domain,
+           quantile_cont(duration_ns, 0.5) AS median_ns, any_value(d.domain) AS domain,
            count(DISTINCT member) AS members,
            arg_min(member, start_ns) AS first_member, arg_max(member, start_ns) AS last_member
-    FROM (SELECT name, member, domain, start_ns, duration_ns,
-                 count(*) OVER (PARTITION BY name, domain) AS m
-          FROM closed)
+    FROM repeated JOIN domains d USING (name)
     GROUP BY name HAVING count(*) >= $min_instances),
 probe AS (SELECT * FROM unit_probes),
 gpu AS (
@@ -156,15 +169,30 @@ qual AS (
     SELECT *, median_ns >= $min_median_ns AND (gpu_share >= 0.5 OR NOT $cuda_traced)
               AND NOT operator_like AS qualifies
     FROM judged),
-outer_cand AS (
-    SELECT c.name, c.start_ns, c.end_ns, c.global_pid
-    FROM closed c SEMI JOIN qual q ON q.name = c.name AND q.qualifies),
+outer_starts AS (
+    SELECT name, global_pid, start_ns, max(end_ns) AS end_ns
+    FROM repeated
+    WHERE name IN (SELECT name FROM qual WHERE qualifies)
+      AND global_pid IS NOT NULL AND start_ns IS NOT NULL
+    GROUP BY name, global_pid, start_ns),
+reach AS (
+    SELECT name, global_pid, start_ns, end_ns,
+           max(end_ns) OVER (w ROWS UNBOUNDED PRECEDING) AS reach_ns,
+           max(end_ns) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+               AS reach_before_ns
+    FROM outer_starts
+    WINDOW w AS (PARTITION BY name, global_pid ORDER BY start_ns)),
+pairs AS (
+    SELECT p.id, p.name, p.start_ns, p.end_ns, p.global_pid, o.name AS outer_name
+    FROM probe p JOIN (SELECT DISTINCT name, global_pid FROM outer_starts) o
+      ON o.global_pid = p.global_pid AND o.name <> p.name),
 inside AS (
-    SELECT DISTINCT p.id, p.name, o.name AS outer_name
-    FROM probe p JOIN outer_cand o
-      ON o.global_pid = p.global_pid AND o.start_ns <= p.start_ns AND p.end_ns <= o.end_ns
-    WHERE o.name <> p.name
-      AND (o.start_ns < p.start_ns OR o.end_ns > p.end_ns OR o.name < p.name)),
+    SELECT x.id, x.name, x.outer_name
+    FROM pairs x ASOF JOIN reach r
+      ON r.name = x.outer_name AND r.global_pid = x.global_pid AND x.start_ns >= r.start_ns
+    WHERE CASE WHEN r.start_ns < x.start_ns THEN r.reach_ns >= x.end_ns
+               ELSE coalesce(r.reach_before_ns >= x.end_ns, false) OR r.end_ns > x.end_ns
+                    OR (r.end_ns = x.end_ns AND r.name < x.name) END),
 frac AS (
     SELECT i.name, i.outer_name, count(*) / any_value(q.m) AS f,
            any_value(o.total_ns / o.n) AS outer_mean_ns

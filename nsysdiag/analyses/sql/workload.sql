@@ -41,12 +41,35 @@ moved AS (
     SELECT a.pid, a.tid, a.start_ns AS call_ns, m.bytes
     FROM memcpys m JOIN api_calls a USING (global_pid, correlation_id)
     WHERE m.copy_kind IN ('HtoD', 'DtoH')),
+-- a unit's bytes: those of the copies called on its thread (or process, $scope) from its
+-- start to its end, as the running total of their bytes at the last call at or before
+-- its end less that at the last call before its start (ASOF joins: no comparison of each
+-- unit with each copy)
+keyed AS (
+    SELECT pid, CASE WHEN $scope = 'process' THEN 0 ELSE tid END AS who, call_ns,
+           sum(bytes) AS bytes
+    FROM moved
+    WHERE pid IS NOT NULL AND call_ns IS NOT NULL AND ($scope = 'process' OR tid IS NOT NULL)
+    GROUP BY ALL),
+running AS (
+    SELECT pid, who, call_ns,
+           sum(bytes) OVER (PARTITION BY pid, who ORDER BY call_ns ROWS UNBOUNDED PRECEDING)
+               AS upto, count(bytes) OVER (PARTITION BY pid, who ORDER BY call_ns
+                                           ROWS UNBOUNDED PRECEDING) AS counted
+    FROM keyed),
+g_keyed AS (
+    SELECT grp, instance, pid, CASE WHEN $scope = 'process' THEN 0 ELSE tid END AS who,
+           start_ns, end_ns
+    FROM g WHERE pid IS NOT NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL
+      AND ($scope = 'process' OR tid IS NOT NULL)),
 unit_bytes AS (
-    SELECT g.grp, g.instance, sum(m.bytes) AS copy_bytes
-    FROM g JOIN moved m
-        ON m.pid = g.pid AND ($scope = 'process' OR m.tid = g.tid)
-       AND m.call_ns >= g.start_ns AND m.call_ns <= g.end_ns
-    GROUP BY g.grp, g.instance)
+    SELECT u.grp, u.instance,
+           CASE WHEN e.counted > coalesce(b.counted, 0)
+                THEN e.upto - coalesce(b.upto, 0) END AS copy_bytes
+    FROM g_keyed u
+    ASOF JOIN running e ON e.pid = u.pid AND e.who = u.who AND u.end_ns >= e.call_ns
+    ASOF LEFT JOIN running b ON b.pid = u.pid AND b.who = u.who AND u.start_ns > b.call_ns
+    WHERE u.end_ns >= u.start_ns)
 SELECT count(*) FILTER (WHERE grp = 'slow') AS slow_n,
        count(*) FILTER (WHERE grp = 'median') AS median_n,
        avg(duration_ns) FILTER (WHERE grp = 'slow') AS slow_duration_ns,

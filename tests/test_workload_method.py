@@ -1,0 +1,94 @@
+"""workload.sql ``compare`` counts each unit's copied bytes from running totals read with
+ASOF joins, not by comparing each unit with each copy. These tests hold it equal to the
+direct statement (every unit against every copy call of its thread or process) on
+hand-built traces whose answers are computed by hand, on the corpus and on the project's
+own captures, in both scopes."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import corpus_sqlite_files, open_corpus
+
+import nsysdiag
+from nsysdiag.analyses.base import load_sql
+from nsysdiag.analyses.ranges import RangesResult
+from nsysdiag.engine.steps import bind, registered
+
+_DIRECT = """unit_bytes AS (
+    SELECT g.grp, g.instance, sum(m.bytes) AS copy_bytes
+    FROM g JOIN moved m
+        ON m.pid = g.pid AND ($scope = 'process' OR m.tid = g.tid)
+       AND m.call_ns >= g.start_ns AND m.call_ns <= g.end_ns
+    GROUP BY g.grp, g.instance)
+SELECT count(*)"""
+
+
+def direct_query() -> str:
+    sql = load_sql("workload")["compare"]
+    head, _, rest = sql.partition("\nkeyed AS (")
+    _, _, tail = rest.partition("\nSELECT count(*)")
+    assert head and tail, "compare no longer has the keyed ... unit_bytes steps"
+    return head + "\n" + _DIRECT + tail
+
+
+COLUMNS = ["instance", "start_ns", "end_ns", "duration_ns", "pid", "tid", "n_kernels",
+           "own_kernel_total_ns", "own_copy_total_ns", "cuda_covered"]
+
+
+def both(rep: nsysdiag.Report, scope: str, slow_n: int = 5) -> tuple[dict, dict] | None:
+    r = rep.analysis("ranges")
+    if not isinstance(r, RangesResult) or not r.ok:
+        return None
+    with registered(rep, "_workload_instances", r.counted_instances(COLUMNS)):
+        params = {"slow_n": slow_n, "scope": scope}
+        sql = load_sql("workload")["compare"]
+        got = rep.sql(sql, bind(sql, params)).to_arrow_table().to_pylist()[0]
+        direct = direct_query()
+        want = rep.sql(direct, bind(direct, params)).to_arrow_table().to_pylist()[0]
+    return got, want
+
+
+def test_bytes_per_unit_by_hand(builder, tmp_path):
+    b = builder()
+    # 60 units of 1 ms; unit k copies (k % 3 + 1) MB HtoD inside it, on its thread, and
+    # one copy on another thread (counted only in the process scope); a copy exactly at a
+    # unit's start and one at its end both count
+    for k in range(60):
+        t = 1_000_000 + k * 2_000_000
+        b.nvtx(t, t + 1_000_000 + (k % 7) * 10_000, "step")
+        b.launch(t + 10, t + 20, t + 30, t + 900_000)
+        c = b.api(t, t + 50, "cudaMemcpyAsync_v3020")
+        b.memcpy(t + 60, t + 70, (k % 3 + 1) << 20, corr=c)
+        c = b.api(t + 1_000_000 + (k % 7) * 10_000, t + 1_000_000 + (k % 7) * 10_000 + 5,
+                  "cudaMemcpyAsync_v3020")
+        b.memcpy(t + 1_100_000, t + 1_100_100, 1000, corr=c)
+        c = b.api(t + 500, t + 600, "cudaMemcpyAsync_v3020", tid=b.tid + 1)
+        b.memcpy(t + 700, t + 800, 7, corr=c)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        for scope in ("thread", "process"):
+            got, want = both(rep, scope, slow_n=60)
+            assert got == want
+            # every unit, slow_n = all: (1 + 2 + 3) MB / 3 on average, + 1000 at the end
+            extra = 7 if scope == "process" else 0
+            assert got["slow_copy_bytes"] == pytest.approx(2 * 2**20 + 1000 + extra)
+
+
+CORPUS = corpus_sqlite_files()
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_corpus_compare_equals_the_direct_rule(path):
+    with open_corpus(path) as rep:
+        for scope in ("thread", "process"):
+            pair = both(rep, scope)
+            if pair is None:
+                pytest.skip("no units")
+            assert pair[0] == pair[1]
+
+
+def test_own_captures_compare_equals_the_direct_rule(labelled):
+    for name, path in labelled.items():
+        with nsysdiag.open(path, cache=False) as rep:
+            for scope in ("thread", "process"):
+                pair = both(rep, scope)
+                assert pair is not None and pair[0] == pair[1], name
