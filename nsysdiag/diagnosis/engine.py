@@ -263,6 +263,8 @@ def _tail_summary(
         unit_reason=ranges.unit_reason,
         n_warmup=ranges.n_warmup,
         warmup_calls=ranges.warmup_calls,
+        warmup_reason=ranges.warmup_reason,
+        later_oneoff=ranges.later_oneoff_reason,
         tail_n=int(ranges.tail_n or 0),
         min_units=settings.min_units,
         lone_outlier_ns=outlier,

@@ -111,6 +111,10 @@ class TailSummary:
     n_warmup: int = 0
     #: the one-off calls the warm-up units hold
     warmup_calls: tuple[str, ...] = ()
+    #: how many units were set apart as warm-up and why (ranges.Warmup.describe)
+    warmup_reason: str | None = None
+    #: the units after the warm-up that hold one-off calls, counted (one line), or None
+    later_oneoff: str | None = None
     #: the classifier's calibrated probability of each shape (None without a classification)
     shape_probabilities: dict[str, float] | None = None
 
@@ -145,6 +149,8 @@ class TailSummary:
             "unit_reason": self.unit_reason,
             "n_warmup": self.n_warmup,
             "warmup_calls": list(self.warmup_calls),
+            "warmup_reason": self.warmup_reason,
+            "later_oneoff": self.later_oneoff,
             "n": self.n,
             "p50_ns": self.p50_ns,
             "p90_ns": self.p90_ns,
@@ -329,9 +335,12 @@ class Diagnosis:
         if t.unit_reason:
             lines.append(e(f"unit choice {t.unit_reason}"))
         if t.n_warmup:
-            lines.append(e(f"warm-up    {t.n_warmup} unit{'s' if t.n_warmup != 1 else ''} "
+            lines.append(e(f"warm-up    {t.warmup_reason}" if t.warmup_reason else
+                           f"warm-up    {t.n_warmup} unit{'s' if t.n_warmup != 1 else ''} "
                            f"set apart" + (f" ({', '.join(t.warmup_calls)})"
                                            if t.warmup_calls else "")))
+        if t.later_oneoff:
+            lines.append(e(f"mid-run    {t.later_oneoff}"))
         whole = self.analyses.get("whole_run")
         if whole is not None and whole.ok and getattr(whole, "dominant_summary", None):
             lines.append(e(f"whole run  {whole.dominant_summary}"))
