@@ -13,6 +13,16 @@ when the second is more, ``no_growth`` when own kernel time did not grow. A work
 tail (:func:`is_workload_tail`) is more work of at least ``workload_ratio`` times the median
 band's kernel time at its speed, with kernels not ``slow_ratio`` times slower. The relation
 of latency with work per unit (correlation, slope, a table in quintiles) is over every unit.
+
+Size on every side (``sizes``, ``size_relation``): per unit, the bytes it moves each way,
+its kernels and launch calls (the work), its kernel time and host time outside CUDA (where
+the time goes); for each, the rank correlation (Spearman) and least-squares slope of
+latency on it, and the slow units' mean over the median band's. A size tail
+(:func:`is_size_tail`) is slow units that are simply bigger: a work measure that latency
+follows (rank correlation at least ``SIZE_RHO``), ``workload_ratio`` times the median
+band's in the slow units, whose slope explains at least ``work_explains`` of their extra
+latency, whichever side absorbs the time. Latency less that share
+(``normalized_p99_over_p50``) is what the rest of the tail is judged on.
 Definitions: docs/analyses/workload.md.
 """
 
@@ -21,6 +31,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+from scipy import stats as sps
 
 from ..engine.steps import registered
 from ..settings import DEFAULTS, Settings
@@ -33,6 +47,17 @@ if TYPE_CHECKING:
     from ..report import Report
 
 NAME = "workload"
+#: per-unit measures of size: column -> (what it is, "work" done or "time" where it went)
+SIZE_MEASURES = {
+    "htod_bytes": ("host-to-device bytes", "work"),
+    "dtoh_bytes": ("device-to-host bytes", "work"),
+    "n_kernels": ("kernels", "work"),
+    "launch_calls": ("launch calls", "work"),
+    "kernel_ns": ("own kernel time", "time"),
+    "host_ns": ("host time outside CUDA", "time"),
+}
+#: the rank correlation of latency with a work measure from which latency follows size
+SIZE_RHO = 0.5
 #: the settings this analysis reads, with those of the ranges analysis whose units it
 #: compares (its results are cached per their values)
 SETTINGS = (*RANGES_SETTINGS, "culprit_min_units")
@@ -50,6 +75,29 @@ class WorkBin:
     mean_kernels: float  #: mean own kernels per unit
     p50_ns: float  #: median latency, ns
     mean_per_kernel_ns: float | None  #: own kernel time over own kernels, ns
+
+
+@dataclass(frozen=True)
+class SizeRelation:
+    """One row of the ``size_relation`` table: latency against one measure of size."""
+
+    measure: str  #: the ``sizes`` column (SIZE_MEASURES)
+    what: str  #: what it is, in words
+    side: str  #: work (done by the unit) or time (where its time went)
+    slow_mean: float  #: its mean over the slowest units
+    median_mean: float  #: its mean over the median band
+    ratio: float | None  #: slow_mean / median_mean (None when the median's is 0)
+    rho: float | None  #: Spearman rank correlation of latency with it, over every unit
+    slope: float | None  #: least-squares latency growth per unit of it, ns
+    explains: float | None  #: slope x (slow_mean - median_mean) over the slow units'
+    #: extra latency, clipped to 0-1
+
+    def amount(self, x: float) -> str:
+        if self.measure.endswith("bytes"):
+            return _mb(x)
+        if self.measure.endswith("_ns"):
+            return _us(x)
+        return f"{x:.4g}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,11 +143,48 @@ class WorkloadResult(AnalysisResult):
                                            "copy time (GB/s): the speed of the extra copies")
     copies_explain: float | None = figure(
         "share of extra_latency_ns that the slow units' extra own copy time is (fraction, 0-1)")
+    size_measure: str | None = figure(
+        "the work measure (sizes column) that explains most of the slow units' extra latency, "
+        "among those latency follows (rank correlation >= 0.5) and the slow units hold "
+        "workload_ratio times more of")
+    size_rho: float | None = figure("rank correlation of latency with size_measure over "
+                                    "every unit (Spearman rho)")
+    size_ratio: float | None = figure("size_measure in the slow units over the median band's "
+                                      "(ratio)")
+    size_explains: float | None = figure(
+        "share of extra_latency_ns that size_measure explains at its slope (fraction, 0-1)")
+    normalized_p99_over_p50: float | None = figure(
+        "P99/P50 of latency less size_measure's share (slope x its excess over the median "
+        "unit's): the tail that size does not explain (ratio)")
 
     def bins(self) -> list[WorkBin]:
         """The ``bins`` table as records (empty without it)."""
         table = self.tables.get("bins")
         return records(table, WorkBin) if table is not None else []
+
+    def size_relation(self) -> list[SizeRelation]:
+        """The ``size_relation`` table as records (empty without it)."""
+        table = self.tables.get("size_relation")
+        return records(table, SizeRelation) if table is not None else []
+
+    def size_line(self) -> str | None:
+        """One line: how much bigger the slow units are on every side, and how closely
+        latency follows size; None without a size measure."""
+        rows = {r.measure: r for r in self.size_relation()}
+        best = rows.get(self.size_measure or "")
+        if best is None:
+            return None
+        bigger = [r for r in rows.values() if r.ratio is not None
+                  and r.ratio >= BIGGER and (r.rho or 0) >= SIZE_RHO]
+        bigger.sort(key=lambda r: (r.side != "work", -(r.ratio or 0)))
+        parts = [f"{r.ratio:.2g}x the {r.what} ({r.amount(r.slow_mean)} vs "
+                 f"{r.amount(r.median_mean)})" for r in bigger]
+        text = (f"slow units are bigger: {', '.join(parts)}; latency follows "
+                f"{best.what}, rank correlation {best.rho:.2f}, which explains "
+                f"{self.size_explains:.0%} of their extra latency")
+        if self.normalized_p99_over_p50 is not None:
+            text += f" (size-normalized p99/p50 {self.normalized_p99_over_p50:.2f})"
+        return text
 
     def copy_line(self) -> str:
         """One line: what the slow units' host-device copies are, against the median band."""
@@ -165,10 +250,23 @@ def run(report: Report, *, settings: Settings | None = None,
         ["instance", "start_ns", "end_ns", "duration_ns", "pid", "tid", "n_kernels",
          "own_kernel_total_ns", "own_copy_total_ns", "cuda_covered"])
     slow_n = slow_count(ranges.n_attributed, ranges.tail_n, settings)
+    all_instances = ranges.counted_instances(
+        [c for c in ("instance", "pid", "tid", "start_ns", "end_ns", "duration_ns",
+                     "n_kernels", "own_kernel_total_ns", "cpu_outside_cuda_ns",
+                     "cuda_covered") if c in ranges.tables["instances"].column_names])
+    if "cpu_outside_cuda_ns" in all_instances.column_names:
+        all_instances = all_instances.rename_columns(
+            [("host_ns" if c == "cpu_outside_cuda_ns" else c)
+             for c in all_instances.column_names])
+    else:
+        all_instances = all_instances.append_column(
+            "host_ns", pa.nulls(all_instances.num_rows, pa.float64()))
     with registered(report, "_workload_instances", instances):
         compare = run_query(report, NAME, "compare", {"slow_n": slow_n, "scope": ranges.scope})
         relation = run_query(report, NAME, "relation")
         bins = run_query(report, NAME, "bins")
+    with registered(report, "_workload_instances", all_instances):
+        sizes = run_query(report, NAME, "sizes", {"scope": ranges.scope})
     c = compare.to_pylist()[0]
     rel = relation.to_pylist()[0]
     figures = judge(c, settings)
@@ -176,11 +274,80 @@ def run(report: Report, *, settings: Settings | None = None,
     figures.update({k: (None if rel[k] is None or math.isnan(rel[k]) else rel[k])
                     for k in ("r_kernels", "slope_ns_per_kernel", "r_kernel_ns")})
     figures.update(explained(c, figures["slope_ns_per_kernel"]))
-    result = WorkloadResult(status=OK, main="bins",
-                            tables={"bins": bins, "compare": compare, "relation": relation},
-                            **figures)
-    return WorkloadResult(status=OK, main="bins", tables=result.tables,
-                          message=f"{result.kind}: {result.line()}", **figures)
+    size_relation, size_figures = size_relations(sizes, slow_n)
+    figures.update(size_figures)
+    tables = {"bins": bins, "compare": compare, "relation": relation, "sizes": sizes,
+              "size_relation": size_relation}
+    result = WorkloadResult(status=OK, main="bins", tables=tables, **figures)
+    size = result.size_line()
+    return WorkloadResult(status=OK, main="bins", tables=tables,
+                          message=f"{result.kind}: {result.line()}"
+                          + (f"; {size}" if size else ""), **figures)
+
+
+#: a measure the slow units hold this many times more of is named among what is bigger
+BIGGER = 1.5
+
+
+def size_relations(sizes: pa.Table, slow_n: int) -> tuple[pa.Table, dict]:
+    """Latency against every measure of size (the ``size_relation`` table), and the figures
+    of the work measure that explains most of the slow units' extra latency.
+
+    The slowest ``slow_n`` units and the median band (45th-55th percentile, linear, as
+    ``compare``) give each measure's means; over every unit, its Spearman rank correlation
+    with latency and the least-squares slope of latency on it. A measure explains
+    slope x (slow mean - median mean) of the slow units' extra latency (mean minus the
+    band's). The size measure is the work measure (bytes, kernels, launch calls) with
+    rho >= ``SIZE_RHO`` that explains the most; latency less its share, slope x (x - the
+    median unit's x), gives ``normalized_p99_over_p50``.
+    """
+    d = np.asarray(sizes.column("duration_ns").to_numpy(zero_copy_only=False), dtype=float)
+    rows: list[dict] = []
+    figures: dict = {}
+    if d.size < 3:
+        return pa.Table.from_pylist(rows, schema=_SIZE_SCHEMA), figures
+    order = np.argsort(-d, kind="stable")
+    slow = np.zeros(d.size, dtype=bool)
+    slow[order[:slow_n]] = True
+    lo, hi = np.quantile(d, [0.45, 0.55])
+    band = (d >= lo) & (d <= hi)
+    extra = d[slow].mean() - d[band].mean()
+    best: tuple[float, str, float, np.ndarray] | None = None
+    for name, (what, side) in SIZE_MEASURES.items():
+        col = sizes.column(name)
+        if col.null_count == len(col):
+            continue
+        x = np.asarray(col.to_numpy(zero_copy_only=False), dtype=float)
+        x = np.nan_to_num(x)
+        s_mean, m_mean = float(x[slow].mean()), float(x[band].mean())
+        varies = np.ptp(x) > 0
+        rho = float(sps.spearmanr(x, d).statistic) if varies else None
+        slope = float(np.polyfit(x, d, 1)[0]) if varies else None
+        explains = (max(0.0, min(1.0, slope * (s_mean - m_mean) / extra))
+                    if slope is not None and extra > 0 else None)
+        rows.append({"measure": name, "what": what, "side": side, "slow_mean": s_mean,
+                     "median_mean": m_mean,
+                     "ratio": s_mean / m_mean if m_mean > 0 else None,
+                     "rho": rho, "slope": slope, "explains": explains})
+        if side == "work" and rho is not None and rho >= SIZE_RHO and explains is not None \
+                and (best is None or explains > best[0]):
+            best = (explains, name, slope, x)
+    if best is not None:
+        explains, name, slope, x = best
+        row = next(r for r in rows if r["measure"] == name)
+        rest = d - slope * (x - np.median(x))
+        p50, p99 = np.percentile(rest, [50, 99])
+        figures.update(size_measure=name, size_rho=row["rho"], size_ratio=row["ratio"],
+                       size_explains=explains,
+                       normalized_p99_over_p50=float(p99 / p50) if p50 > 0 else None)
+    return pa.Table.from_pylist(rows, schema=_SIZE_SCHEMA), figures
+
+
+_SIZE_SCHEMA = pa.schema([("measure", pa.string()), ("what", pa.string()),
+                          ("side", pa.string()), ("slow_mean", pa.float64()),
+                          ("median_mean", pa.float64()), ("ratio", pa.float64()),
+                          ("rho", pa.float64()), ("slope", pa.float64()),
+                          ("explains", pa.float64())])
 
 
 def explained(c: dict, slope_ns_per_kernel: float | None) -> dict:
@@ -233,6 +400,16 @@ def is_workload_tail(w: WorkloadResult, settings: Settings) -> bool:
     kernels do not run ``slow_ratio`` times slower."""
     return (w.kind == "more_work" and (w.work_ratio or 0) >= settings.workload_ratio
             and (w.per_kernel_ratio or 0) < settings.slow_ratio)
+
+
+def is_size_tail(w: WorkloadResult, settings: Settings) -> bool:
+    """A size tail: the slow units are simply bigger. Latency follows a work measure (rank
+    correlation at least ``SIZE_RHO``), the slow units hold at least ``workload_ratio``
+    times the median band's of it, and its slope explains at least ``work_explains`` of
+    their extra latency, whichever side absorbs the time."""
+    return (w.size_measure is not None and (w.size_rho or 0) >= SIZE_RHO
+            and (w.size_ratio or 0) >= settings.workload_ratio
+            and (w.size_explains or 0) >= settings.work_explains)
 
 
 def is_transfer_volume_tail(w: WorkloadResult, settings: Settings) -> bool:

@@ -25,7 +25,12 @@ from ..analyses.launch_latency import LaunchLatencyResult
 from ..analyses.overlap import OverlapResult
 from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
-from ..analyses.workload import WorkloadResult, is_transfer_volume_tail, is_workload_tail
+from ..analyses.workload import (
+    WorkloadResult,
+    is_size_tail,
+    is_transfer_volume_tail,
+    is_workload_tail,
+)
 from ..formatting import fmt_ns
 from .model import Finding
 
@@ -660,6 +665,22 @@ def _interference_finding(r: InterferenceResult) -> Finding | None:
 
 
 def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
+    if is_size_tail(w, settings) and not is_transfer_volume_tail(w, settings):
+        size = next(r for r in w.size_relation() if r.measure == w.size_measure)
+        ev = [w.size_line() or ""]
+        ev += [f"{r.what}: slow {r.amount(r.slow_mean)} vs median band "
+               f"{r.amount(r.median_mean)}, rank correlation with latency {r.rho:.2f}"
+               + (f", explains {r.explains:.0%} of the extra latency"
+                  if r.explains is not None else "")
+               for r in w.size_relation() if r.rho is not None]
+        return Finding(
+            "workload", "warning",
+            f"Workload size: slow units hold {w.size_ratio:.2g}x the {size.what} and latency "
+            f"follows it (rank correlation {w.size_rho:.2f})", tuple(ev),
+            "The slow units are bigger (longer inputs, bigger batches or payloads): bound or "
+            "split the work per unit (chunked prefill, batch size caps), or budget latency "
+            "per unit of work; judge the rest of the tail on latency per unit of size.",
+            check="D1", weight=w.size_explains or 0)
     if w.kernel_ratio is None:
         return None
     ev = [w.line()]

@@ -31,7 +31,12 @@ from ..analyses.interference import InterferenceResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
 from ..analyses.whole_run import WholeRunResult
-from ..analyses.workload import WorkloadResult, is_workload_tail
+from ..analyses.workload import (
+    WorkloadResult,
+    is_size_tail,
+    is_transfer_volume_tail,
+    is_workload_tail,
+)
 from ..engine import schedule
 from ..formatting import fmt_ns
 from ..report import Report
@@ -191,10 +196,11 @@ def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailS
         return g is not None and (g.share_of_growth or 0) >= _CULPRIT_SHARE
 
     out: dict[str, AnalysisResult] = {}
+    # workload always: slow units that are simply bigger may absorb the time on any side
+    # (more host time preparing a bigger input as much as more kernels)
     for name, components in (
         ("interference", (Component.GPU_OTHER,)),
-        ("workload", (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH, Component.GPU_OWN_COPY,
-                      Component.CPU_MEMCPY)),
+        ("workload", tuple(Component)),
     ):
         if any(grew(c) for c in components):
             r = _run(report, name, range_name=range_name, settings=settings)
@@ -519,17 +525,25 @@ def _shape_disagreement(tail: TailSummary, shape_layer: str, best: str) -> str:
 
 
 def _workload_explains(best: str, ev: checks.Evidence, settings: Settings) -> str | None:
-    """The workload clause when the slow units do more work at the median's per-kernel speed
+    """The workload clause when the slow units are simply bigger (``is_size_tail``: bytes,
+    kernels or launch calls that latency follows and that explain most of the extra
+    latency, whichever side absorbs it), or do more work at the median's per-kernel speed
     and that work is what grew: own kernel time (gpu) or launch calls (cpu) grew most, or
     the extra kernels explain at least ``work_explains`` of the extra latency (more work
     grows the host's time around each launch and the GPU's waits as well)."""
     w = ev.measured("workload", WorkloadResult)
     r = ev.measured("ranges", RangesResult)
-    if w is None or r is None or not is_workload_tail(w, settings):
+    if w is None or r is None:
         return None
     top = {"gpu": r.top_gpu_component, "cpu": r.top_cpu_component}.get(best)
-    if (top not in (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH)
+    if not is_workload_tail(w, settings) or (
+            top not in (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH)
             and (w.kernels_explain or 0.0) < settings.work_explains):
+        # slow units that are simply bigger (bytes, kernels, launch calls), whichever side
+        # absorbs the time; more bytes that the copies themselves absorb stay a
+        # transfer-volume tail (check E1)
+        if is_size_tail(w, settings) and not is_transfer_volume_tail(w, settings):
+            return w.size_line()
         return None
     explains = (f"; the extra kernels explain {w.kernels_explain:.0%} of the slow units' "
                 "extra latency" if w.kernels_explain is not None else "")

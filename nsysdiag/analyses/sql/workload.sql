@@ -25,6 +25,13 @@
 --   bins      the covered units in five bins of own kernels per unit (quintiles): bin,
 --             units, min_kernels, max_kernels, mean_kernels, p50_ns (median latency),
 --             mean_per_kernel_ns
+--   sizes     every covered unit with the work it did on each side: instance, duration_ns,
+--             htod_bytes, dtoh_bytes (bytes of the HtoD / DtoH copies whose launching
+--             call lies inside the unit on its thread or process), n_kernels, kernel_ns
+--             (own kernel time), launch_calls (kernel and graph launch calls inside it),
+--             host_ns (its time outside CUDA calls; NULL without the column). A call goes
+--             to the most recently started unit of its key when that one contains it, as
+--             in ranges; a runtime call and the driver call with its id count once.
 
 
 -- @query compare
@@ -85,3 +92,34 @@ SELECT bin, count(*) AS units, min(n_kernels) AS min_kernels, max(n_kernels) AS 
 FROM (SELECT *, ntile(5) OVER (ORDER BY n_kernels, duration_ns) AS bin
       FROM _workload_instances WHERE cuda_covered IS NOT FALSE)
 GROUP BY bin ORDER BY bin
+
+
+-- @query sizes
+WITH u AS (
+    SELECT instance, duration_ns, start_ns, end_ns, pid,
+           CASE WHEN $scope = 'process' THEN 0 ELSE tid END AS k, n_kernels,
+           own_kernel_total_ns AS kernel_ns, host_ns
+    FROM _workload_instances WHERE cuda_covered IS NOT FALSE),
+calls AS (
+    SELECT global_pid, correlation_id, any_value(pid) AS pid,
+           any_value(CASE WHEN $scope = 'process' THEN 0 ELSE tid END) AS k,
+           min(start_ns) AS call_ns, bool_or(category IN ('launch', 'graph_launch')) AS launch
+    FROM api_calls WHERE category IN ('launch', 'graph_launch', 'memcpy')
+    GROUP BY global_pid, correlation_id),
+placed AS (
+    SELECT u.instance, c.global_pid, c.correlation_id, c.launch
+    FROM calls c ASOF JOIN u ON c.pid = u.pid AND c.k = u.k AND c.call_ns >= u.start_ns
+    WHERE c.call_ns <= u.end_ns),
+moved AS (
+    SELECT p.instance,
+           sum(m.bytes) FILTER (WHERE m.copy_kind = 'HtoD') AS htod_bytes,
+           sum(m.bytes) FILTER (WHERE m.copy_kind = 'DtoH') AS dtoh_bytes
+    FROM placed p JOIN memcpys m USING (global_pid, correlation_id)
+    GROUP BY p.instance),
+launched AS (
+    SELECT instance, count(*) AS launch_calls FROM placed WHERE launch GROUP BY instance)
+SELECT u.instance, u.duration_ns, coalesce(moved.htod_bytes, 0) AS htod_bytes,
+       coalesce(moved.dtoh_bytes, 0) AS dtoh_bytes, u.n_kernels, u.kernel_ns,
+       coalesce(launched.launch_calls, 0) AS launch_calls, u.host_ns
+FROM u LEFT JOIN moved USING (instance) LEFT JOIN launched USING (instance)
+ORDER BY u.instance
