@@ -12,6 +12,7 @@ import pytest
 
 import nsysdiag
 from nsysdiag.analyses import ranges
+from nsysdiag.render.html import render_html
 
 #: tokens per request and their probabilities: most are small, a few are big
 TOKENS = np.array([32, 64, 128, 256, 512, 1024, 2048])
@@ -84,6 +85,9 @@ def test_size_tail_is_workload_and_nothing_mid_run_is_dropped(builder, tmp_path)
     assert any(f.title.startswith("Workload size") for f in d.findings)
     lines = d.lines()
     assert any(line.startswith("mid-run") and "cudaHostAlloc" in line for line in lines[:12])
+    # the HTML plots latency against the size latency follows
+    page = render_html(d)
+    assert "Latency against host-to-device bytes (MB) per unit" in page
 
 
 def test_a_tail_of_equal_units_is_no_size_tail(builder, tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -430,7 +431,12 @@ def select_unit(
     if units.num_rows:
         reason = "intervals between blocking host waits" + (
             f" ({rejected})" if rejected else " (no repeated NVTX range)") + aligned
-        return Unit("sync-interval", "sync_fallback", units, None, reason)
+        # a handful of intervals carries no tail to judge: kept (their decomposition is
+        # still what they hold)
+        apart = _sync_work_differs(report, units) if units.num_rows >= min_instances else None
+        if apart is None:
+            return Unit("sync-interval", "sync_fallback", units, None, reason)
+        return _no_unit(EMPTY, reason + "; but " + apart)
     if not names and not _has_syncs(report):
         return _no_unit(
             NOT_CAPTURED,
@@ -443,6 +449,46 @@ def select_unit(
         + (f" (most frequent: {top}; pass --range NAME)" if top and not rejected else "")
         + "; no thread waits on the GPU twice and its GPU work does not repeat",
     )
+
+
+#: the GPU operations a sync interval must hold at the median to be an iteration, not one
+#: copy or kernel between two waits
+SYNC_MIN_OPS = 2
+#: the share of sync intervals that must run the same kinds of work for them to be units
+SYNC_SAME_WORK = 0.5
+
+
+def _sync_work_differs(report: Report, units: pa.Table) -> str | None:
+    """Why the sync intervals are no population whose tail means anything, or None when
+    they repeat the same work.
+
+    An interval repeats the work of an iteration when it holds at least
+    :data:`SYNC_MIN_OPS` GPU operations at the median (launches, copies, memsets: a wait
+    that bounds a single copy or kernel, or nothing, marks no iteration), and at least
+    :data:`SYNC_SAME_WORK` of the intervals run the same kinds of work (ranges.sql
+    ``sync_work``: the same kernel names and copy kinds, however many of each).
+    """
+    if not report.probe.present("api_calls"):
+        return None
+    with registered(report, "_ranges_units", units):
+        work = run_query(report, NAME, "sync_work")
+    ops = work.column("ops").to_numpy(zero_copy_only=False)
+    kinds = Counter(w for w in work.column("work").to_pylist() if w)
+    same, same_n = kinds.most_common(1)[0] if kinds else ("", 0)
+    median = float(np.median(ops)) if len(ops) else 0.0
+    if median >= SYNC_MIN_OPS and same_n >= SYNC_SAME_WORK * len(ops):
+        return None
+    few = int(np.count_nonzero(ops <= 1))
+    return (f"the {len(ops)} intervals do not repeat the same work ({few} hold one GPU "
+            f"operation or none, the median {median:.3g}; the most common work, "
+            f"{_shorten(same.replace('|', ', ')) or 'none'}, in {same_n / max(1, len(ops)):.0%} "
+            "of them): they are no population whose tail means anything. Annotate the "
+            "iteration with an NVTX range (nvtx.annotate, nvtxRangePush) and capture with "
+            "--trace=cuda,nvtx, or pass --range NAME")
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def candidates(report: Report, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -709,6 +755,12 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     cyc = cycles.pick(several if sync_units.num_rows and several else found)
     if cyc is None:
         return None, "", sync_units
+    if cyc.held < cycles.MIN_HELD:
+        # a pattern inside the loop, not its iteration: most of the work lies in the
+        # cycles that differ from it
+        return None, (f"; the GPU work repeats only in part (every {cyc.period} calls, but "
+                      f"the cycles alike hold {cyc.held:.0%} of it): no whole iteration"
+                      ), sync_units
     first, last = names[cyc.boundary], names[cyc.last]
     bounds = start[cyc.starts]
     inside = int(np.count_nonzero((waits >= bounds[0]) & (waits <= bounds[-1])))

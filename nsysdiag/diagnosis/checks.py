@@ -654,6 +654,17 @@ def _interference_finding(r: InterferenceResult) -> Finding | None:
                       f"{n['slow_units']} of {n['slow_n']} slow units, {n['median_units']} of "
                       f"{n['median_n']} median-band units")
     strong = slow_frac >= 0.5 and median_frac < slow_frac / 2
+    if top.own_stream:
+        # the program's own work on its own stream: no one interferes, the GPU is behind
+        return Finding(
+            "gpu", "warning" if strong else "info",
+            f"GPU-bound with the host ahead: the units wait for the program's own earlier "
+            f"work on stream {top.stream_id} ({top.names.split('; ')[0][:60]})",
+            tuple(ev),
+            "No other work interferes: the GPU is the bottleneck and the host launches ahead "
+            "of it. Make the kernels faster or fewer, or submit less per unit; time units on "
+            "the GPU (CUDA events, an NVTX range ending in a sync).",
+            check="D1", weight=slow_frac - median_frac)
     return Finding(
         "gpu", "warning" if strong else "info",
         f"Other GPU work during the slow units: stream {top.stream_id} of "

@@ -273,6 +273,7 @@ def _tail_summary(
         later_oneoff=ranges.later_oneoff_reason,
         tail_n=int(ranges.tail_n or 0),
         min_units=settings.min_units,
+        n_standing_out=int(np.count_nonzero(d > settings.elevated_ratio * p50)),
         lone_outlier_ns=outlier,
         lone_outlier_ratio=outlier_ratio,
     )
@@ -323,7 +324,32 @@ def _verdict(
         )
     verdict = (_too_few_units(tail, settings) or _nvtx_only(tail, capture)
                or _layer_verdict(tail, ev, settings, graphs_in_use))
-    return _incomplete_capture(_lone_outlier_note(verdict, tail), capture)
+    verdict = _few_tail_units(_lone_outlier_note(verdict, tail), tail, settings)
+    return _incomplete_capture(verdict, capture)
+
+
+#: units that must stand out of the body (longer than ``elevated_ratio`` x P50) for a named
+#: cause to be confident
+CONFIDENT_MIN_UNITS = 20
+#: the confidence of a named cause that rests on fewer
+FEW_UNITS_CONFIDENCE = 0.55
+
+
+def _few_tail_units(verdict: Verdict, tail: TailSummary, settings: Settings) -> Verdict:
+    """Rule: a named cause that rests on fewer than ``CONFIDENT_MIN_UNITS`` units standing
+    out of the body (a tail of a handful of units, however many the body holds) is not
+    confident: its confidence is capped at ``FEW_UNITS_CONFIDENCE`` and the verdict says
+    on how many units it rests."""
+    if verdict.layer not in (*CAUSE_LAYERS, "workload") \
+            or tail.n_standing_out >= CONFIDENT_MIN_UNITS \
+            or verdict.confidence <= FEW_UNITS_CONFIDENCE:
+        return verdict
+    n = tail.n_standing_out
+    return dataclasses.replace(
+        verdict, confidence=FEW_UNITS_CONFIDENCE,
+        summary=verdict.summary + f" The tail rests on {n} unit{'s' if n != 1 else ''} "
+        f"longer than {settings.elevated_ratio:g}x the median: too few for a confident "
+        f"verdict ({CONFIDENT_MIN_UNITS} or more needed).")
 
 
 def _ratio_text(tail: TailSummary) -> str:
@@ -557,6 +583,8 @@ def _culprit_clause(ev: checks.Evidence) -> str | None:
     if i is None or r is None or r.top_gpu_component is not Component.GPU_OTHER:
         return None
     line = i.culprit_line()
+    if line and i.own_work:
+        return f"what ran instead: {line}"
     return f"other work: {line}" if line else None
 
 

@@ -101,6 +101,9 @@ class TailSummary:
     level: str = "unknown"
     tail_n: int = 0  #: units in the slow set the tail attribution compares with the median band
     min_units: int = 0  #: units a verdict needs (settings.min_units)
+    #: units standing out of the body (longer than settings.elevated_ratio x P50): the
+    #: units a named cause rests on
+    n_standing_out: int = 0
     lone_outlier_ns: float | None = None  #: the slowest unit when it is a lone outlier, ns
     lone_outlier_ratio: float | None = None  #: the lone outlier over the second slowest unit
     #: the range that came second in the unit choice
@@ -150,6 +153,7 @@ class TailSummary:
             "n_warmup": self.n_warmup,
             "warmup_calls": list(self.warmup_calls),
             "warmup_reason": self.warmup_reason,
+            "n_standing_out": self.n_standing_out,
             "later_oneoff": self.later_oneoff,
             "n": self.n,
             "p50_ns": self.p50_ns,

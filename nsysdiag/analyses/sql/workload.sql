@@ -118,8 +118,8 @@ moved AS (
     GROUP BY p.instance),
 launched AS (
     SELECT instance, count(*) AS launch_calls FROM placed WHERE launch GROUP BY instance)
-SELECT u.instance, u.duration_ns, coalesce(moved.htod_bytes, 0) AS htod_bytes,
-       coalesce(moved.dtoh_bytes, 0) AS dtoh_bytes, u.n_kernels, u.kernel_ns,
+SELECT u.instance, u.duration_ns, coalesce(moved.htod_bytes, 0)::DOUBLE AS htod_bytes,
+       coalesce(moved.dtoh_bytes, 0)::DOUBLE AS dtoh_bytes, u.n_kernels, u.kernel_ns,
        coalesce(launched.launch_calls, 0) AS launch_calls, u.host_ns
 FROM u LEFT JOIN moved USING (instance) LEFT JOIN launched USING (instance)
 ORDER BY u.instance
