@@ -99,7 +99,7 @@ def test_a_launch_cycle_is_the_whole_iteration_not_a_pattern_inside_it(builder, 
     # it is no unit either.
     b = builder("current")
     t = 1_000_000
-    for k in range(30):
+    for _k in range(30):
         for _ in range(20):
             for name in ("copy", "scale", "add", "norm"):
                 b.launch(t, t + 3_000, t + 4_000, t + 6_000, name=name)

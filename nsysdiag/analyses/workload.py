@@ -156,6 +156,9 @@ class WorkloadResult(AnalysisResult):
     normalized_p99_over_p50: float | None = figure(
         "P99/P50 of latency less size_measure's share (slope x its excess over the median "
         "unit's): the tail that size does not explain (ratio)")
+    normalized_level: str | None = figure(
+        "that tail's level against tail_ratio and elevated_ratio: normal, elevated or "
+        "abnormal (what is left to judge once size is accounted for)")
 
     def bins(self) -> list[WorkBin]:
         """The ``bins`` table as records (empty without it)."""
@@ -183,7 +186,12 @@ class WorkloadResult(AnalysisResult):
                 f"{best.what}, rank correlation {best.rho:.2f}, which explains "
                 f"{self.size_explains:.0%} of their extra latency")
         if self.normalized_p99_over_p50 is not None:
-            text += f" (size-normalized p99/p50 {self.normalized_p99_over_p50:.2f})"
+            rest = {"normal": "tight once size is accounted for",
+                    "elevated": "still elevated beyond size",
+                    "abnormal": "still abnormal beyond size: something besides size slows "
+                                "some units"}.get(self.normalized_level or "", "")
+            text += (f" (size-normalized p99/p50 {self.normalized_p99_over_p50:.2f}"
+                     + (f": {rest}" if rest else "") + ")")
         return text
 
     def copy_line(self) -> str:
@@ -276,6 +284,11 @@ def run(report: Report, *, settings: Settings | None = None,
     figures.update(explained(c, figures["slope_ns_per_kernel"]))
     size_relation, size_figures = size_relations(sizes, slow_n)
     figures.update(size_figures)
+    rest = figures.get("normalized_p99_over_p50")
+    if rest is not None:
+        figures["normalized_level"] = ("abnormal" if rest > settings.tail_ratio
+                                       else "elevated" if rest > settings.elevated_ratio
+                                       else "normal")
     tables = {"bins": bins, "compare": compare, "relation": relation, "sizes": sizes,
               "size_relation": size_relation}
     result = WorkloadResult(status=OK, main="bins", tables=tables, **figures)
