@@ -73,6 +73,13 @@ class Settings:
              "tail to get a cause")
     corroborate_check: float = _rule(
         0.5, "check score (0-1) the same layer needs for an elevated tail to get a cause")
+    # -- C3: the host side's signature -------------------------------------------------------
+    host_signature_share: float = _rule(
+        0.6, "share (0-1) of the slow units' extra latency that one long host stretch, or "
+             "the wait before their work began, must hold to name a host stall or queueing")
+    host_signature_ratio: float = _rule(
+        3.0, "the slow units' longest stretch without a CUDA call over the median band's "
+             "from which it is a stall, not natural jitter (ratio)")
     # -- C1: launch gaps and the dispatch queue ----------------------------------------------
     gap_normal_ns: int = _rule(5_000, "a launch gap above this is not normal, ns")
     gap_p99_ns: int = _rule(20_000, "a P99 launch gap above this signals a CPU-side "

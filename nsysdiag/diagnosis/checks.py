@@ -18,6 +18,8 @@ from ..analyses.capture import CaptureResult
 from ..analyses.gpu_idle import MEANING as IDLE_MEANING
 from ..analyses.gpu_idle import GpuIdleResult, breakdown
 from ..analyses.graphs import GraphsResult
+from ..analyses.host_stall import HostStall, Layout
+from ..analyses.host_stall import measure as measure_host_stall
 from ..analyses.interference import InterferenceResult
 from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
@@ -32,7 +34,7 @@ from ..analyses.workload import (
     is_workload_tail,
 )
 from ..formatting import fmt_ns
-from .model import Finding
+from .model import Finding, Mechanism
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -78,6 +80,7 @@ class Evidence:
         self._jitter: AnalysisResult | None = results.get("jitter")
         #: what check E1 measured wrong (None: it did not measure)
         self.pcie_faults: list[str] | None = None
+        self._host_stall: HostStall | None | bool = False  # False: not measured yet
 
     def measured(self, name: str, kind: type[R]) -> R | None:
         """The result of analysis ``name`` when it measured (status ok), else None."""
@@ -182,6 +185,7 @@ class Evidence:
             self.c1_launch,
             self.gpu_idle,
             self.c2_threads,
+            self.c3_host_stall,
             self.d1_jitter,
             self.d2_metrics,
             self.e1_transfers,
@@ -189,6 +193,7 @@ class Evidence:
             self.overlap,
             self.graphs,
             self.interference,
+            self.other_work_score,
             self.workload,
         ):
             out.extend(check())
@@ -335,6 +340,18 @@ class Evidence:
                     weight=p99 / threshold,
                 )
             )
+        elif not over and not cheap and cost_pct is not None and not few \
+                and not self.graphs_in_use:
+            # each gap short, but together they cost more than a warning's worth: the run
+            # is launch-bound (many small kernels); said as a warning, never "within bounds"
+            out.append(Finding(
+                "cpu", "warning",
+                f"Launch-bound: the GPU lost {cost_pct:.1f}% of {of} in {n_gaps} launch-bound "
+                f"gaps, each short (P99 {fmt_ns(p99)})",
+                tuple(ev),
+                "Fewer, larger kernels: fuse small kernels or capture the loop as a CUDA "
+                "Graph; the per-launch CPU cost adds up over many launches.",
+                check="C1", weight=cost_pct / 100.0))
         else:
             if over and self.graphs_in_use:  # the kernels outside graphs: not the hot path
                 title = (f"P99 launch-bound gap {fmt_ns(p99)} outside CUDA Graphs, not "
@@ -389,12 +406,15 @@ class Evidence:
         if not self.report.probe.present("os_runtime"):
             return []
         rows = self.report.sql(
-            "SELECT name, count(*) AS n, sum(duration_ns)::BIGINT AS total_ns FROM os_runtime "
+            "SELECT name, count(*) AS n, sum(duration_ns)::BIGINT AS total_ns, "
+            "count(DISTINCT global_tid) AS threads FROM os_runtime "
             "GROUP BY name ORDER BY total_ns DESC LIMIT 3"
         ).fetchall()
         if not rows:
             return []
-        ev = tuple(f"{n}: {c} calls, {fmt_ns(t)} blocked in total" for n, c, t in rows)
+        ev = tuple(f"{n}: {c} calls, {fmt_ns(t)} blocked"
+                   + (f", summed over {k} threads" if k > 1 else " in total")
+                   for n, c, t, k in rows)
         return [
             Finding(
                 "cpu",
@@ -405,6 +425,136 @@ class Evidence:
                 weight=0.05,
             )
         ]
+
+    # -- the host side's signature (check C3) --------------------------------------------
+    def host_stall(self) -> HostStall | None:
+        """How the slow units' extra host time is laid out (None without the attribution
+        or a tail set; measured once)."""
+        if self._host_stall is False:
+            r = self.measured("ranges", RangesResult)
+            self._host_stall = (measure_host_stall(
+                self.report, r, self.report.probe.present("os_runtime"),
+                self.settings.host_signature_ratio)
+                if r is not None and r.attribution and not self.lone_outlier else None)
+        return self._host_stall or None
+
+    def gpu_waited_share(self) -> float:
+        """The share of the GPU side's growth in the slow units that is idle time with none
+        of their work pending: the GPU waited for the host meanwhile (0..1)."""
+        return float(sum(g.share_of_growth or 0.0 for g in self.attribution()
+                         if g.component.waits_for_host))
+
+    def host_signature(self) -> tuple[Mechanism, HostStall] | None:
+        """A host-side mechanism with a signature natural jitter does not show: the slow
+        units waited before their work began, or their launching thread ran in one long
+        stretch without a CUDA call or a few (each ``host_signature_ratio`` times the
+        median band's longest at least), the layout holding ``host_signature_share`` of
+        their growth while the GPU waited for the host. None otherwise."""
+        hs = self.host_stall()
+        if hs is None or hs.layout in (None, Layout.SPREAD):
+            return None
+        if hs.explains() < self.settings.host_signature_share \
+                or self.gpu_waited_share() < 0.5:
+            return None
+        return {Layout.QUEUED: Mechanism.QUEUEING,
+                Layout.STALL_BEFORE: Mechanism.HOST_STALL_BEFORE_WORK,
+                Layout.STALL_BETWEEN: Mechanism.HOST_STALL}[hs.layout], hs
+
+    def c3_host_stall(self) -> list[Finding]:
+        """Check C3: the host-side signature of the tail (see :meth:`host_signature`);
+        scores cpu by the share of the units' growth it holds."""
+        found = self.host_signature()
+        if found is None:
+            return []
+        mech, hs = found
+        share = hs.explains()
+        if mech is Mechanism.QUEUEING:
+            what = (f"the slowest {hs.slow_n} units waited {fmt_ns(hs.queued_growth_ns)} "
+                    "longer than the median band before their work began (their range was "
+                    "open while the thread was busy with the previous unit or blocked in "
+                    "the OS)")
+        else:
+            where = ("before its first CUDA call" if mech is Mechanism.HOST_STALL_BEFORE_WORK
+                     else "between two CUDA calls")
+            many = (f"in {hs.long_count:.1f} stretches of {fmt_ns(hs.threshold_ns)} or more"
+                    if hs.long_count >= 1.5 else "in one stretch")
+            what = (f"in the slowest {hs.slow_n} units the launching thread ran "
+                    f"{fmt_ns(hs.long_slow_ns)} without a CUDA call {many}, mostly {where} "
+                    f"(longest {fmt_ns(hs.longest_slow_ns)}, against "
+                    f"{fmt_ns(hs.longest_median_ns)} in the median band)")
+        reason = f"{what}; that holds {share:.0%} of their extra latency while the GPU waited"
+        self._score("cpu", 0.5 + 0.5 * share, "")
+        self._reasons["cpu"].insert(0, reason)  # the mechanism's own measurement first
+        title = {Mechanism.QUEUEING: "The slow units queued before their work began",
+                 Mechanism.HOST_STALL_BEFORE_WORK: "Host stall before the slow units' first "
+                                                   "launch (input preparation, data loading)",
+                 Mechanism.HOST_STALL: "Host stall between the slow units' launches (GIL, "
+                                       "Python work)"}[mech]
+        return [Finding(
+            "cpu", "warning", title,
+            (what + ".",
+             f"the slow units take {fmt_ns(hs.duration_growth_ns)} longer than the median "
+             f"band; {share:.0%} of it is this {'wait' if mech is Mechanism.QUEUEING else 'stretch'}, "
+             f"and {self.gpu_waited_share():.0%} of the GPU side's growth is idle time"),
+            fix=mech.action, check="C3", weight=0.6 * share)]
+
+    def other_work_score(self) -> list[Finding]:
+        """Check D1's other half scores the GPU when other work (not the program's own
+        stream) is what grew in the slow units and ran in at least half of them, at most
+        half as often in the median band (the interference finding says it in words)."""
+        i = self.measured("interference", InterferenceResult)
+        r = self.measured("ranges", RangesResult)
+        if i is None or r is None or r.top_gpu_component is not Component.GPU_OTHER \
+                or i.own_work or not i.culprit_slow_units or not i.slow_n:
+            return []
+        slow = i.culprit_slow_units / i.slow_n
+        median = (i.culprit_median_units or 0) / max(1, i.median_n or 0)
+        if slow >= 0.5 and median < slow / 2:
+            self._score("gpu", 0.5 + 0.5 * slow,
+                        f"other GPU work ran in {i.culprit_slow_units} of {i.slow_n} slow "
+                        f"units and {i.culprit_median_units or 0} of {i.median_n} median-band "
+                        "units")
+        return []
+
+    def mechanism(self, layer: str) -> Mechanism | None:
+        """What was measured inside ``layer`` (cpu: the host signature, else the CPU
+        component that grew most; gpu: the GPU component that grew most; pcie: what
+        check E1 found)."""
+        r = self.measured("ranges", RangesResult)
+        if layer == "workload":
+            return Mechanism.MORE_WORK
+        if layer == "pcie":
+            faults = self.pcie_faults or []
+            if faults == ["transfer volume per unit"]:
+                return Mechanism.TRANSFER_VOLUME
+            if "same-direction contention" in faults:
+                return Mechanism.TRANSFER_CONTENTION
+            return Mechanism.SLOW_TRANSFERS
+        if layer == "gpu":
+            top = r.top_gpu_component if r is not None else None
+            i = self.measured("interference", InterferenceResult)
+            if top is Component.GPU_OTHER and i is not None and i.own_work:
+                return Mechanism.GPU_BOUND  # the program's own work, on its own stream
+            return {Component.GPU_OTHER: Mechanism.OTHER_GPU_WORK,
+                    Component.GPU_PENDING_IDLE: Mechanism.GPU_PENDING
+                    }.get(top, Mechanism.GPU_EXECUTION)
+        if layer != "cpu":
+            return None
+        found = self.host_signature()
+        if found is not None:
+            return found[0]
+        hs = self.host_stall()
+        layout = hs.layout if hs is not None else None
+        if layout is Layout.QUEUED:
+            return Mechanism.QUEUEING
+        top = r.top_cpu_component if r is not None else None
+        if top is Component.CPU_LAUNCH:
+            return Mechanism.LAUNCH_BOUND
+        if layout is Layout.STALL_BEFORE:
+            return Mechanism.HOST_STALL_BEFORE_WORK
+        if layout is Layout.STALL_BETWEEN:
+            return Mechanism.HOST_STALL
+        return Mechanism.HOST_WORK
 
     def _jitter_result(self) -> AnalysisResult | None:
         if self._jitter is None and self.report.probe.present("kernels"):
@@ -510,11 +660,21 @@ class Evidence:
         for d in DIRECTIONS:
             f = t.direction(d)
             if f.achieved_pct_of_link is not None and f.link_gbps:
+                if f.expected_pct is None:
+                    model = ""
+                elif f.expected_pct >= 100:
+                    # the model's time is a floor for pinned copies over the assumed link;
+                    # beating it says the link is wider than assumed, not a fault
+                    model = ("; as fast as the copy model expects for their sizes and memory "
+                             "kinds, or faster")
+                else:
+                    model = (f"; {f.expected_pct:.0f}% of the speed the copy model expects "
+                             "for their sizes and memory kinds")
                 ev.append(
-                    f"{d.upper()} copies reach {f.achieved_pct_of_link:.0f}% of the link "
-                    f"({f.link_gbps:.0f} GB/s, {t.link_source} figure)"
-                    + (f"; {f.expected_pct:.0f}% of the speed the copy model expects for "
-                       "their sizes and memory kinds" if f.expected_pct is not None else "")
+                    f"{d.upper()} copies reach {min(f.achieved_pct_of_link, 100):.0f}% of the "
+                    f"link ({f.link_gbps:.0f} GB/s, {t.link_source} figure)"
+                    + (" (above the assumed link's figure: the link is wider than assumed)"
+                       if f.achieved_pct_of_link > 100 else "") + model
                 )
                 low_link = low_link or (f.expected_pct is not None and f.copies
                                         >= self.settings.min_finding_copies
@@ -524,16 +684,26 @@ class Evidence:
                       "left out as suspect data")
         # pageable copies count when pinned ones would have been materially faster: small
         # copies are latency-bound either way
-        pageable_slow = any(
-            r.pinned_expected_pct is not None and r.pageable_copies
+        slow_pageable = [
+            r for r in t.host()
+            if r.pinned_expected_pct is not None and r.pageable_copies
             and r.copies >= self.settings.min_finding_copies
-            and r.pinned_expected_pct < self.settings.low_link_pct for r in t.host())
+            and r.pinned_expected_pct < self.settings.low_link_pct]
+        pageable_slow = bool(slow_pageable)
+        for r in slow_pageable[:2]:
+            # the reason pageable copies are slow, in figures: what pinned copies of the
+            # same sizes would take against what these took
+            ev.append(f"device {r.device_id} {r.direction}: {r.pageable_copies} of {r.copies} "
+                      f"copies from pageable memory run at {r.pinned_expected_pct:.0f}% of "
+                      "the speed pinned copies of their sizes would reach")
         if self.pageable_dominant() and pageable_slow:
             score = max(score, 0.6 if low_link else 0.5)
         elif pageable and pageable_slow:
             score = max(score, 0.3)
-        elif low_link:
-            score = max(score, 0.3)
+        if low_link:
+            # copies at a fraction of what the model allows are slow whatever else: the
+            # finding is a warning like pageable copies that pinned ones would outrun
+            score = max(score, 0.5)
         # what E1 measured wrong, if anything (the verdict may not name PCIe without it)
         self.pcie_faults = [what for what, wrong in (
             ("same-direction contention", contention >= self.settings.contention_pct),
@@ -560,7 +730,7 @@ class Evidence:
             Finding(
                 "pcie",
                 "warning" if score >= 0.5 else "info",
-                "Host-device transfers are slowed" if score >= 0.3 else "Host-device transfers",
+                _transfers_title(self.pcie_faults) if score >= 0.3 else "Host-device transfers",
                 tuple(ev),
                 "Use pinned (page-locked) host buffers, overlap copies with compute on separate "
                 "streams, batch small copies, and keep other processes' copies off the link "
@@ -638,6 +808,13 @@ class Evidence:
                 weight=0.3,
             )
         ]
+
+
+def _transfers_title(faults: list[str] | None) -> str:
+    """What check E1 found wrong with the transfers, as a title."""
+    if not faults:
+        return "Host-device transfers"
+    return "Host-device transfers: " + "; ".join(faults)
 
 
 def _interference_finding(r: InterferenceResult) -> Finding | None:

@@ -43,7 +43,16 @@ from ..report import Report
 from ..settings import Settings
 from ..stats.classifier import classify_tail
 from . import checks, consistency
-from .model import Diagnosis, Finding, GapSummary, GraphUse, Platform, TailSummary, Verdict
+from .model import (
+    Diagnosis,
+    Finding,
+    GapSummary,
+    GraphUse,
+    Mechanism,
+    Platform,
+    TailSummary,
+    Verdict,
+)
 
 CAUSE_LAYERS = ("cpu", "gpu", "pcie")
 SHAPE_LAYER = {"right_skewed": "cpu", "multimodal": "gpu", "flat_tail": "pcie"}
@@ -145,6 +154,7 @@ def _diagnose(
     # what the capture lost comes first among findings of its severity: it undermines the rest
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.check != "capture",
                                  -f.weight))
+    findings = consistency.relabelled(findings, verdict)
     findings = consistency.annotated(consistency.ordered(findings, verdict), verdict)
 
     gaps = results.get("launch_gaps")
@@ -394,7 +404,7 @@ def _lone_outlier_note(verdict: Verdict, tail: TailSummary) -> Verdict:
     note = (f" One unit ({fmt_ns(tail.lone_outlier_ns)}, {tail.lone_outlier_ratio:.0f}x the "
             "next slowest) is a lone outlier: the slow-unit comparison is left out of the "
             "verdict.")
-    return Verdict(verdict.layer, verdict.confidence, verdict.summary + note, verdict.scores)
+    return dataclasses.replace(verdict, summary=verdict.summary + note)
 
 
 def _incomplete_capture(verdict: Verdict, capture: CaptureResult | None) -> Verdict:
@@ -412,9 +422,10 @@ def _incomplete_capture(verdict: Verdict, capture: CaptureResult | None) -> Verd
     if capture.dropped_warnings:
         lost.append("nsys warns that events may have been dropped")
     conf = min(verdict.confidence, 0.5) if verdict.layer in CAUSE_LAYERS else verdict.confidence
-    return Verdict(verdict.layer, round(conf, 3),
-                   verdict.summary + " The capture is incomplete (" + "; ".join(lost)
-                   + "): the figures miss that work.", verdict.scores)
+    return dataclasses.replace(
+        verdict, confidence=round(conf, 3),
+        summary=verdict.summary + " The capture is incomplete (" + "; ".join(lost)
+        + "): the figures miss that work.")
 
 
 def _layer_verdict(
@@ -434,15 +445,16 @@ def _layer_verdict(
     if graphs_in_use:
         ratio += ", CUDA Graphs in use"
 
+    signature = ev.host_signature()
     corroborated = (
         attr.get(best, 0.0) >= settings.corroborate_attribution
         and ev.check_score(best) >= settings.corroborate_check
         and (best != "cpu" or tail.shape == "right_skewed"
-             or _slow_mode_decides(tail, best, attr))
-    )
+             or _slow_mode_decides(tail, best, attr) or signature is not None)
+    ) or (best == "cpu" and signature is not None) or _more_work(ev, settings)
     if tail.level == "normal" or (tail.level == "elevated" and not corroborated):
         conf = 0.9 if tail.level == "normal" else 0.7
-        if tail.shape == "tight":
+        if tail.shape == "tight" and tail.level == "normal":
             conf = max(conf, min(0.97, tail.shape_confidence))
         if tail.level == "elevated":
             text = (
@@ -451,7 +463,7 @@ def _layer_verdict(
             )
         else:
             text = f"The latency tail of '{tail.unit}' is tight ({ratio})."
-        return Verdict("healthy", conf, text, scores)
+        return consistency.healthy_checked(Verdict("healthy", conf, text, scores), ev)
     best, vetoed = _agreeing(best, scores, ev)
     if vetoed and scores[best] < settings.min_score:
         return Verdict(
@@ -486,14 +498,9 @@ def _layer_verdict(
     if vetoed:
         conf *= 0.85
         notes.append(f"{vetoed[0]} scored higher, but {vetoed[1]}")
-    what = {
-        "cpu": "CPU-side queueing/scheduling",
-        "gpu": "GPU execution jitter",
-        "pcie": "PCIe transfer contention",
-    }[best]
-    if best == "pcie" and ev.pcie_faults == ["transfer volume per unit"]:
-        what = "host-device transfer volume (more bytes per unit, not slower copies)"
-    elif best == "pcie" and ev.pcie_faults and "same-direction contention" not in ev.pcie_faults:
+    mechanism = ev.mechanism(best)
+    what = mechanism.words if mechanism is not None else best
+    if mechanism is Mechanism.SLOW_TRANSFERS and ev.pcie_faults:
         # the verdict names what E1 measured: no contention is no "contention"
         what = ("slow host-device transfers (" + ", ".join(ev.pcie_faults)
                 + "; no same-direction contention)")
@@ -504,6 +511,7 @@ def _layer_verdict(
     workload = _workload_explains(best, ev, settings)
     if workload is not None:
         best = "workload"
+        mechanism = Mechanism.MORE_WORK
         summary = (f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) "
                    f"comes from more work per unit, not slower work: {workload}")
         notes = [n for n in notes if not n.startswith("the shape")]
@@ -511,7 +519,14 @@ def _layer_verdict(
         summary += f"; {culprit}"
     if notes:
         summary += " (note: " + "; ".join(notes) + ")"
-    return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores)
+    return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores, mechanism)
+
+
+def _more_work(ev: checks.Evidence, settings: Settings) -> bool:
+    """The workload analysis measured that the slow units do more work at the median's
+    speed: evidence of its own for an elevated tail, whatever the shape."""
+    w = ev.measured("workload", WorkloadResult)
+    return w is not None and is_workload_tail(w, settings)
 
 
 def _agreeing(best: str, scores: dict[str, float], ev: checks.Evidence
