@@ -755,12 +755,6 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
     cyc = cycles.pick(several if sync_units.num_rows and several else found)
     if cyc is None:
         return None, "", sync_units
-    if cyc.held < cycles.MIN_HELD:
-        # a pattern inside the loop, not its iteration: most of the work lies in the
-        # cycles that differ from it
-        return None, (f"; the GPU work repeats only in part (every {cyc.period} calls, but "
-                      f"the cycles alike hold {cyc.held:.0%} of it): no whole iteration"
-                      ), sync_units
     first, last = names[cyc.boundary], names[cyc.last]
     bounds = start[cyc.starts]
     inside = int(np.count_nonzero((waits >= bounds[0]) & (waits <= bounds[-1])))
@@ -788,6 +782,12 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
         return None, note, sync_units
     if sync_units.num_rows and not several and inside >= min_instances:
         return None, f"; {loop}, several cycles per interval: a loop inside each", sync_units
+    if cyc.held < cycles.MIN_HELD:
+        # a pattern inside the loop, not its iteration: most of the work lies in the
+        # cycles that differ from it
+        return None, (f"; the GPU work repeats only in part (every {cyc.period} calls, but "
+                      f"the cycles alike hold {cyc.held:.0%} of it): no whole iteration"
+                      ), sync_units
     per = held[cyc.period]
     syncs = ("no blocking host wait inside the loop" if inside == 0 else
              f"{per:.3g} blocking host waits per cycle, so the intervals between them are "

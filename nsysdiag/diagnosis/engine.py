@@ -327,11 +327,12 @@ def _verdict(
     capture: CaptureResult | None = None,
 ) -> Verdict:
     if tail.unit is None:
-        return Verdict(
+        # what the capture lost is said even without a unit (it may be why there is none)
+        return _incomplete_capture(Verdict(
             "undetermined",
             0.0,
             "No repeated unit of work to measure latency on: " + ev.unit_reason(),
-        )
+        ), capture)
     verdict = (_too_few_units(tail, settings) or _nvtx_only(tail, capture)
                or _layer_verdict(tail, ev, settings, graphs_in_use))
     verdict = _few_tail_units(_lone_outlier_note(verdict, tail), tail, settings)
