@@ -150,7 +150,8 @@ def judge(baseline: str, mechanism: str, dose: float, path: str, unit: str | Non
                  f"{warnings[0].severity} [{warnings[0].layer}] {warnings[0].title}"
                  if warnings else "")
         return Row(baseline, mechanism, dose, ratio, v.layer, named, v.confidence,
-                   v.layer == "healthy", v.layer == "healthy", bool(alarm), alarm, run)
+                   v.layer == "healthy", v.layer == "healthy", bool(alarm), alarm,
+                   run_warnings=run)
     layer, accepted = EXPECTED[mechanism]
     layer_right = v.layer == layer
     return Row(baseline, mechanism, dose, ratio, v.layer, named, v.confidence,

@@ -3,6 +3,8 @@ cause only where the export's own rows support it, in words and units a person r
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import nsysdiag
@@ -135,3 +137,19 @@ def test_copies_far_below_the_model_are_a_warning_with_their_reason(builder, tmp
     import re
     pcts = [float(p) for line in e1.evidence for p in re.findall(r"(\d+)% of the speed", line)]
     assert pcts and all(p <= 100 for p in pcts)
+
+
+def test_unified_memory_time_above_the_whole_is_not_called_a_share(builder, tmp_path):
+    """Without units the time base is the GPU work's span, here [0, 1000]: two kernels,
+    and four overlapping 800 ns migrations (3200 ns summed) inside it. The summed
+    migration time is more than the span: the finding says so instead of "320% of"."""
+    b = builder("current")
+    b.launch(0, 5, 0, 10)
+    b.launch(6, 8, 990, 1000)
+    for i in range(4):
+        b.memcpy(100 + i * 10, 900 + i * 10 - 40, 4096, kind="UVM_HtoD", src="managed",
+                 dst="managed", stream=20 + i)
+    d = nsysdiag.diagnose(b.write(tmp_path / "t.sqlite"), cache=False)
+    (um,) = [f for f in d.findings if f.title.startswith("Unified memory")]
+    assert "not a share of it" in um.evidence[0]
+    assert not re.search(r"\b[1-9]\d{2,}\.\d% of", " ".join(um.evidence))

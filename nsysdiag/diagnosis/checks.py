@@ -81,6 +81,9 @@ class Evidence:
         #: what check E1 measured wrong (None: it did not measure)
         self.pcie_faults: list[str] | None = None
         self._host_stall: HostStall | None | bool = False  # False: not measured yet
+        #: layer -> strength (0-1) of a mechanism's own signature measured for it (C3's
+        #: share of the growth, the other work's share of slow units)
+        self.signatures: dict[str, float] = {}
 
     def measured(self, name: str, kind: type[R]) -> R | None:
         """The result of analysis ``name`` when it measured (status ok), else None."""
@@ -231,7 +234,8 @@ class Evidence:
                       f"{t.uvm_bytes / 1e6:.1f} MB ({t.uvm_htod_bytes / 1e6:.1f} MB host to "
                       f"device, {t.uvm_dtoh_bytes / 1e6:.1f} MB device to host) in "
                       f"{fmt_ns(t.uvm_time_ns)} of GPU time"
-                      + (f", {share:.1f}% of {of}" if share is not None else ""))
+                      + _share_text(share, of, whole))
+        share = min(share, 100.0) if share is not None else None
         ev.extend(self._fault_evidence(t, fault_share, of))
         if t.managed_copies:
             ev.append(f"{t.managed_copies} explicit copies from or to managed memory")
@@ -485,6 +489,7 @@ class Evidence:
         reason = f"{what}; that holds {share:.0%} of their extra latency while the GPU waited"
         self._score("cpu", 0.5 + 0.5 * share, "")
         self._reasons["cpu"].insert(0, reason)  # the mechanism's own measurement first
+        self.signatures["cpu"] = share
         title = {Mechanism.QUEUEING: "The slow units queued before their work began",
                  Mechanism.HOST_STALL_BEFORE_WORK: "Host stall before the slow units' first "
                                                    "launch (input preparation, data loading)",
@@ -510,6 +515,7 @@ class Evidence:
         slow = i.culprit_slow_units / i.slow_n
         median = (i.culprit_median_units or 0) / max(1, i.median_n or 0)
         if slow >= 0.5 and median < slow / 2:
+            self.signatures["gpu"] = slow
             self._score("gpu", 0.5 + 0.5 * slow,
                         f"other GPU work ran in {i.culprit_slow_units} of {i.slow_n} slow "
                         f"units and {i.culprit_median_units or 0} of {i.median_n} median-band "
@@ -524,11 +530,13 @@ class Evidence:
         if layer == "workload":
             return Mechanism.MORE_WORK
         if layer == "pcie":
+            # contention first (it slows every copy it meets), then volume (the slow units
+            # move more: copies slow in every unit do not make a tail)
             faults = self.pcie_faults or []
-            if faults == ["transfer volume per unit"]:
-                return Mechanism.TRANSFER_VOLUME
             if "same-direction contention" in faults:
                 return Mechanism.TRANSFER_CONTENTION
+            if "transfer volume per unit" in faults:
+                return Mechanism.TRANSFER_VOLUME
             return Mechanism.SLOW_TRANSFERS
         if layer == "gpu":
             top = r.top_gpu_component if r is not None else None
@@ -808,6 +816,17 @@ class Evidence:
                 weight=0.3,
             )
         ]
+
+
+def _share_text(share: float | None, of: str, whole: float | None) -> str:
+    """", x% of <of>" for a share of time; above 100% (a sum of durations that overlap one
+    another, or run outside the units) the figure is not a share and says so."""
+    if share is None:
+        return ""
+    if share <= 100.0:
+        return f", {share:.1f}% of {of}"
+    return (f", summed over migrations that overlap one another or run outside the units: "
+            f"more than {of} ({fmt_ns(whole)}), not a share of it")
 
 
 def _transfers_title(faults: list[str] | None) -> str:

@@ -133,7 +133,8 @@ def _diagnose(
                          views=("kernels",), stage="jitter", settings=settings) as jitter:
         if durations is not None and durations.size:
             classifier = classify_tail(durations, rng=settings.seed, min_n=settings.min_units,
-                                       tight_ratio=settings.tail_ratio)
+                                       tight_ratio=settings.tail_ratio,
+                                       elevated_ratio=settings.elevated_ratio)
         if jitter is not None:
             results["jitter"] = jitter.result()
     tail = _tail_summary(ranges, durations, classifier, settings)
@@ -454,7 +455,7 @@ def _layer_verdict(
              or _slow_mode_decides(tail, best, attr) or signature is not None)
     ) or (best == "cpu" and signature is not None) or _more_work(ev, settings)
     if tail.level == "normal" or (tail.level == "elevated" and not corroborated):
-        conf = 0.9 if tail.level == "normal" else 0.7
+        conf = 0.9 if tail.level == "normal" else _ELEVATED_HEALTHY
         if tail.shape == "tight" and tail.level == "normal":
             conf = max(conf, min(0.97, tail.shape_confidence))
         if tail.level == "elevated":
@@ -500,6 +501,10 @@ def _layer_verdict(
         conf *= 0.85
         notes.append(f"{vetoed[0]} scored higher, but {vetoed[1]}")
     mechanism = ev.mechanism(best)
+    strength = _signature(best, mechanism, ev)
+    if strength is not None:
+        # a mechanism's own signature was measured: the verdict is as sure as it is strong
+        conf = max(conf, _SIGNATURE_BASE + _SIGNATURE_SPAN * strength)
     what = mechanism.words if mechanism is not None else best
     if mechanism is Mechanism.SLOW_TRANSFERS and ev.pcie_faults:
         # the verdict names what E1 measured: no contention is no "contention"
@@ -513,6 +518,10 @@ def _layer_verdict(
     if workload is not None:
         best = "workload"
         mechanism = Mechanism.MORE_WORK
+        w = ev.measured("workload", WorkloadResult)
+        if w is not None and w.kernels_explain is not None:
+            conf = max(conf, _SIGNATURE_BASE
+                       + _SIGNATURE_SPAN * min(1.0, max(0.0, w.kernels_explain)))
         summary = (f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) "
                    f"comes from more work per unit, not slower work: {workload}")
         notes = [n for n in notes if not n.startswith("the shape")]
@@ -521,6 +530,26 @@ def _layer_verdict(
     if notes:
         summary += " (note: " + "; ".join(notes) + ")"
     return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores, mechanism)
+
+
+#: the confidence of a healthy verdict on an elevated tail no layer's evidence explains
+_ELEVATED_HEALTHY = 0.8
+#: a verdict that rests on a mechanism's own signature of strength s (0-1) is at least
+#: _SIGNATURE_BASE + _SIGNATURE_SPAN x s sure
+_SIGNATURE_BASE, _SIGNATURE_SPAN = 0.55, 0.4
+
+
+def _signature(layer: str, mechanism: Mechanism | None, ev: checks.Evidence) -> float | None:
+    """The strength (0-1) of the named mechanism's own signature, when one was measured:
+    the host layout's share of the growth (C3), the share of slow units other GPU work ran
+    in, the share of the growth the extra bytes explain (transfer volume)."""
+    if layer in ev.signatures:
+        return ev.signatures[layer]
+    if mechanism is Mechanism.TRANSFER_VOLUME:
+        w = ev.measured("workload", WorkloadResult)
+        if w is not None and w.copies_explain is not None:
+            return min(1.0, max(0.0, w.copies_explain))
+    return None
 
 
 def _more_work(ev: checks.Evidence, settings: Settings) -> bool:
