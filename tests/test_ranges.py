@@ -464,7 +464,7 @@ def test_choose_unit_reports_runner_up_and_reason():
     assert "runner-up eval: covers less time (2 ms)" in choice.reason
     op = cand("aten::mm", operator_like=True, qualifies=False, domain="")
     none = ranges.choose_unit([op])
-    assert none.unit is None and "aten::mm (30 times), is an operator or library range" \
+    assert none.unit is None and "aten::mm (30 times): an operator or library range" \
         in none.reason
 
 

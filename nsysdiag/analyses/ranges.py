@@ -658,7 +658,7 @@ def choose_unit(cands: list[Candidate], settings: Settings = DEFAULTS,
         best = cands[0]
         return UnitChoice(None, None, f"no repeated NVTX range qualifies as a unit: "
                           f"{len(cands)} repeated; the first, {best.name} "
-                          f"({best.n} times), is {best.why_not(settings, cuda_traced)}")
+                          f"({best.n} times): {best.why_not(settings, cuda_traced)}")
     chosen = units[0]
     rest = [c for c in cands if c is not chosen]
     runner = rest[0] if rest else None
