@@ -447,7 +447,8 @@ def select_unit(
         EMPTY,
         (rejected + "; " if rejected else f"no NVTX range repeats {min_instances} times")
         + (f" (most frequent: {top}; pass --range NAME)" if top and not rejected else "")
-        + "; no thread waits on the GPU twice and its GPU work does not repeat",
+        + "; no thread waits on the GPU twice and "
+        + (aligned.removeprefix("; ") if aligned else "its GPU work does not repeat"),
     )
 
 
