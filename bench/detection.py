@@ -3,7 +3,8 @@
 Usage::
 
     python bench/detection.py [--quick] [--jobs 2] [--seed 7] [--dump rows.csv]
-                              [--baseline PATH ...] [--no-corpus]
+                              [--baseline PATH ...] [--no-corpus] [--mechanism NAME ...]
+    python bench/detection.py --rows rows.csv   # the table of an earlier run's rows
 
 Baselines are real exports with a repeated NVTX unit: the project's own captures that
 plant nothing (``fixtures/h200/{baseline,pageable,graph}``, ``fixtures/h100/{openloop,
@@ -16,7 +17,7 @@ than healthy, or a warning about a cause (cpu, gpu, pcie, workload), is a false 
 Into a copy of each baseline every mechanism of :mod:`bench.plant` is planted at graded
 doses: a stall, queueing wait, other GPU work, copy slowdown, extra upload or extra work
 of ``d`` ns (0.85-1.15x) in 3 % of the units (at least 4), with ``d`` chosen so that the
-planted units reach 1.3, 1.6, 2.2 and 4 times the median (``--quick``: 1.4, 1.7, 2.5). What a trace is binned by
+planted units reach 1.35, 1.8 and 3 times the median (``--quick``: 1.4, 1.7, 2.5). What a trace is binned by
 is the P99/P50 *measured on the planted copy* (the units' NVTX durations), so a dose that
 the baseline's own tail hides lands in a low band. A planted trace is right when its
 verdict names the planted layer and the mechanism (``Verdict.mechanism``; for an engine
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import os
 import shutil
 import sqlite3
@@ -40,7 +42,7 @@ import sys
 import tarfile
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -54,9 +56,9 @@ CLEAN_FIXTURES = ("h200/baseline", "h200/pageable", "h200/graph", "h100/openloop
                   "h100/coldstart")
 CORPUS = Path("/work/shared/corpus")
 #: corpus exports with a clear repeated NVTX unit and no known cause in their tail
-CORPUS_BASELINES: tuple[str, ...] = ()
+CORPUS_BASELINES = ("h200/baseline.sqlite",)
 CAPTURES = Path("/work/coord/captures")
-DOSES = (1.3, 1.6, 2.2, 4.0)
+DOSES = (1.35, 1.8, 3.0)
 QUICK_DOSES = (1.4, 1.7, 2.5)
 BANDS = ((1.2, 1.3), (1.3, 1.5), (1.5, 2.0), (2.0, 3.0), (3.0, 5.0), (5.0, float("inf")))
 #: what the verdict must name for each planted mechanism: layer, accepted mechanisms
@@ -297,6 +299,20 @@ def report(rows: list[Row]) -> None:
                   f"{r.confidence:.2f} {r.named or '-'}")
 
 
+def read_rows(path: str) -> list[Row]:
+    """The rows a ``--dump`` wrote (of this version of Row)."""
+    kinds = {f.name: f.type for f in fields(Row)}
+    out = []
+    with open(path, newline="") as f:
+        for raw in csv.DictReader(f):
+            vals = {}
+            for k, v in raw.items():
+                t = kinds[k]
+                vals[k] = (float(v) if t == "float" else v == "True" if t == "bool" else v)
+            out.append(Row(**vals))
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="two baselines, three doses")
@@ -306,7 +322,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--baseline", action="append", default=[], help="another clean export")
     ap.add_argument("--no-corpus", action="store_true", help="only the project's captures")
     ap.add_argument("--mechanism", action="append", default=[], help="only these")
+    ap.add_argument("--rows", help="print the table of the rows an earlier --dump wrote")
     args = ap.parse_args(argv)
+    if args.rows:
+        report(read_rows(args.rows))
+        return
     work = tempfile.mkdtemp(prefix="nsysdiag-detection-")
     os.environ.setdefault("NSYSDIAG_CACHE_DIR", os.path.join(work, "cache"))
     try:
@@ -335,14 +355,22 @@ def main(argv: list[str] | None = None) -> None:
                         seed += 1
                         tasks.append((label, src, units[label], mech, dose, seed, work,
                                       ratio_of(src, units[label])))
-            rows += list(pool.map(clean, cleans))
-            rows += [r for r in pool.map(planted, tasks) if r is not None]
+            dump = open(args.dump, "w", newline="") if args.dump else None  # noqa: SIM115
+            writer = None
+            # each row is written as it comes: a run cut short keeps what it measured
+            for r in itertools.chain(pool.map(clean, cleans), pool.map(planted, tasks)):
+                if r is None:
+                    continue
+                rows.append(r)
+                if dump is not None:
+                    if writer is None:
+                        writer = csv.DictWriter(dump, fieldnames=list(asdict(r)))
+                        writer.writeheader()
+                    writer.writerow(asdict(r))
+                    dump.flush()
+            if dump is not None:
+                dump.close()
         report(rows)
-        if args.dump:
-            with open(args.dump, "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=list(asdict(rows[0])))
-                w.writeheader()
-                w.writerows(asdict(r) for r in rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

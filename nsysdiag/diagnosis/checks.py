@@ -658,7 +658,7 @@ class Evidence:
                     )
         if pageable:
             ev.append(
-                f"{pageable} copies from/to pageable host memory"
+                f"{pageable} cop{'y' if pageable == 1 else 'ies'} from/to pageable host memory"
                 + (f" ({pageable_pct:.0f}% of copy time)" if pageable_pct is not None else "")
             )
         # slow only against what was possible: each copy's expected time from a latency +

@@ -95,7 +95,7 @@ class Mechanism(str, enum.Enum):
     HOST_STALL = (
         "host_stall", "cpu",
         "a host stall between launches: the launching thread ran without a CUDA call in "
-        "one long stretch (another thread holding the GIL, garbage collection, Python work)",
+        "long stretches (another thread holding the GIL, garbage collection, Python work)",
         "find what holds the launching thread (py-spy dump, nsys --sample=cpu, the GIL "
         "holder); move that work off the thread or release the GIL around it")
     HOST_WORK = (
