@@ -440,8 +440,9 @@ def select_unit(
     if not names and not _has_syncs(report):
         return _no_unit(
             NOT_CAPTURED,
-            "no closed NVTX ranges, no blocking host waits and no repeating GPU work "
-            f"(capture with: {_NVTX_HINT})",
+            "no closed NVTX ranges, no blocking host waits and "
+            + (aligned.removeprefix("; ") if aligned else "no repeating GPU work")
+            + f" (capture with: {_NVTX_HINT})",
         )
     return _no_unit(
         EMPTY,
