@@ -69,7 +69,7 @@ MEANING = {
     "between_units": "no unit (request/iteration) was in flight",
     "unknown": "the launch call was not traced",
     "dependency": "the kernel had been launched before the GPU went idle and still waited "
-                  "(on an event, another stream's work or GPU-side scheduling)",
+                  "(a dependency on an event or other work, or GPU-side scheduling)",
     "host_sync": "the launching thread was waiting in a synchronization for most of the gap",
     "launch_bound": "the thread was issuing launches back to back (launch overhead)",
     "cuda_other": "the thread was in other CUDA calls (allocation, module loading)",
