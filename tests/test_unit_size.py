@@ -81,9 +81,10 @@ def test_size_tail_is_workload_and_nothing_mid_run_is_dropped(builder, tmp_path)
     assert w.size_measure == "htod_bytes" and w.size_rho > 0.8 and w.size_ratio > 3
     assert rel["host_ns"].rho > 0.8 and rel["kernel_ns"].rho > 0.8
     assert rel["n_kernels"].rho is None  # four kernels in every request
-    # less the size's share, what is left is the 300 us allocation of each request of a new
-    # size against a ~435 us median: elevated, not abnormal
-    assert w.normalized_level == "elevated" and 1.5 < w.normalized_p99_over_p50 < 2
+    # over the latency expected at its size, what is left is the 300 us allocation of each
+    # request of a new size against the 0.2-6.4 ms its size takes: elevated, not abnormal
+    assert w.normalized_level == "elevated" and 1.3 < w.normalized_p99_over_p50 < 2.5
+    assert w.size_explains >= 0.8
     assert "slow units are bigger" in d.verdict.summary
     assert any(f.title.startswith("Workload size") for f in d.findings)
     lines = d.lines()

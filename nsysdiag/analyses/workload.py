@@ -16,12 +16,15 @@ of latency with work per unit (correlation, slope, a table in quintiles) is over
 
 Size on every side (``sizes``, ``size_relation``): per unit, the bytes it moves each way,
 its kernels and launch calls (the work), its kernel time and host time outside CUDA (where
-the time goes); for each, the rank correlation (Spearman) and least-squares slope of
-latency on it, and the slow units' mean over the median band's. A size tail
-(:func:`is_size_tail`) is slow units that are simply bigger: a work measure that latency
-follows (rank correlation at least ``SIZE_RHO``), ``workload_ratio`` times the median
-band's in the slow units, whose slope explains at least ``work_explains`` of their extra
-latency, whichever side absorbs the time. Latency less that share
+the time goes); for each, the rank correlation (Spearman) of latency with it, the slow
+units' mean over the median band's, and how much of their extra latency size explains,
+size-matched: the latency expected at a size is a monotone fit over size bins' medians
+(``size_bins``, which a few stalled units cannot move), and the share is the expected
+latency at the slow units' sizes less that at the band's, over their extra latency. A size
+tail (:func:`is_size_tail`) is slow units that are simply bigger (a work measure latency
+follows, ``workload_ratio`` times the band's, explaining at least ``work_explains``) or
+the first of their size (:func:`is_new_size_tail`: a cost paid once per new size),
+whichever side absorbs the time. Latency over the latency expected at its size
 (``normalized_p99_over_p50``) is what the rest of the tail is judged on.
 Definitions: docs/analyses/workload.md.
 """
@@ -34,9 +37,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from scipy import stats as sps
+from scipy.optimize import isotonic_regression
 
 from ..engine.steps import registered
+from ..formatting import fmt_ns, fmt_ratio
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, records, run_query
 from .interference import slow_count
@@ -104,7 +110,8 @@ class SizeRelation:
 class WorkloadResult(AnalysisResult):
     """More work or slower work in the slowest units, and latency against work per unit.
 
-    Tables: ``bins`` (main), ``compare``, ``relation``.
+    Tables: ``bins`` (main), ``compare``, ``relation``, ``sizes``, ``size_relation``,
+    ``size_bins``.
     """
 
     analysis: str = field(default="workload", init=False)
@@ -152,13 +159,28 @@ class WorkloadResult(AnalysisResult):
     size_ratio: float | None = figure("size_measure in the slow units over the median band's "
                                       "(ratio)")
     size_explains: float | None = figure(
-        "share of extra_latency_ns that size_measure explains at its slope (fraction, 0-1)")
+        "share of extra_latency_ns that size_measure explains: the latency expected at the "
+        "slow units' sizes less that expected at the median band's (a monotone fit of "
+        "latency on size over bins' medians), over extra_latency_ns (fraction, 0-1)")
     normalized_p99_over_p50: float | None = figure(
-        "P99/P50 of latency less size_measure's share (slope x its excess over the median "
-        "unit's): the tail that size does not explain (ratio)")
+        "P99/P50 of latency over the latency expected at each unit's size_measure: the tail "
+        "that size does not explain (ratio)")
     normalized_level: str | None = figure(
         "that tail's level against tail_ratio and elevated_ratio: normal, elevated or "
         "abnormal (what is left to judge once size is accounted for)")
+    new_size_n: int | None = figure("units whose size_measure no earlier counted unit had "
+                                    "(units)")
+    slow_new_size_n: int | None = figure("of the slow units, those of a new size (units)")
+    new_size_p50_ns: float | None = figure("median latency of the units of a new size, ns")
+    seen_size_p50_ns: float | None = figure("median latency of the units of a size seen "
+                                            "before, ns")
+    new_size_oneoff_n: int | None = figure("units of a new size that hold a one-off call "
+                                           "(ranges: a module load, an allocation) (units)")
+    oneoff_n: int | None = figure("counted units that hold a one-off call (units)")
+    new_size_ratio: float | None = figure(
+        "median latency over the latency expected at its size (the fit over the units of a "
+        "size seen before), of the units of a new size within the sizes seen before, over "
+        "that of the units of a size seen before (ratio)")
 
     def bins(self) -> list[WorkBin]:
         """The ``bins`` table as records (empty without it)."""
@@ -171,8 +193,10 @@ class WorkloadResult(AnalysisResult):
         return records(table, SizeRelation) if table is not None else []
 
     def size_line(self) -> str | None:
-        """One line: how much bigger the slow units are on every side, and how closely
-        latency follows size; None without a size measure."""
+        """One line: how much bigger the slow units are on every side, how closely latency
+        follows size and how much of the tail size explains; when the slow units are the
+        first of their size (:func:`is_new_size_tail`), what the new sizes cost; None
+        without a size measure."""
         rows = {r.measure: r for r in self.size_relation()}
         best = rows.get(self.size_measure or "")
         if best is None:
@@ -180,11 +204,21 @@ class WorkloadResult(AnalysisResult):
         bigger = [r for r in rows.values() if r.ratio is not None
                   and r.ratio >= BIGGER and (r.rho or 0) >= SIZE_RHO]
         bigger.sort(key=lambda r: (r.side != "work", -(r.ratio or 0)))
-        parts = [f"{r.ratio:.2g}x the {r.what} ({r.amount(r.slow_mean)} vs "
+        parts = [f"{fmt_ratio(r.ratio)} the {r.what} ({r.amount(r.slow_mean)} vs "
                  f"{r.amount(r.median_mean)})" for r in bigger]
         text = (f"slow units are bigger: {', '.join(parts)}; latency follows "
-                f"{best.what}, rank correlation {best.rho:.2f}, which explains "
-                f"{self.size_explains:.0%} of their extra latency")
+                f"{best.what}, rank correlation {best.rho:.2f}; at the latency expected "
+                f"for their sizes, size explains {self.size_explains:.0%} of their extra "
+                "latency")
+        if is_new_size_tail(self):
+            return (f"{text}; the rest is new sizes: {self.slow_new_size_n} of the "
+                    f"{self.slow_n} slowest units are the first of their {best.what}, the "
+                    f"{self.new_size_n} units of a size no earlier unit had take a median "
+                    f"{fmt_ns(self.new_size_p50_ns)} against {fmt_ns(self.seen_size_p50_ns)} "
+                    f"at a size seen before"
+                    + (f" ({self.new_size_oneoff_n} of them hold a one-off call)"
+                       if self.new_size_oneoff_n else "")
+                    + ": a cost paid once per new size")
         if self.normalized_p99_over_p50 is not None:
             rest = {"normal": "tight once size is accounted for",
                     "elevated": "still elevated beyond size",
@@ -212,9 +246,9 @@ class WorkloadResult(AnalysisResult):
         rel = (f"; latency against kernels per unit: r = {self.r_kernels:.2f}, "
                f"{_us(self.slope_ns_per_kernel)} per kernel"
                if self.r_kernels is not None and self.slope_ns_per_kernel is not None else "")
-        return (f"slow units launch {self.kernel_ratio:.2g}x the kernels of the median band "
+        return (f"slow units launch {fmt_ratio(self.kernel_ratio)} the kernels of the median band "
                 f"({self.slow_kernels:.4g} vs {self.median_kernels:.4g}) at "
-                f"{self.per_kernel_ratio:.2g}x its time per kernel (own kernel time "
+                f"{fmt_ratio(self.per_kernel_ratio)} its time per kernel (own kernel time "
                 f"{_us(self.slow_kernel_ns)} vs {_us(self.median_kernel_ns)}){rel}")
 
 
@@ -258,10 +292,15 @@ def run(report: Report, *, settings: Settings | None = None,
         ["instance", "start_ns", "end_ns", "duration_ns", "pid", "tid", "n_kernels",
          "own_kernel_total_ns", "own_copy_total_ns", "cuda_covered"])
     slow_n = slow_count(ranges.n_attributed, ranges.tail_n, settings)
-    all_instances = ranges.counted_instances(
+    # every unit, the warm-up's too: a size the warm-up had is no new size
+    table = ranges.tables["instances"]
+    all_instances = table.select(
         [c for c in ("instance", "pid", "tid", "start_ns", "end_ns", "duration_ns",
                      "n_kernels", "own_kernel_total_ns", "cpu_outside_cuda_ns",
-                     "cuda_covered") if c in ranges.tables["instances"].column_names])
+                     "cuda_covered", "oneoff", "counted") if c in table.column_names])
+    if "oneoff" not in all_instances.column_names:
+        all_instances = all_instances.append_column(
+            "oneoff", pa.nulls(all_instances.num_rows, pa.bool_()))
     if "cpu_outside_cuda_ns" in all_instances.column_names:
         all_instances = all_instances.rename_columns(
             [("host_ns" if c == "cpu_outside_cuda_ns" else c)
@@ -274,7 +313,8 @@ def run(report: Report, *, settings: Settings | None = None,
         relation = run_query(report, NAME, "relation")
         bins = run_query(report, NAME, "bins")
     with registered(report, "_workload_instances", all_instances):
-        sizes = run_query(report, NAME, "sizes", {"scope": ranges.scope})
+        every_size = run_query(report, NAME, "sizes", {"scope": ranges.scope})
+    sizes = every_size.filter(every_size.column("counted")).drop_columns(["counted"])
     c = compare.to_pylist()[0]
     rel = relation.to_pylist()[0]
     figures = judge(c, settings)
@@ -282,7 +322,8 @@ def run(report: Report, *, settings: Settings | None = None,
     figures.update({k: (None if rel[k] is None or math.isnan(rel[k]) else rel[k])
                     for k in ("r_kernels", "slope_ns_per_kernel", "r_kernel_ns")})
     figures.update(explained(c, figures["slope_ns_per_kernel"]))
-    size_relation, size_figures = size_relations(sizes, slow_n)
+    size_relation, bins_of_size, size_figures = size_relations(
+        report, sizes, slow_n, every_size.filter(pc.invert(every_size.column("counted"))))
     figures.update(size_figures)
     rest = figures.get("normalized_p99_over_p50")
     if rest is not None:
@@ -290,7 +331,7 @@ def run(report: Report, *, settings: Settings | None = None,
                                        else "elevated" if rest > settings.elevated_ratio
                                        else "normal")
     tables = {"bins": bins, "compare": compare, "relation": relation, "sizes": sizes,
-              "size_relation": size_relation}
+              "size_relation": size_relation, "size_bins": bins_of_size}
     result = WorkloadResult(status=OK, main="bins", tables=tables, **figures)
     size = result.size_line()
     return WorkloadResult(status=OK, main="bins", tables=tables,
@@ -300,60 +341,156 @@ def run(report: Report, *, settings: Settings | None = None,
 
 #: a measure the slow units hold this many times more of is named among what is bigger
 BIGGER = 1.5
+#: the fewest units in a bin of sizes of the monotone fit (at least 1/SIZE_BINS of the units)
+SIZE_BIN_UNITS, SIZE_BINS = 5, 50
 
 
-def size_relations(sizes: pa.Table, slow_n: int) -> tuple[pa.Table, dict]:
-    """Latency against every measure of size (the ``size_relation`` table), and the figures
-    of the work measure that explains most of the slow units' extra latency.
+def size_bins(report: Report, sizes: pa.Table, fitted: dict[str, np.ndarray]) -> pa.Table:
+    """Each size measure's bins of consecutive sizes with their median size and median
+    latency (query ``size_bins``) over the units ``fitted[measure]`` marks: at least
+    ``SIZE_BIN_UNITS`` units a bin, at most ``SIZE_BINS`` bins."""
+    d = sizes.column("duration_ns").cast(pa.float64())
+    parts = [pa.table({"measure": pa.array([name] * int(mask.sum()), pa.string()),
+                       "instance": sizes.column("instance").filter(mask),
+                       "x": sizes.column(name).cast(pa.float64()).fill_null(0.0).filter(mask),
+                       "duration_ns": d.filter(mask)})
+             for name, mask in fitted.items()]
+    values = pa.concat_tables(parts) if parts else pa.table(
+        {"measure": pa.array([], pa.string()), "instance": pa.array([], pa.int64()),
+         "x": pa.array([], pa.float64()), "duration_ns": pa.array([], pa.float64())})
+    n = max((int(m.sum()) for m in fitted.values()), default=0)
+    with registered(report, "_workload_size_values", values):
+        return run_query(report, NAME, "size_bins",
+                         {"min_units": max(SIZE_BIN_UNITS, -(-n // SIZE_BINS))})
+
+
+def expected_latency(bins: pa.Table, measure: str, x: np.ndarray) -> np.ndarray | None:
+    """Latency expected at each size ``x``: the bins' median latencies made non-decreasing
+    in size (isotonic regression weighted by units), interpolated linearly between the
+    bins' median sizes and flat beyond them. None with fewer than two bins (the size does
+    not vary enough to fit)."""
+    rows = [r for r in bins.to_pylist() if r["measure"] == measure]
+    if len(rows) < 2:
+        return None
+    fitted = isotonic_regression([r["p50_ns"] for r in rows],
+                                 weights=[float(r["units"]) for r in rows]).x
+    return np.interp(x, [r["x_median"] for r in rows], fitted)
+
+
+def new_size_mask(sizes: pa.Table, measure: str, seen: set[float]) -> np.ndarray:
+    """The units whose ``measure`` (its exact value) no earlier unit had, nor the warm-up
+    (whose values are ``seen``)."""
+    x = _column(sizes, measure)
+    order = np.argsort(_column(sizes, "start_ns"), kind="stable")
+    new = np.zeros(x.size, dtype=bool)
+    _, first = np.unique(x[order], return_index=True)
+    new[order[first]] = True
+    return new & ~np.isin(x, list(seen))
+
+
+def _column(table: pa.Table, name: str) -> np.ndarray:
+    return np.nan_to_num(np.asarray(
+        table.column(name).cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=float))
+
+
+def size_relations(report: Report, sizes: pa.Table, slow_n: int,
+                   warmup: pa.Table | None = None) -> tuple[pa.Table, pa.Table, dict]:
+    """Latency against every measure of size (the ``size_relation`` table), the bins of the
+    expected latency (``size_bins``), and the figures of the work measure that explains
+    most of the slow units' extra latency.
 
     The slowest ``slow_n`` units and the median band (45th-55th percentile, linear, as
     ``compare``) give each measure's means; over every unit, its Spearman rank correlation
-    with latency and the least-squares slope of latency on it. A measure explains
-    slope x (slow mean - median mean) of the slow units' extra latency (mean minus the
-    band's). The size measure is the work measure (bytes, kernels, launch calls) with
-    rho >= ``SIZE_RHO`` that explains the most; latency less its share, slope x (x - the
-    median unit's x), gives ``normalized_p99_over_p50``.
+    with latency and the least-squares slope of latency on it. How much of the slow units'
+    extra latency (mean minus the band's) a measure explains is a size-matched comparison:
+    the latency expected at the slow units' sizes less that expected at the band's sizes
+    (:func:`expected_latency`, a monotone fit over bins' medians that a few stalled units
+    cannot move), over the extra latency. The fit is over the units of a size seen before
+    (:func:`new_size_mask`; the ``warmup`` units' sizes count as seen) when they are at
+    least half the units, so that a cost paid once per new size is not read as a cost of
+    size. The size measure is the work measure (bytes, kernels, launch calls) with
+    rho >= ``SIZE_RHO`` that explains the most; latency over the latency expected at each
+    unit's size gives ``normalized_p99_over_p50``, and the units of a new size are
+    compared with it (:func:`new_sizes`).
     """
-    d = np.asarray(sizes.column("duration_ns").to_numpy(zero_copy_only=False), dtype=float)
+    d = _column(sizes, "duration_ns")
     rows: list[dict] = []
     figures: dict = {}
+    measures = {name: _column(sizes, name) for name in SIZE_MEASURES
+                if sizes.column(name).null_count < sizes.num_rows}
+    every = np.ones(d.size, dtype=bool)
+    bins = size_bins(report, sizes, {name: every for name, x in measures.items()
+                                     if np.ptp(x) > 0})
     if d.size < 3:
-        return pa.Table.from_pylist(rows, schema=_SIZE_SCHEMA), figures
+        return pa.Table.from_pylist(rows, schema=_SIZE_SCHEMA), bins, figures
     order = np.argsort(-d, kind="stable")
     slow = np.zeros(d.size, dtype=bool)
     slow[order[:slow_n]] = True
     lo, hi = np.quantile(d, [0.45, 0.55])
     band = (d >= lo) & (d <= hi)
     extra = d[slow].mean() - d[band].mean()
-    best: tuple[float, str, float, np.ndarray] | None = None
-    for name, (what, side) in SIZE_MEASURES.items():
-        col = sizes.column(name)
-        if col.null_count == len(col):
-            continue
-        x = np.asarray(col.to_numpy(zero_copy_only=False), dtype=float)
-        x = np.nan_to_num(x)
+    best: tuple[float, str, np.ndarray] | None = None
+    for name, x in measures.items():
+        what, side = SIZE_MEASURES[name]
         s_mean, m_mean = float(x[slow].mean()), float(x[band].mean())
         varies = np.ptp(x) > 0
         rho = float(sps.spearmanr(x, d).statistic) if varies else None
         slope = float(np.polyfit(x, d, 1)[0]) if varies else None
-        explains = (max(0.0, min(1.0, slope * (s_mean - m_mean) / extra))
-                    if slope is not None and extra > 0 else None)
+        expected = expected_latency(bins, name, x) if varies else None
+        explains = (float(max(0.0, min(1.0, (expected[slow].mean()
+                                             - expected[band].mean()) / extra)))
+                    if expected is not None and extra > 0 else None)
         rows.append({"measure": name, "what": what, "side": side, "slow_mean": s_mean,
                      "median_mean": m_mean,
                      "ratio": s_mean / m_mean if m_mean > 0 else None,
                      "rho": rho, "slope": slope, "explains": explains})
         if side == "work" and rho is not None and rho >= SIZE_RHO and explains is not None \
                 and (best is None or explains > best[0]):
-            best = (explains, name, slope, x)
+            best = (explains, name, expected)
     if best is not None:
-        explains, name, slope, x = best
+        explains, name, expected = best
         row = next(r for r in rows if r["measure"] == name)
-        rest = d - slope * (x - np.median(x))
+        rest = d / np.maximum(expected, 1.0)
         p50, p99 = np.percentile(rest, [50, 99])
         figures.update(size_measure=name, size_rho=row["rho"], size_ratio=row["ratio"],
                        size_explains=explains,
                        normalized_p99_over_p50=float(p99 / p50) if p50 > 0 else None)
-    return pa.Table.from_pylist(rows, schema=_SIZE_SCHEMA), figures
+        new = new_size_mask(sizes, name, set(
+            _column(warmup, name).tolist() if warmup is not None else []))
+        seen_bins = size_bins(report, sizes, {name: ~new}) if (~new).sum() >= 2 else None
+        seen_fit = (expected_latency(seen_bins, name, measures[name])
+                    if seen_bins is not None else None)
+        figures.update(new_sizes(sizes, measures[name], new, seen_fit, d, slow))
+    return pa.Table.from_pylist(rows, schema=_SIZE_SCHEMA), bins, figures
+
+
+def new_sizes(sizes: pa.Table, x: np.ndarray, new: np.ndarray, seen_fit: np.ndarray | None,
+              d: np.ndarray, slow: np.ndarray) -> dict:
+    """The units of a new size (``new``): how many, how many of the slow units, their
+    median latency and that of the units of a size seen before, how many hold a one-off
+    call (ranges' ``oneoff``: a module load, an allocator growing), and, size-matched, the
+    median latency over that expected at their size (``seen_fit``: the fit over the units
+    of a size seen before) of the new units within the sizes seen before (the fit does not
+    reach beyond them) over that of the others. A cost paid once per new size (kernels
+    loaded or tuned for a new shape, a caching allocator growing) makes them the slow
+    ones."""
+    oneoff = np.asarray(sizes.column("oneoff").fill_null(False).to_numpy(
+        zero_copy_only=False), dtype=bool)
+    out = {"new_size_n": int(new.sum()), "slow_new_size_n": int((new & slow).sum()),
+           "new_size_oneoff_n": int((new & oneoff).sum()), "oneoff_n": int(oneoff.sum())}
+    if not new.any() or new.all():
+        return out
+    out.update(new_size_p50_ns=float(np.median(d[new])),
+               seen_size_p50_ns=float(np.median(d[~new])))
+    inside = new & (x >= x[~new].min()) & (x <= x[~new].max())
+    if seen_fit is not None and inside.sum() >= NEW_SIZE_MIN_UNITS:
+        rest = d / np.maximum(seen_fit, 1.0)
+        out["new_size_ratio"] = float(np.median(rest[inside]) / np.median(rest[~new]))
+    return out
+
+
+#: the fewest units of a new size within the sizes seen before that judge new sizes' cost
+NEW_SIZE_MIN_UNITS = 3
 
 
 _SIZE_SCHEMA = pa.schema([("measure", pa.string()), ("what", pa.string()),
@@ -416,13 +553,43 @@ def is_workload_tail(w: WorkloadResult, settings: Settings) -> bool:
 
 
 def is_size_tail(w: WorkloadResult, settings: Settings) -> bool:
-    """A size tail: the slow units are simply bigger. Latency follows a work measure (rank
-    correlation at least ``SIZE_RHO``), the slow units hold at least ``workload_ratio``
-    times the median band's of it, and its slope explains at least ``work_explains`` of
-    their extra latency, whichever side absorbs the time."""
-    return (w.size_measure is not None and (w.size_rho or 0) >= SIZE_RHO
-            and (w.size_ratio or 0) >= settings.workload_ratio
-            and (w.size_explains or 0) >= settings.work_explains)
+    """A size tail: the slow units are simply bigger, or the first of their size. Latency
+    follows a work measure (rank correlation at least ``SIZE_RHO``), and either the slow
+    units hold at least ``workload_ratio`` times the median band's of it and the latency
+    expected at their sizes explains at least ``work_explains`` of their extra latency, or
+    they are the first of their size (:func:`is_new_size_tail`); whichever side absorbs the
+    time."""
+    if w.size_measure is None or (w.size_rho or 0) < SIZE_RHO:
+        return False
+    return ((w.size_ratio or 0) >= settings.workload_ratio
+            and (w.size_explains or 0) >= settings.work_explains) \
+        or is_new_size_tail(w)
+
+
+#: new sizes: at least this share of the slow units are the first of their size, this many
+#: times the share of all units that are, and their median latency is this many times that
+#: of the units of a size seen before
+NEW_SIZE_SLOW_SHARE, NEW_SIZE_LIFT, NEW_SIZE_RATIO = 0.5, 2.0, 2.0
+
+
+def is_new_size_tail(w: WorkloadResult) -> bool:
+    """A new-size tail: the slow units are the first of their size. Latency follows a work
+    measure (``size_measure``), at least ``NEW_SIZE_SLOW_SHARE`` of the slow units hold a
+    value of it no earlier unit had, ``NEW_SIZE_LIFT`` times the share of all units that
+    do (new sizes are no accident among the slow units), and the units of a new size take,
+    at their size, a median ``NEW_SIZE_RATIO`` times the latency expected (the fit over
+    units of a size seen before) that the others take: a cost paid
+    once per size (kernels loaded or tuned for a new shape, a caching allocator growing),
+    which a size-matched fit cannot show when most big sizes come once."""
+    sizes = w.tables.get("sizes")
+    n = sizes.num_rows if sizes is not None else 0
+    if w.size_measure is None or not n or not w.slow_n or w.new_size_n is None \
+            or w.slow_new_size_n is None:
+        return False
+    slow_share = w.slow_new_size_n / w.slow_n
+    return (slow_share >= NEW_SIZE_SLOW_SHARE
+            and slow_share >= NEW_SIZE_LIFT * w.new_size_n / n
+            and (w.new_size_ratio or 0) >= NEW_SIZE_RATIO)
 
 
 def is_transfer_volume_tail(w: WorkloadResult, settings: Settings) -> bool:

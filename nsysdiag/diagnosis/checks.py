@@ -29,11 +29,12 @@ from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
 from ..analyses.workload import (
     WorkloadResult,
+    is_new_size_tail,
     is_size_tail,
     is_transfer_volume_tail,
     is_workload_tail,
 )
-from ..formatting import fmt_ns
+from ..formatting import fmt_ns, fmt_ratio
 from .model import Finding, Mechanism
 
 if TYPE_CHECKING:
@@ -880,10 +881,21 @@ def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
                + (f", explains {r.explains:.0%} of the extra latency"
                   if r.explains is not None else "")
                for r in w.size_relation() if r.rho is not None]
+        if is_new_size_tail(w):
+            return Finding(
+                "workload", "warning",
+                f"Workload size: {w.slow_new_size_n} of the {w.slow_n} slowest units are "
+                f"the first of their {size.what}; latency follows it (rank correlation "
+                f"{w.size_rho:.2f})", tuple(ev),
+                "Each new size pays a one-off cost (kernels loaded or tuned for a new shape, "
+                "a caching allocator growing): pad or bucket the work per unit to a few "
+                "sizes and warm each up before serving (or reserve the allocator's largest "
+                "size); bound the work per unit where big units are the cost.",
+                check="D1", weight=max(w.size_explains or 0, w.slow_new_size_n / w.slow_n))
         return Finding(
             "workload", "warning",
-            f"Workload size: slow units hold {w.size_ratio:.2g}x the {size.what} and latency "
-            f"follows it (rank correlation {w.size_rho:.2f})", tuple(ev),
+            f"Workload size: slow units hold {fmt_ratio(w.size_ratio)} the {size.what} and "
+            f"latency follows it (rank correlation {w.size_rho:.2f})", tuple(ev),
             "The slow units are bigger (longer inputs, bigger batches or payloads): bound or "
             "split the work per unit (chunked prefill, batch size caps), or budget latency "
             "per unit of work; judge the rest of the tail on latency per unit of size.",
@@ -891,12 +903,13 @@ def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
     if w.kernel_ratio is None:
         return None
     ev = [w.line()]
-    ev += [f"units with {b.min_kernels}-{b.max_kernels} kernels ({b.units}): median latency "
-           f"{fmt_ns(b.p50_ns)}, {fmt_ns(b.mean_per_kernel_ns)} per kernel" for b in w.bins()]
+    ev += [f"units with {_kernel_range(b.min_kernels, b.max_kernels)} kernels ({b.units}): "
+           f"median latency {fmt_ns(b.p50_ns)}, {fmt_ns(b.mean_per_kernel_ns)} per kernel"
+           for b in w.bins()]
     if is_workload_tail(w, settings):
         return Finding(
             "workload", "warning",
-            f"Workload size: slow units launch {w.kernel_ratio:.2g}x the kernels at the "
+            f"Workload size: slow units launch {fmt_ratio(w.kernel_ratio)} the kernels at the "
             "median's per-kernel speed", tuple(ev),
             "The slow units do more work (longer inputs, bigger batches): bound or split the "
             "work per unit (chunked prefill, batch size caps), or budget latency per unit "
@@ -906,6 +919,11 @@ def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
                       "more_work": "more work, short of a workload-size tail"}.get(
                           w.kind, "own kernel time did not grow"),
                    tuple(ev), check="D1", weight=0.05)
+
+
+def _kernel_range(lo: int, hi: int) -> str:
+    """'56' when every unit of a bin launches as many kernels, else '40-56'."""
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
 def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Finding]:
