@@ -18,6 +18,7 @@ import pytest
 import nsysdiag
 from nsysdiag.analyses import workload
 from nsysdiag.analyses.workload import WorkloadResult, is_new_size_tail, is_size_tail
+from nsysdiag.diagnosis.model import Mechanism
 from nsysdiag.settings import DEFAULTS
 
 #: bytes copied to the GPU per token
@@ -104,6 +105,7 @@ def test_a_convex_size_cost_is_a_size_tail(builder, tmp_path):
     assert is_size_tail(w, DEFAULTS) and not is_new_size_tail(w)
     assert w.normalized_level != "abnormal", w.normalized_p99_over_p50
     assert d.verdict.layer == "workload", d.verdict.summary
+    assert d.verdict.mechanism is Mechanism.MORE_WORK
     assert "slow units are bigger" in d.verdict.summary
 
 
@@ -164,6 +166,7 @@ def test_new_sizes_paying_a_one_off_cost_are_a_size_tail(builder, tmp_path):
     assert w.new_size_oneoff_n == w.new_size_n
     assert is_new_size_tail(w) and is_size_tail(w, DEFAULTS)
     assert d.verdict.layer == "workload", d.verdict.summary
+    assert d.verdict.mechanism is Mechanism.NEW_SIZES
     summary = d.verdict.summary
     assert "the host-to-device bytes" in summary and "the host time outside CUDA" in summary
     assert "latency follows host-to-device bytes, rank correlation" in summary

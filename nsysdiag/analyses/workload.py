@@ -217,8 +217,7 @@ class WorkloadResult(AnalysisResult):
                     f"{fmt_ns(self.new_size_p50_ns)} against {fmt_ns(self.seen_size_p50_ns)} "
                     f"at a size seen before"
                     + (f" ({self.new_size_oneoff_n} of them hold a one-off call)"
-                       if self.new_size_oneoff_n else "")
-                    + ": a cost paid once per new size")
+                       if self.new_size_oneoff_n else ""))
         if self.normalized_p99_over_p50 is not None:
             rest = {"normal": "tight once size is accounted for",
                     "elevated": "still elevated beyond size",

@@ -33,6 +33,7 @@ from ..analyses.ranges import Component, RangesResult
 from ..analyses.whole_run import WholeRunResult
 from ..analyses.workload import (
     WorkloadResult,
+    is_new_size_tail,
     is_size_tail,
     is_transfer_volume_tail,
     is_workload_tail,
@@ -517,13 +518,15 @@ def _layer_verdict(
     workload = _workload_explains(best, ev, settings)
     if workload is not None:
         best = "workload"
-        mechanism = Mechanism.MORE_WORK
         w = ev.measured("workload", WorkloadResult)
+        # the size clause of slow units that are the first of their size: a cost per size
+        mechanism = (Mechanism.NEW_SIZES if w is not None and is_new_size_tail(w)
+                     and workload == w.size_line() else Mechanism.MORE_WORK)
         if w is not None and w.kernels_explain is not None:
             conf = max(conf, _SIGNATURE_BASE
                        + _SIGNATURE_SPAN * min(1.0, max(0.0, w.kernels_explain)))
         summary = (f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) "
-                   f"comes from more work per unit, not slower work: {workload}")
+                   f"comes from {mechanism.words}: {workload}")
         notes = [n for n in notes if not n.startswith("the shape")]
     elif best == "gpu" and (culprit := _culprit_clause(ev)):
         summary += f"; {culprit}"

@@ -137,6 +137,11 @@ class Mechanism(str, enum.Enum):
     MORE_WORK = ("more_work", "workload", "more work per unit, not slower work",
                  "bound the work per unit (batch size, sequence length) or set the slow "
                  "units' latency target apart")
+    NEW_SIZES = ("new_sizes", "workload",
+                 "units of a new size: a cost paid once per size (kernels loaded or tuned "
+                 "for a new shape, an allocator growing)",
+                 "pad or bucket the work per unit to a few sizes and warm each one up "
+                 "before serving (or reserve the allocator's largest size)")
 
     def __str__(self) -> str:
         return self.value
