@@ -19,7 +19,7 @@ import nsysdiag
 from nsysdiag.analyses import workload
 from nsysdiag.analyses.workload import WorkloadResult, is_new_size_tail, is_size_tail
 from nsysdiag.diagnosis.model import Mechanism
-from nsysdiag.settings import DEFAULTS
+from nsysdiag.settings import DEFAULTS, Settings
 
 #: bytes copied to the GPU per token
 TOKEN_BYTES = 4096
@@ -173,3 +173,21 @@ def test_new_sizes_paying_a_one_off_cost_are_a_size_tail(builder, tmp_path):
     assert f"{w.slow_n} of the {w.slow_n} slowest units are the first of their" in summary
     finding = next(f for f in d.findings if f.title.startswith("Workload size"))
     assert "first of their host-to-device bytes" in finding.title
+
+
+def test_the_size_rules_are_settings_of_the_cached_result(builder, tmp_path):
+    # the thresholds the workload analysis judges with are settings it declares, so a
+    # cached result is never reused under other values
+    assert {"size_min_rho", "new_size_share", "new_size_lift", "new_size_min_ratio",
+            "tail_ratio", "elevated_ratio"} <= set(workload.SETTINGS)
+    rng = np.random.default_rng(15)
+    b = requests(builder, heavy_tailed(rng, 300), prep_ns=lambda s: 10_000 * s,
+                 new_size_ns=50_000_000)
+    path = b.write(tmp_path / "new_sizes.sqlite")
+    with nsysdiag.open(path, cache_dir=tmp_path / "cache") as rep:
+        default = rep.analysis("workload")
+        strict = rep.analysis("workload", settings=Settings(new_size_min_ratio=1000.0))
+        loose = rep.analysis("workload", settings=Settings(size_min_rho=1.0))
+    assert default.new_size_tail and not strict.new_size_tail
+    assert strict.new_size_ratio == default.new_size_ratio
+    assert default.size_measure == "htod_bytes" and loose.size_measure is None

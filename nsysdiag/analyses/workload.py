@@ -62,11 +62,10 @@ SIZE_MEASURES = {
     "kernel_ns": ("own kernel time", "time"),
     "host_ns": ("host time outside CUDA", "time"),
 }
-#: the rank correlation of latency with a work measure from which latency follows size
-SIZE_RHO = 0.5
 #: the settings this analysis reads, with those of the ranges analysis whose units it
 #: compares (its results are cached per their values)
-SETTINGS = (*RANGES_SETTINGS, "culprit_min_units")
+SETTINGS = (*RANGES_SETTINGS, "culprit_min_units", "tail_ratio", "elevated_ratio", "size_min_rho",
+            "new_size_share", "new_size_lift", "new_size_min_ratio")
 KINDS = ("more_work", "slower_work", "no_growth")
 
 
@@ -95,8 +94,9 @@ class SizeRelation:
     ratio: float | None  #: slow_mean / median_mean (None when the median's is 0)
     rho: float | None  #: Spearman rank correlation of latency with it, over every unit
     slope: float | None  #: least-squares latency growth per unit of it, ns
-    explains: float | None  #: slope x (slow_mean - median_mean) over the slow units'
-    #: extra latency, clipped to 0-1
+    explains: float | None  #: the latency expected at the slow units' sizes less that at
+    #: the median band's, over the slow units' extra latency, clipped to 0-1
+    follows: bool  #: latency follows it: rho at least ``size_min_rho``
 
     def amount(self, x: float) -> str:
         if self.measure.endswith("bytes"):
@@ -152,8 +152,7 @@ class WorkloadResult(AnalysisResult):
         "share of extra_latency_ns that the slow units' extra own copy time is (fraction, 0-1)")
     size_measure: str | None = figure(
         "the work measure (sizes column) that explains most of the slow units' extra latency, "
-        "among those latency follows (rank correlation >= 0.5) and the slow units hold "
-        "workload_ratio times more of")
+        "among those latency follows (rank correlation >= size_min_rho)")
     size_rho: float | None = figure("rank correlation of latency with size_measure over "
                                     "every unit (Spearman rho)")
     size_ratio: float | None = figure("size_measure in the slow units over the median band's "
@@ -177,6 +176,10 @@ class WorkloadResult(AnalysisResult):
     new_size_oneoff_n: int | None = figure("units of a new size that hold a one-off call "
                                            "(ranges: a module load, an allocation) (units)")
     oneoff_n: int | None = figure("counted units that hold a one-off call (units)")
+    new_size_tail: bool | None = figure(
+        "the slow units are the first of their size: at least new_size_share of them, "
+        "new_size_lift times all units' share, and new_size_ratio >= new_size_min_ratio "
+        "(a cost paid once per size)")
     new_size_ratio: float | None = figure(
         "median latency over the latency expected at its size (the fit over the units of a "
         "size seen before), of the units of a new size within the sizes seen before, over "
@@ -202,7 +205,7 @@ class WorkloadResult(AnalysisResult):
         if best is None:
             return None
         bigger = [r for r in rows.values() if r.ratio is not None
-                  and r.ratio >= BIGGER and (r.rho or 0) >= SIZE_RHO]
+                  and r.ratio >= BIGGER and r.follows]
         bigger.sort(key=lambda r: (r.side != "work", -(r.ratio or 0)))
         parts = [f"{fmt_ratio(r.ratio)} the {r.what} ({r.amount(r.slow_mean)} vs "
                  f"{r.amount(r.median_mean)})" for r in bigger]
@@ -322,7 +325,8 @@ def run(report: Report, *, settings: Settings | None = None,
                     for k in ("r_kernels", "slope_ns_per_kernel", "r_kernel_ns")})
     figures.update(explained(c, figures["slope_ns_per_kernel"]))
     size_relation, bins_of_size, size_figures = size_relations(
-        report, sizes, slow_n, every_size.filter(pc.invert(every_size.column("counted"))))
+        report, sizes, slow_n, every_size.filter(pc.invert(every_size.column("counted"))),
+        settings)
     figures.update(size_figures)
     rest = figures.get("normalized_p99_over_p50")
     if rest is not None:
@@ -393,7 +397,8 @@ def _column(table: pa.Table, name: str) -> np.ndarray:
 
 
 def size_relations(report: Report, sizes: pa.Table, slow_n: int,
-                   warmup: pa.Table | None = None) -> tuple[pa.Table, pa.Table, dict]:
+                   warmup: pa.Table | None = None, settings: Settings = DEFAULTS
+                   ) -> tuple[pa.Table, pa.Table, dict]:
     """Latency against every measure of size (the ``size_relation`` table), the bins of the
     expected latency (``size_bins``), and the figures of the work measure that explains
     most of the slow units' extra latency.
@@ -408,7 +413,7 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
     (:func:`new_size_mask`; the ``warmup`` units' sizes count as seen) when they are at
     least half the units, so that a cost paid once per new size is not read as a cost of
     size. The size measure is the work measure (bytes, kernels, launch calls) with
-    rho >= ``SIZE_RHO`` that explains the most; latency over the latency expected at each
+    rho >= ``size_min_rho`` that explains the most; latency over the latency expected at each
     unit's size gives ``normalized_p99_over_p50``, and the units of a new size are
     compared with it (:func:`new_sizes`).
     """
@@ -442,8 +447,10 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
         rows.append({"measure": name, "what": what, "side": side, "slow_mean": s_mean,
                      "median_mean": m_mean,
                      "ratio": s_mean / m_mean if m_mean > 0 else None,
-                     "rho": rho, "slope": slope, "explains": explains})
-        if side == "work" and rho is not None and rho >= SIZE_RHO and explains is not None \
+                     "rho": rho, "slope": slope, "explains": explains,
+                     "follows": rho is not None and rho >= settings.size_min_rho})
+        if side == "work" and rho is not None and rho >= settings.size_min_rho \
+                and explains is not None \
                 and (best is None or explains > best[0]):
             best = (explains, name, expected)
     if best is not None:
@@ -460,6 +467,7 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
         seen_fit = (expected_latency(seen_bins, name, measures[name])
                     if seen_bins is not None else None)
         figures.update(new_sizes(sizes, measures[name], new, seen_fit, d, slow))
+        figures["new_size_tail"] = new_size_judged(figures, d.size, slow_n, settings)
     return pa.Table.from_pylist(rows, schema=_SIZE_SCHEMA), bins, figures
 
 
@@ -496,7 +504,7 @@ _SIZE_SCHEMA = pa.schema([("measure", pa.string()), ("what", pa.string()),
                           ("side", pa.string()), ("slow_mean", pa.float64()),
                           ("median_mean", pa.float64()), ("ratio", pa.float64()),
                           ("rho", pa.float64()), ("slope", pa.float64()),
-                          ("explains", pa.float64())])
+                          ("explains", pa.float64()), ("follows", pa.bool_())])
 
 
 def explained(c: dict, slope_ns_per_kernel: float | None) -> dict:
@@ -553,42 +561,39 @@ def is_workload_tail(w: WorkloadResult, settings: Settings) -> bool:
 
 def is_size_tail(w: WorkloadResult, settings: Settings) -> bool:
     """A size tail: the slow units are simply bigger, or the first of their size. Latency
-    follows a work measure (rank correlation at least ``SIZE_RHO``), and either the slow
+    follows a work measure (rank correlation at least ``size_min_rho``), and either the slow
     units hold at least ``workload_ratio`` times the median band's of it and the latency
     expected at their sizes explains at least ``work_explains`` of their extra latency, or
     they are the first of their size (:func:`is_new_size_tail`); whichever side absorbs the
     time."""
-    if w.size_measure is None or (w.size_rho or 0) < SIZE_RHO:
+    if w.size_measure is None or (w.size_rho or 0) < settings.size_min_rho:
         return False
     return ((w.size_ratio or 0) >= settings.workload_ratio
-            and (w.size_explains or 0) >= settings.work_explains) \
-        or is_new_size_tail(w)
+            and (w.size_explains or 0) >= settings.work_explains) or is_new_size_tail(w)
 
 
-#: new sizes: at least this share of the slow units are the first of their size, this many
-#: times the share of all units that are, and their median latency is this many times that
-#: of the units of a size seen before
-NEW_SIZE_SLOW_SHARE, NEW_SIZE_LIFT, NEW_SIZE_RATIO = 0.5, 2.0, 2.0
+def new_size_judged(figures: dict, n: int, slow_n: int, settings: Settings) -> bool:
+    """A new-size tail: the slow units are the first of their size. At least
+    ``new_size_share`` of the slow units hold a value of the size measure no earlier unit
+    had, ``new_size_lift`` times the share of all ``n`` units that do (new sizes are no
+    accident among the slow units), and the units of a new size take, at their size, a
+    median ``new_size_min_ratio`` times the latency expected (the fit over units of a size seen
+    before) that the others take: a cost paid once per size (kernels loaded or tuned for a
+    new shape, a caching allocator growing), which a size-matched fit cannot show when
+    most big sizes come once."""
+    slow = min(slow_n, n)
+    if not n or not slow or figures.get("new_size_n") is None:
+        return False
+    slow_share = figures["slow_new_size_n"] / slow
+    return (slow_share >= settings.new_size_share
+            and slow_share >= settings.new_size_lift * figures["new_size_n"] / n
+            and (figures.get("new_size_ratio") or 0) >= settings.new_size_min_ratio)
 
 
 def is_new_size_tail(w: WorkloadResult) -> bool:
-    """A new-size tail: the slow units are the first of their size. Latency follows a work
-    measure (``size_measure``), at least ``NEW_SIZE_SLOW_SHARE`` of the slow units hold a
-    value of it no earlier unit had, ``NEW_SIZE_LIFT`` times the share of all units that
-    do (new sizes are no accident among the slow units), and the units of a new size take,
-    at their size, a median ``NEW_SIZE_RATIO`` times the latency expected (the fit over
-    units of a size seen before) that the others take: a cost paid
-    once per size (kernels loaded or tuned for a new shape, a caching allocator growing),
-    which a size-matched fit cannot show when most big sizes come once."""
-    sizes = w.tables.get("sizes")
-    n = sizes.num_rows if sizes is not None else 0
-    if w.size_measure is None or not n or not w.slow_n or w.new_size_n is None \
-            or w.slow_new_size_n is None:
-        return False
-    slow_share = w.slow_new_size_n / w.slow_n
-    return (slow_share >= NEW_SIZE_SLOW_SHARE
-            and slow_share >= NEW_SIZE_LIFT * w.new_size_n / n
-            and (w.new_size_ratio or 0) >= NEW_SIZE_RATIO)
+    """The slow units are the first of their size (``new_size_tail``, judged by
+    :func:`new_size_judged` with the settings the analysis ran with)."""
+    return bool(w.new_size_tail)
 
 
 def is_transfer_volume_tail(w: WorkloadResult, settings: Settings) -> bool:
