@@ -171,6 +171,8 @@ def test_new_sizes_paying_a_one_off_cost_are_a_size_tail(builder, tmp_path):
     assert "the host-to-device bytes" in summary and "the host time outside CUDA" in summary
     assert "latency follows host-to-device bytes, rank correlation" in summary
     assert f"{w.slow_n} of the {w.slow_n} slowest units are the first of their" in summary
+    mid = next(line for line in d.lines()[:12] if line.startswith("mid-run"))
+    assert "cuLibraryLoadData" in mid and "are the first of their host-to-device bytes" in mid
     finding = next(f for f in d.findings if f.title.startswith("Workload size"))
     assert "first of their host-to-device bytes" in finding.title
 

@@ -88,7 +88,12 @@ def test_size_tail_is_workload_and_nothing_mid_run_is_dropped(builder, tmp_path)
     assert "slow units are bigger" in d.verdict.summary
     assert any(f.title.startswith("Workload size") for f in d.findings)
     lines = d.lines()
-    assert any(line.startswith("mid-run") and "cudaHostAlloc" in line for line in lines[:12])
+    mid = next(line for line in lines[:12] if line.startswith("mid-run"))
+    # the allocations come with new sizes, and the line says so
+    assert "cudaHostAlloc" in mid and w.oneoff_new_sizes
+    assert mid.endswith("all units with a one-off call are the first of their host-to-device "
+                        "bytes: a cache (kernels for a shape, pinned or device memory) that "
+                        "grows with each new size")
     # the HTML plots latency against the size latency follows
     page = render_html(d)
     assert "Latency against host-to-device bytes (MB) per unit" in page

@@ -176,6 +176,10 @@ class WorkloadResult(AnalysisResult):
     new_size_oneoff_n: int | None = figure("units of a new size that hold a one-off call "
                                            "(ranges: a module load, an allocation) (units)")
     oneoff_n: int | None = figure("counted units that hold a one-off call (units)")
+    oneoff_new_sizes: bool | None = figure(
+        "the one-off calls come with new sizes: at least new_size_share of the units that "
+        "hold one are of a new size, new_size_lift times all units' share (a cache that "
+        "grows with each new size)")
     new_size_tail: bool | None = figure(
         "the slow units are the first of their size: at least new_size_share of them, "
         "new_size_lift times all units' share, and new_size_ratio >= new_size_min_ratio "
@@ -229,6 +233,17 @@ class WorkloadResult(AnalysisResult):
             text += (f" (size-normalized p99/p50 {self.normalized_p99_over_p50:.2f}"
                      + (f": {rest}" if rest else "") + ")")
         return text
+
+    def oneoff_line(self) -> str | None:
+        """One line tying the one-off calls mid-run to new sizes, when they come with them
+        (``oneoff_new_sizes``); None otherwise."""
+        what = SIZE_MEASURES.get(self.size_measure or "", ("", ""))[0]
+        if not self.oneoff_new_sizes or not self.oneoff_n:
+            return None
+        held = ("all" if self.new_size_oneoff_n == self.oneoff_n
+                else f"{self.new_size_oneoff_n} of the {self.oneoff_n}")
+        return (f"{held} units with a one-off call are the first of their {what}: a cache "
+                "(kernels for a shape, pinned or device memory) that grows with each new size")
 
     def copy_line(self) -> str:
         """One line: what the slow units' host-device copies are, against the median band."""
@@ -468,6 +483,11 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
                     if seen_bins is not None else None)
         figures.update(new_sizes(sizes, measures[name], new, seen_fit, d, slow))
         figures["new_size_tail"] = new_size_judged(figures, d.size, slow_n, settings)
+        if figures["oneoff_n"]:
+            share = figures["new_size_oneoff_n"] / figures["oneoff_n"]
+            figures["oneoff_new_sizes"] = bool(
+                share >= settings.new_size_share
+                and share >= settings.new_size_lift * figures["new_size_n"] / d.size)
     return pa.Table.from_pylist(rows, schema=_SIZE_SCHEMA), bins, figures
 
 

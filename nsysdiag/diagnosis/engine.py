@@ -140,6 +140,7 @@ def _diagnose(
             results["jitter"] = jitter.result()
     tail = _tail_summary(ranges, durations, classifier, settings)
     results.update(_culprit_analyses(report, ranges, tail, range_name, settings))
+    tail = _oneoff_with_sizes(tail, results.get("workload"))
 
     graphs = results.get("graphs")
     graphs = graphs if isinstance(graphs, GraphsResult) else None
@@ -622,6 +623,15 @@ def _workload_explains(best: str, ev: checks.Evidence, settings: Settings) -> st
     explains = (f"; the extra kernels explain {w.kernels_explain:.0%} of the slow units' "
                 "extra latency" if w.kernels_explain is not None else "")
     return w.line() + explains
+
+
+def _oneoff_with_sizes(tail: TailSummary, w: AnalysisResult | None) -> TailSummary:
+    """The mid-run line says when the one-off calls come with new sizes (the workload
+    analysis' ``oneoff_line``): a cache growing with the work, not a fault."""
+    line = w.oneoff_line() if isinstance(w, WorkloadResult) else None
+    if line is None or not tail.later_oneoff:
+        return tail
+    return dataclasses.replace(tail, later_oneoff=f"{tail.later_oneoff}; {line}")
 
 
 def _culprit_clause(ev: checks.Evidence) -> str | None:
