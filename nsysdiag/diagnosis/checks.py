@@ -458,8 +458,10 @@ class Evidence:
         hs = self.host_stall()
         if hs is None or hs.layout in (None, Layout.SPREAD):
             return None
+        # a stall leaves the GPU idle; a queued unit waits while the GPU may run the work
+        # it queued behind
         if hs.explains() < self.settings.host_signature_share \
-                or self.gpu_waited_share() < 0.5:
+                or (hs.layout is not Layout.QUEUED and self.gpu_waited_share() < 0.5):
             return None
         return {Layout.QUEUED: Mechanism.QUEUEING,
                 Layout.STALL_BEFORE: Mechanism.HOST_STALL_BEFORE_WORK,
@@ -487,7 +489,8 @@ class Evidence:
                     f"{fmt_ns(hs.long_slow_ns)} without a CUDA call {many}, mostly {where} "
                     f"(longest {fmt_ns(hs.longest_slow_ns)}, against "
                     f"{fmt_ns(hs.longest_median_ns)} in the median band)")
-        reason = f"{what}; that holds {share:.0%} of their extra latency while the GPU waited"
+        reason = (f"{what}; that holds {share:.0%} of their extra latency"
+                  + (" while the GPU waited" if mech is not Mechanism.QUEUEING else ""))
         self._score("cpu", 0.5 + 0.5 * share, "")
         self._reasons["cpu"].insert(0, reason)  # the mechanism's own measurement first
         self.signatures["cpu"] = share

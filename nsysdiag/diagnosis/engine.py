@@ -469,7 +469,11 @@ def _layer_verdict(
             text = f"The latency tail of '{tail.unit}' is tight ({ratio})."
         return consistency.healthy_checked(Verdict("healthy", conf, text, scores), ev)
     best, vetoed = _agreeing(best, scores, ev)
-    if vetoed and scores[best] < settings.min_score:
+    # more work per unit, measured, names the workload whatever the layers score
+    more_work = next((w for layer in dict.fromkeys((best, "gpu", "cpu"))
+                      if (w := _workload_explains(layer, ev, settings)) is not None), None) \
+        if _more_work(ev, settings) else None
+    if vetoed and scores[best] < settings.min_score and more_work is None:
         return Verdict(
             "undetermined",
             round(scores[best], 3),
@@ -478,7 +482,7 @@ def _layer_verdict(
             "is strong enough to name a cause.",
             scores,
         )
-    if scores[best] < settings.min_score:
+    if scores[best] < settings.min_score and more_work is None:
         return Verdict(
             "undetermined",
             round(scores[best], 3),
@@ -516,7 +520,7 @@ def _layer_verdict(
         f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) comes from "
         f"{what}: {ev.reason(best)}"
     )
-    workload = _workload_explains(best, ev, settings)
+    workload = _workload_explains(best, ev, settings) or more_work
     if workload is not None:
         best = "workload"
         w = ev.measured("workload", WorkloadResult)
