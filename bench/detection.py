@@ -17,9 +17,10 @@ than healthy, or a warning about a cause (cpu, gpu, pcie, workload), is a false 
 Into a copy of each baseline every mechanism of :mod:`bench.plant` is planted at graded
 doses: a stall, queueing wait, other GPU work, copy slowdown, extra upload or extra work
 of ``d`` ns (0.85-1.15x) in 3 % of the units (at least 4), with ``d`` chosen so that the
-planted units reach 1.35, 1.8 and 3 times the median (``--quick``: 1.4, 1.7, 2.5). What a trace is binned by
-is the P99/P50 *measured on the planted copy* (the units' NVTX durations), so a dose that
-the baseline's own tail hides lands in a low band. A planted trace is right when its
+planted units reach 1.35, 1.8 and 3 times the median (``--quick``: 1.4, 1.7, 2.5). A
+trace is binned by the P99/P50 *measured on the planted copy* (the units' NVTX
+durations); a plant that raises it less than 1.1x over the baseline's own hides in the
+baseline's tail and is counted apart. A planted trace is right when its
 verdict names the planted layer and the mechanism (``Verdict.mechanism``; for an engine
 without it, the mechanism its summary names).
 

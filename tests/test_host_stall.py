@@ -1,9 +1,9 @@
 """The host side's layout of a tail (analyses/host_stall.py, check C3) on hand-built exports.
 
-100 units of 1 ms on one thread, 10 ms apart (2 ms for queueing); each holds 10 launch calls of 5 us, 100 us
-apart from 50 us in (a kernel of 20 us after each): stretches without a CUDA call of 50 us
-(the lead), 95 us (between calls) and 45 us (after the last). Three units are made 3 ms
-longer by the mechanism under test.
+100 units of 1 ms on one thread, 10 ms apart (2 ms for queueing); each holds 10 launch
+calls of 5 us, 100 us apart from 50 us in (a kernel of 20 us after each): stretches
+without a CUDA call of 50 us (the lead), 95 us (between calls) and 45 us (after the last).
+Three units are made 3 ms longer by the mechanism under test.
 """
 
 from __future__ import annotations

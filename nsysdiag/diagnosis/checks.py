@@ -503,7 +503,8 @@ class Evidence:
             "cpu", "warning", title,
             (what + ".",
              f"the slow units take {fmt_ns(hs.duration_growth_ns)} longer than the median "
-             f"band; {share:.0%} of it is this {'wait' if mech is Mechanism.QUEUEING else 'stretch'}, "
+             f"band; {share:.0%} of it is this "
+             f"{'wait' if mech is Mechanism.QUEUEING else 'stretch'}, "
              f"and {self.gpu_waited_share():.0%} of the GPU side's growth is idle time"),
             fix=mech.action, check="C3", weight=0.6 * share)]
 
