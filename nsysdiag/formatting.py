@@ -120,15 +120,29 @@ def finite(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def _figure(v: float) -> str:
+    """Three significant digits, in fixed notation from 1000 on: 4.56, 12.3, 616, 20600
+    (never 2.06e+04)."""
+    text = f"{v:.3g}"
+    return f"{v:.0f}" if "e+" in text else text
+
+
 def fmt_ns(ns: float | int | None) -> str:
-    """A duration in ns as a human unit: 850 ns, 12.3 us, 4.56 ms, 7.89 s."""
+    """A duration in ns as a human unit: 850 ns, 12.3 us, 4.56 ms, 7.89 s, 20600 s."""
     if ns is None:
         return "-"
     v = float(ns)
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
         if abs(v) >= scale:
-            return f"{v / scale:.3g} {unit}"
+            return f"{_figure(v / scale)} {unit}"
     return f"{v:.0f} ns"
+
+
+def fmt_ratio(x: float | None) -> str:
+    """A ratio as a person reads it: 1.5x, 12x, 590x (never 5.9e+02x); '-' for None."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{_figure(x)}x"
 
 
 def fmt_bytes(n: float | int | None) -> str:

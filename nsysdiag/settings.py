@@ -73,6 +73,13 @@ class Settings:
              "tail to get a cause")
     corroborate_check: float = _rule(
         0.5, "check score (0-1) the same layer needs for an elevated tail to get a cause")
+    # -- C3: the host side's signature -------------------------------------------------------
+    host_signature_share: float = _rule(
+        0.6, "share (0-1) of the slow units' extra latency that one long host stretch, or "
+             "the wait before their work began, must hold to name a host stall or queueing")
+    host_signature_ratio: float = _rule(
+        3.0, "the slow units' longest stretch without a CUDA call over the median band's "
+             "from which it is a stall, not natural jitter (ratio)")
     # -- C1: launch gaps and the dispatch queue ----------------------------------------------
     gap_normal_ns: int = _rule(5_000, "a launch gap above this is not normal, ns")
     gap_p99_ns: int = _rule(20_000, "a P99 launch gap above this signals a CPU-side "
@@ -116,8 +123,22 @@ class Settings:
              "median band's kernels (or kernel time at its per-kernel speed) (ratio)")
     work_explains: float = _rule(
         0.5, "share (0-1) of the slowest units' extra latency that their extra work must "
-             "explain (extra kernels at the latency-per-kernel slope over every unit, or "
-             "extra own copy time) for the tail to be named after the work")
+             "explain (extra kernels at the latency-per-kernel slope over every unit, extra "
+             "own copy time, or the latency expected at the slow units' sizes) for the tail "
+             "to be named after the work")
+    size_min_rho: float = _rule(
+        0.5, "rank correlation (Spearman) of latency with a unit's bytes, kernels or launch "
+             "calls from which latency follows that measure of size (workload)")
+    new_size_share: float = _rule(
+        0.5, "share (0-1) of the slowest units that must be the first of their size (no "
+             "earlier unit had it) for the tail to be one of new sizes")
+    new_size_lift: float = _rule(
+        2.0, "the slowest units' share of new sizes must be at least this multiple of all "
+             "units' share (new sizes are no accident among them) (ratio)")
+    new_size_min_ratio: float = _rule(
+        2.0, "units of a new size must take at least this multiple of the latency expected "
+             "at their size, against the units of a size seen before, for a cost paid once "
+             "per size (ratio)")
     # -- E1: transfers ---------------------------------------------------------------------
     large_copy_bytes: int = _rule(1 << 20, "copies at least this large give the P90 "
                                            "bandwidth compared with the link, bytes")

@@ -464,13 +464,15 @@ def test_choose_unit_reports_runner_up_and_reason():
     assert "runner-up eval: covers less time (2 ms)" in choice.reason
     op = cand("aten::mm", operator_like=True, qualifies=False, domain="")
     none = ranges.choose_unit([op])
-    assert none.unit is None and "aten::mm (30 times), is an operator or library range" \
+    assert none.unit is None and "aten::mm (30 times): an operator or library range" \
         in none.reason
 
 
-def test_warmup_units_are_set_apart(builder, tmp_path):
+def test_warmup_is_the_leading_stretch_only(builder, tmp_path):
     # 30 steps of 10 us; the first holds a module load and lasts 500 us (50x the median),
-    # the 10th holds a cuBLAS handle creation (a one-off) at the usual length
+    # the second a cuBLAS handle creation at the usual length (both warm-up: the stretch
+    # runs to the first steady unit, the third); the 10th loads a module late (mid-run:
+    # counted, named as evidence, not set apart)
     b = builder("current")
     for k in range(30):
         s = 1_000_000 + k * 1_000_000
@@ -479,8 +481,10 @@ def test_warmup_units_are_set_apart(builder, tmp_path):
         b.launch(s + 100, s + 200, s + 300, s + 900)
         if k == 0:
             b.api(s + 1000, s + 400_000, "cuLibraryLoadData")
-        if k == 9:
+        if k == 1:
             b.nvtx(s + 1000, s + 2000, "cublasCreate_v2")
+        if k == 9:
+            b.api(s + 1000, s + 2000, "cuModuleLoadData")
     path = b.write(tmp_path / "t.sqlite")
     with nsysdiag.open(path, cache=False) as rep:
         res = ranges.run(rep)
@@ -489,13 +493,54 @@ def test_warmup_units_are_set_apart(builder, tmp_path):
     assert res.warmup_calls == ("cuLibraryLoadData", "cublasCreate_v2")
     assert res.max_ns == 10_029  # the warm-up units are left out of the tail figures
     inst = res.table("instances").to_pylist()
-    assert [r["instance"] for r in inst if r["warmup"]] == [1, 10]
-    assert res.findings[0].startswith("2 warm-up units (holding cuLibraryLoadData, "
-                                      "cublasCreate_v2; the first 1 lasting 500 us")
+    assert [r["instance"] for r in inst if r["warmup"]] == [1, 2]
+    assert [r["instance"] for r in inst if r["oneoff"]] == [1, 2, 10]
+    assert (res.n_later_oneoff, res.later_oneoff_calls) == (1, ("cuModuleLoadData",))
+    assert res.findings[0].startswith(
+        "2 warm-up units of 30, the leading stretch before the first steady unit (holding "
+        "cuLibraryLoadData, cublasCreate_v2; 1 lasting 500 us against a median of 10 us)")
+    # 2 of 30 is more than a few percent: said
+    assert "7% of the units is more than a warm-up usually takes" in res.findings[0]
+    assert res.findings[1].startswith("one-off calls after the warm-up in 1 of 30 units (3%: "
+                                      "cuModuleLoadData in 1)")
     assert (kept.n, kept.n_warmup, kept.warmup_kept, kept.max_ns) == (30, 2, True, 500_000)
     d = nsysdiag.diagnose(path)
     # the diagnosis (classifier and ratio) reads the same 28 units
-    assert d.tail.n == 28 and d.tail.p99_over_p50 == pytest.approx(10_028.73 / 10_015.5)
+    durations = [10_000 + k for k in range(2, 30)]
+    assert d.tail.n == 28 and d.tail.p99_over_p50 == pytest.approx(
+        np.percentile(durations, 99) / np.percentile(durations, 50))
+
+
+def test_allocations_mid_run_are_counted_not_warmup(builder, tmp_path):
+    # a caching pinned allocator that grows with request size: every request whose size is
+    # new allocates (cudaHostAlloc), scattered through the run; big requests are the slow
+    # ones. Only the leading stretch (the first request, which also loads the module, and
+    # the second, a new size too) is warm-up; every later request counts.
+    b = builder("current")
+    sizes = [1, 2, 1, 1, 4, 1, 2, 1, 8, 1, 1, 2, 16, 1, 1, 4, 1, 32, 1, 2, 1, 1, 8, 1, 64, 1,
+             1, 2, 1, 1, 4, 1, 1, 128, 1, 2, 1, 1, 1, 1]
+    seen: set[int] = set()
+    for k, size in enumerate(sizes):
+        s = 1_000_000 + k * 10_000_000
+        length = 100_000 * size
+        b.nvtx(s, s + length, "request")
+        b.launch(s + 100, s + 200, s + 300, s + length - 1000)
+        if size not in seen:
+            seen.add(size)
+            b.api(s + 1000, s + 2000, "cudaHostAlloc")
+        if k == 0:
+            b.api(s + 3000, s + 4000, "cuModuleLoadData")
+    res = run(b, tmp_path)
+    inst = res.table("instances").to_pylist()
+    assert [r["instance"] for r in inst if r["warmup"]] == [1, 2]
+    assert res.n == len(sizes) - 2
+    # nothing mid-run is dropped: the big requests that allocate late all count
+    allocating_later = [k + 1 for k, size in enumerate(sizes)
+                        if size not in sizes[:k] and k >= 2]
+    assert [r["instance"] for r in inst if r["oneoff"] and r["counted"]] == allocating_later
+    assert res.n_later_oneoff == len(allocating_later) and res.later_oneoff_calls == (
+        "cudaHostAlloc",)
+    assert res.max_ns == 128 * 100_000
 
 
 def test_a_call_every_unit_makes_is_no_warmup(builder, tmp_path):
@@ -691,22 +736,6 @@ def test_corpus_runs(path):
             own = (inst.column("n_kernels").to_numpy() + inst.column("n_copies").to_numpy()) > 0
             assert own.mean() >= 0.5 or "GPU work not traced" in res.unit_reason
         check_components(res)
-
-
-def test_only_first_time_allocation_is_warmup(builder, tmp_path):
-    # units 1 and 2 allocate (first-time allocation), unit 15 allocates again later (a
-    # cache that grows: not warm-up); all of the same length
-    b = builder("current")
-    for k in range(30):
-        s = 100_000 + k * 100_000
-        b.nvtx(s, s + 10_000, "step")
-        b.launch(s + 100, s + 200, s + 300, s + 900)
-        if k in (0, 1, 14):
-            b.api(s + 1000, s + 2000, "cudaMalloc_v3020")
-    res = run(b, tmp_path)
-    inst = res.table("instances").to_pylist()
-    assert [r["instance"] for r in inst if r["warmup"]] == [1, 2]
-    assert (res.n, res.n_warmup, res.warmup_calls) == (28, 2, ("cudaMalloc",))
 
 
 def test_offset_note_only_when_a_share_would_read_above_100():

@@ -3,7 +3,8 @@
 A diagnosis is only as good as the capture it reads. This analysis names what undermines
 one: kernel launch calls whose kernels were never recorded (CUDA activity lost or not
 flushed), kernel records without their launch call, the warnings nsys itself wrote into
-the export about events it may have dropped (``DIAGNOSTIC_EVENT``), NVTX ranges the end
+the export about events it may have dropped (``DIAGNOSTIC_EVENT``; a generic "might not all have been collected" only where nsys's own
+count of the kind disagrees with the export's rows), NVTX ranges the end
 of the capture cut open, and a capture of NVTX alone (no CUDA trace: the latency of the
 units can be measured, their cause not attributed). It also states the machine: each GPU
 with the host link its copies are judged against and where that figure comes from (the
@@ -165,7 +166,9 @@ def run(report: Report, *, baseline: str | None = None,
                 if has_calls else 0)
     open_ranges = run_query(report, NAME, "open_ranges") if has_nvtx else pa.table(
         {"name": pa.array([], pa.string()), "n": pa.array([], pa.int64())})
-    notes = _dropped(report.diagnostics())
+    rows_by_kind = {kind: sum(probe[v].source_rows or 0 for v in views if probe.present(v))
+                    for kind, views in COUNTED_ROWS.items()}
+    notes = _dropped(report.diagnostics(), rows_by_kind)
     env = report.system_env()
     measured = parse_nvbandwidth(baseline) if baseline else None
     devices = (run_query(report, NAME, "devices").to_pylist()
@@ -194,14 +197,42 @@ def run(report: Report, *, baseline: str | None = None,
     return replace(result, findings=findings, message=_message(result))
 
 
-def _dropped(diagnostics: list[tuple[int, str]]):
-    """nsys's warnings about events it may have dropped, with how often each was written."""
+#: nsys's own count of the events of a kind it collected ("Number of NVTX events collected:
+#: 180."), summed over its lines (one per process)
+COLLECTED = re.compile(r"Number of (.+?) events collected:\s*(\d+)", re.IGNORECASE)
+#: a generic warning that events of a kind might not all have been collected
+MIGHT_MISS = re.compile(r"not all (.+?) events might have been collected", re.IGNORECASE)
+#: the views whose source rows nsys's count of a kind covers (CUDA: API calls and GPU
+#: activities)
+COUNTED_ROWS = {"nvtx": ("nvtx_ranges",), "cuda": ("api_calls", "kernels", "memcpys", "memsets"),
+                "os runtime libraries": ("os_runtime",)}
+
+
+def _dropped(diagnostics: list[tuple[int, str]], rows_by_kind: dict[str, int] | None = None):
+    """nsys's warnings about events it may have dropped, with how often each was written.
+
+    A generic "Not all <kind> events might have been collected" is left out when nsys's own
+    count of that kind's events ("Number of <kind> events collected: N") equals the rows
+    the export holds (``rows_by_kind``, by lower-case kind): nothing was lost."""
     import pyarrow as pa
 
+    rows_by_kind = rows_by_kind or {}
+    collected: dict[str, int] = {}
+    for _, text in diagnostics:
+        m = COLLECTED.search(text)
+        if m:
+            kind = m.group(1).strip().lower()
+            collected[kind] = collected.get(kind, 0) + int(m.group(2))
     counts: dict[str, int] = {}
     for severity, text in diagnostics:
-        if severity >= 2 and DROPPED.search(text):
-            counts[text] = counts.get(text, 0) + 1
+        if severity < 2 or not DROPPED.search(text):
+            continue
+        might = MIGHT_MISS.search(text)
+        kind = might.group(1).strip().lower() if might else None
+        if kind in collected and kind in rows_by_kind \
+                and collected[kind] == rows_by_kind[kind]:
+            continue  # nsys counted as many events as the export holds
+        counts[text] = counts.get(text, 0) + 1
     return pa.table({"text": pa.array(list(counts), pa.string()),
                      "n": pa.array(list(counts.values()), pa.int64())})
 

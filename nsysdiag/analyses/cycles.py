@@ -16,9 +16,14 @@ The method, in steps:
 3. the cycles of a candidate are compared as sequences (length, and an order-sensitive
    fingerprint of their labels): its ``agreement`` is the share of cycles equal to the most
    common one. A run that does not repeat has no candidate that passes;
-4. among the candidates, the finest period whose agreement reaches ``fine_agreement``
-   (several nested loops: the inner one, unless its cycles differ too often, as when every
-   fourth micro-step holds the optimizer's kernels); else the best agreement;
+4. a period is the whole iteration only when the cycles equal to the most common one hold
+   at least ``min_held`` of the events between its first and last cycle (``held``): a
+   pattern of four calls that repeats inside a loop whose every hundredth iteration
+   launches 700 more is a sub-pattern of the loop, not its iteration. Among the whole
+   ones (all, when none is), the finest period whose agreement reaches
+   ``fine_agreement`` (several nested loops: the inner one, unless its cycles differ too
+   often, as when every fourth micro-step holds the optimizer's kernels); else the best
+   agreement;
 5. the labels of that period are rotations of one loop; the one chosen to start each cycle
    is the one that follows a clearly longest typical pause (median over its occurrences of
    ``gaps``, ``pause_ratio`` times any other's): a loop's iteration begins where the host
@@ -64,6 +69,10 @@ class Cycle:
         common one (fraction).
     coverage : float
         Share of the sequence's events inside the cycles (fraction).
+    held : float
+        Share of the events between the first and the last cycle's start that lie in
+        cycles equal to the most common one (fraction): near 1 when the cycle is the whole
+        iteration, low when most of the work lies in the cycles that differ.
     """
 
     boundary: int
@@ -73,6 +82,7 @@ class Cycle:
     ends: np.ndarray
     agreement: float
     coverage: float
+    held: float = 1.0
 
     @property
     def n(self) -> int:
@@ -128,13 +138,22 @@ def find(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: int 
     return pick(found, fine_agreement)
 
 
-def pick(found: list[Cycle], fine_agreement: float = 0.8) -> Cycle | None:
-    """Step 4 among cycles of several periods (finest first): the finest whose agreement
-    reaches ``fine_agreement``, else the one of the best agreement; None of none."""
+#: the share of events the most common cycles must hold for a period to be the whole
+#: iteration (step 4)
+MIN_HELD = 0.8
+
+
+def pick(found: list[Cycle], fine_agreement: float = 0.8,
+         min_held: float = MIN_HELD) -> Cycle | None:
+    """Step 4 among cycles of several periods (finest first): of those whose most common
+    cycles hold ``min_held`` of the events (all, when none does), the finest whose
+    agreement reaches ``fine_agreement``, else the one of the best agreement; None of
+    none."""
     if not found:
         return None
-    fine = [c for c in found if c.agreement >= fine_agreement]
-    return fine[0] if fine else max(found, key=lambda c: (c.agreement, -c.period))
+    pool = [c for c in found if c.held >= min_held] or found
+    fine = [c for c in pool if c.agreement >= fine_agreement]
+    return fine[0] if fine else max(pool, key=lambda c: (c.agreement, -c.period))
 
 
 def periods(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: int = 20,
@@ -197,7 +216,8 @@ def periods(labels: np.ndarray, gaps: np.ndarray | None = None, *, min_cycles: i
         common = fingerprint.most_common_start(pos)
         last = int(labels[min(common + period, n) - 1])
         out.append(Cycle(int(label), last, int(period), pos.astype(np.int64),
-                         ends.astype(np.int64), float(agreement), float(covered)))
+                         ends.astype(np.int64), float(agreement), float(covered),
+                         fingerprint.held(pos)))
     return out
 
 
@@ -233,6 +253,16 @@ class _Fingerprints:
             return 0.0
         _, n = np.unique(self._keys(pos), return_counts=True)
         return float(n.max() / (len(pos) - 1))
+
+    def held(self, pos: np.ndarray) -> float:
+        """Share of the events between the first and last ``pos`` that lie in cycles equal
+        to the most common one."""
+        if len(pos) < 2:
+            return 0.0
+        keys = self._keys(pos)
+        values, n = np.unique(keys, return_counts=True)
+        length = np.diff(pos)
+        return float(length[keys == values[n.argmax()]].sum() / length.sum())
 
     def most_common_start(self, pos: np.ndarray) -> int:
         """Position where a cycle equal to the most common one starts."""

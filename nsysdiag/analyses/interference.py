@@ -29,7 +29,7 @@ NAME = "interference"
 SETTINGS = (*RANGES_SETTINGS, "culprit_min_units")
 _CULPRIT = ("culprit_pid", "culprit_process", "culprit_stream", "culprit_names",
             "culprit_slow_units", "culprit_median_units", "culprit_slow_overlap_mean_ns",
-            "culprit_median_overlap_mean_ns")
+            "culprit_median_overlap_mean_ns", "own_work")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,10 @@ class OtherWork:
     pid: int | None  #: process id
     process_name: str | None  #: process name
     stream_id: int | None  #: CUDA stream
+    #: the program's own work: launched by the units' own thread (process) before each unit
+    #: began, or by their process on a stream their own work runs on (an autograd thread,
+    #: earlier units' work still queued while the host runs ahead of the GPU)
+    own_stream: bool
     names: str  #: its operation names with the most time in the slow units, '; '-separated
     slow_units: int  #: slowest units during which it ran
     median_units: int  #: median-band units during which it ran
@@ -53,6 +57,9 @@ class OtherWork:
         who = (f"stream {self.stream_id}" if self.stream_id is not None else "no stream") + (
             f" of {self.process_name} (pid {self.pid})" if self.process_name
             else f" of pid {self.pid}")
+        if self.own_stream:
+            who = (f"the program's own work on its own stream ({who}: earlier units' work "
+                   "or another of its threads)")
         return (f"{who}: {self.names} ran in {self.slow_units} of {self.slow_n} slow units "
                 f"and {self.median_units} of {self.median_n} median-band units "
                 f"({_ms(self.slow_overlap_mean_ns)} vs {_ms(self.median_overlap_mean_ns)} "
@@ -84,6 +91,10 @@ class InterferenceResult(AnalysisResult):
                                                         "(mean), ns")
     culprit_median_overlap_mean_ns: float | None = figure("its GPU time inside a median-band "
                                                           "unit (mean), ns")
+    own_work: bool = figure(
+        "the other work that grew most is the program's own (its earlier units' work, or "
+        "another of its threads', on the units' own stream): a GPU-bound run whose host "
+        "runs ahead; no one else's work interferes", False)
 
     def per_stream(self) -> list[OtherWork]:
         """The ``per_stream`` table as records (empty without it)."""
@@ -175,7 +186,8 @@ def run(report: Report, *, settings: Settings | None = None,
             culprit_names=tuple(top.names.split("; ")), culprit_slow_units=top.slow_units,
             culprit_median_units=top.median_units,
             culprit_slow_overlap_mean_ns=top.slow_overlap_mean_ns,
-            culprit_median_overlap_mean_ns=top.median_overlap_mean_ns)
+            culprit_median_overlap_mean_ns=top.median_overlap_mean_ns,
+            own_work=bool(top.own_stream))
     message = (top.line() if top is not None
                else f"no other GPU work ran during the {figures['slow_n']} slowest units")
     return InterferenceResult(status=OK, message=message, main="per_stream",

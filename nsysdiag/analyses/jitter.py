@@ -1,6 +1,8 @@
 """Kernel duration jitter: which kernels sometimes run much slower than their median.
 
-Check D1 of the method. A kernel whose p99 is far above its median, or a sizeable share
+Check D1 of the method. Kernels are told apart by name and launch configuration (grid
+and block, when the export records them): one name run at two grids is two kernels whose
+durations differ by design, not jitter. A kernel whose p99 is far above its median, or a sizeable share
 of launches beyond 1.5x the median, means GPU execution time is intermittently inflated
 (contention with other GPU work, clocks, memory behaviour). ``concurrency`` gives the share
 of kernel time during which two or more kernels overlapped on a device (another stream or
@@ -15,7 +17,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, not_captured, records, run_query
+from ..engine.steps import temp_views
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -110,7 +113,9 @@ def run(report: Report, *, top: int | None = None, slow: float | None = None,
     missing = not_captured("jitter", report, "kernels")
     if missing:
         return missing
-    per = run_query(report, "jitter", "per_kernel", {"top": top, "slow": slow})
+    keyed = "by_config" if report.probe.present("kernel_configs") else "by_name"
+    with temp_views(report, {"jitter_kernels": load_sql("jitter")[keyed]}, ("jitter_kernels",)):
+        per = run_query(report, "jitter", "per_kernel", {"top": top, "slow": slow})
     conc = _concurrency(report, settings)
     rows = per.to_pylist()
     summary: dict = {"kernels_examined": len(rows)}

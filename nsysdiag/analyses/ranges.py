@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import math
-import re
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -52,8 +52,6 @@ WARMUP_CALLS = (r"^(cuModuleLoad|cuLibraryLoad|cuCtxCreate|cuDevicePrimaryCtxRet
                 r"cublasCreate|cublasLtCreate|cudnnCreate|cufftPlan|cusparseCreate|"
                 r"cusolverDnCreate|nvrtc|cuLink|cudaMalloc|cuMemAlloc|cudaHostAlloc|"
                 r"cuMemHostAlloc|cudaMallocHost|cuMemCreate)")
-#: the allocation calls among WARMUP_CALLS (warm-up only in the units at the start)
-ALLOCATION = re.compile(r"^(cudaMalloc|cuMemAlloc|cudaHostAlloc|cuMemHostAlloc|cuMemCreate)")
 
 
 class Component(str, enum.Enum):
@@ -212,10 +210,17 @@ class RangesResult(AnalysisResult):
     unit_reason: str | None = figure("why the unit was chosen (and the runner-up was not)")
     scope: str | None = figure("whose CUDA calls counted into a unit: thread or process")
     n: int = figure("units in the tail figures (warm-up left out unless kept)", 0)
-    n_warmup: int = figure("warm-up units: holding one-off calls or standing far off at the "
-                           "start", 0)
+    n_warmup: int = figure("warm-up units: the leading stretch of the run whose units hold "
+                           "one-off calls or stand far off the median", 0)
     warmup_kept: bool = figure("the warm-up units count in the tail figures", False)
     warmup_calls: tuple[str, ...] = figure("the one-off calls the warm-up units hold", ())
+    warmup_reason: str | None = figure("how many units were set apart as warm-up, and why")
+    n_later_oneoff: int = figure("units after the warm-up that hold a one-off call "
+                                 "(allocation, module loading): counted, as the run's work", 0)
+    later_oneoff_calls: tuple[str, ...] = figure("the one-off calls those units hold, most "
+                                                 "units first", ())
+    later_oneoff_reason: str | None = figure("one line on those units (how many, which calls, "
+                                             "their median latency against the others')")
     p50_ns: float | None = figure("P50 of the units' durations, ns")
     p90_ns: float | None = figure("P90 of the units' durations, ns")
     p99_ns: float | None = figure("P99 of the units' durations, ns")
@@ -261,8 +266,8 @@ class RangesResult(AnalysisResult):
         return [n for n in notes if n]
 
     def figure_json(self, name: str) -> Any:
-        if name == "warmup_calls":
-            return list(self.warmup_calls)
+        if name in ("warmup_calls", "later_oneoff_calls"):
+            return list(getattr(self, name))
         if name == "attribution":
             return {g.component.value: {"tail_mean_ns": g.tail_mean_ns,
                                         "median_mean_ns": g.median_mean_ns,
@@ -277,8 +282,9 @@ class RangesResult(AnalysisResult):
         for name in ("top_component", "top_cpu_component", "top_gpu_component"):
             if out.get(name) is not None:
                 out[name] = Component(out[name])
-        if out.get("warmup_calls") is not None:
-            out["warmup_calls"] = tuple(out["warmup_calls"])
+        for name in ("warmup_calls", "later_oneoff_calls"):
+            if out.get(name) is not None:
+                out[name] = tuple(out[name])
         if "attribution" in out:
             out["attribution"] = tuple(ComponentGrowth(Component(c), **v)
                                        for c, v in out["attribution"].items())
@@ -425,19 +431,66 @@ def select_unit(
     if units.num_rows:
         reason = "intervals between blocking host waits" + (
             f" ({rejected})" if rejected else " (no repeated NVTX range)") + aligned
-        return Unit("sync-interval", "sync_fallback", units, None, reason)
+        # a handful of intervals carries no tail to judge: kept (their decomposition is
+        # still what they hold)
+        apart = _sync_work_differs(report, units) if units.num_rows >= min_instances else None
+        if apart is None:
+            return Unit("sync-interval", "sync_fallback", units, None, reason)
+        return _no_unit(EMPTY, reason + "; but " + apart)
     if not names and not _has_syncs(report):
         return _no_unit(
             NOT_CAPTURED,
-            "no closed NVTX ranges, no blocking host waits and no repeating GPU work "
-            f"(capture with: {_NVTX_HINT})",
+            "no closed NVTX ranges, no blocking host waits and "
+            + (aligned.removeprefix("; ") if aligned else "no repeating GPU work")
+            + f" (capture with: {_NVTX_HINT})",
         )
     return _no_unit(
         EMPTY,
         (rejected + "; " if rejected else f"no NVTX range repeats {min_instances} times")
         + (f" (most frequent: {top}; pass --range NAME)" if top and not rejected else "")
-        + "; no thread waits on the GPU twice and its GPU work does not repeat",
+        + "; no thread waits on the GPU twice and "
+        + (aligned.removeprefix("; ") if aligned else "its GPU work does not repeat"),
     )
+
+
+#: the GPU operations a sync interval must hold at the median to be an iteration, not one
+#: copy or kernel between two waits
+SYNC_MIN_OPS = 2
+#: the share of sync intervals that must run the same kinds of work for them to be units
+SYNC_SAME_WORK = 0.5
+
+
+def _sync_work_differs(report: Report, units: pa.Table) -> str | None:
+    """Why the sync intervals are no population whose tail means anything, or None when
+    they repeat the same work.
+
+    An interval repeats the work of an iteration when it holds at least
+    :data:`SYNC_MIN_OPS` GPU operations at the median (launches, copies, memsets: a wait
+    that bounds a single copy or kernel, or nothing, marks no iteration), and at least
+    :data:`SYNC_SAME_WORK` of the intervals run the same kinds of work (ranges.sql
+    ``sync_work``: the same kernel names and copy kinds, however many of each).
+    """
+    if not report.probe.present("api_calls"):
+        return None
+    with registered(report, "_ranges_units", units):
+        work = run_query(report, NAME, "sync_work")
+    ops = work.column("ops").to_numpy(zero_copy_only=False)
+    kinds = Counter(w for w in work.column("work").to_pylist() if w)
+    same, same_n = kinds.most_common(1)[0] if kinds else ("", 0)
+    median = float(np.median(ops)) if len(ops) else 0.0
+    if median >= SYNC_MIN_OPS and same_n >= SYNC_SAME_WORK * len(ops):
+        return None
+    few = int(np.count_nonzero(ops <= 1))
+    return (f"the {len(ops)} intervals do not repeat the same work ({few} hold one GPU "
+            f"operation or none, the median {median:.3g}; the most common work, "
+            f"{_shorten(same.replace('|', ', ')) or 'none'}, in {same_n / max(1, len(ops)):.0%} "
+            "of them): they are no population whose tail means anything. Annotate the "
+            "iteration with an NVTX range (nvtx.annotate, nvtxRangePush) and capture with "
+            "--trace=cuda,nvtx, or pass --range NAME")
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def candidates(report: Report, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -607,7 +660,7 @@ def choose_unit(cands: list[Candidate], settings: Settings = DEFAULTS,
         best = cands[0]
         return UnitChoice(None, None, f"no repeated NVTX range qualifies as a unit: "
                           f"{len(cands)} repeated; the first, {best.name} "
-                          f"({best.n} times), is {best.why_not(settings, cuda_traced)}")
+                          f"({best.n} times): {best.why_not(settings, cuda_traced)}")
     chosen = units[0]
     rest = [c for c in cands if c is not chosen]
     runner = rest[0] if rest else None
@@ -731,6 +784,12 @@ def _launch_cycle(report: Report, sync_units: pa.Table, min_instances: int,
         return None, note, sync_units
     if sync_units.num_rows and not several and inside >= min_instances:
         return None, f"; {loop}, several cycles per interval: a loop inside each", sync_units
+    if cyc.held < cycles.MIN_HELD:
+        # a pattern inside the loop, not its iteration: most of the work lies in the
+        # cycles that differ from it
+        return None, (f"; the GPU work repeats only in part (every {cyc.period} calls, but "
+                      f"the cycles alike hold {cyc.held:.0%} of it): no whole iteration"
+                      ), sync_units
     per = held[cyc.period]
     syncs = ("no blocking host wait inside the loop" if inside == 0 else
              f"{per:.3g} blocking host waits per cycle, so the intervals between them are "
@@ -1304,7 +1363,8 @@ def run(
     warm = warmup(report, unit, instances, settings)
     # counted: the unit counts in the tail figures (and the diagnosis' classifier)
     instances = instances.append_column("warmup", pa.array(warm.flags)).append_column(
-        "counted", pa.array(np.ones(len(warm.flags), dtype=bool) if keep else ~warm.flags))
+        "counted", pa.array(np.ones(len(warm.flags), dtype=bool) if keep else ~warm.flags)
+    ).append_column("oneoff", pa.array(warm.oneoff))
     counted = instances.filter(instances.column("counted"))
     with registered(report, "_ranges_instances", counted):
         params = {"tail_pct": tail_pct, "limit": SLOWEST}
@@ -1324,11 +1384,18 @@ def run(
     if report.probe.present("nvtx_ranges"):
         tables["totals"] = run_query(report, NAME, "totals")
     result = _summarize(unit, used_scope, tail_pct, stats, attribution, tables)
-    result = replace(result, n_warmup=int(warm.flags.sum()), warmup_kept=keep,
-                     warmup_calls=warm.calls)
+    dur = instances.column("duration_ns").to_numpy(zero_copy_only=False).astype(float)
+    later = warm.describe_later(dur)
+    result = replace(result, n_warmup=warm.n, warmup_kept=keep, warmup_calls=warm.calls,
+                     warmup_reason=warm.describe(keep) if warm.n else None,
+                     n_later_oneoff=int((warm.oneoff & ~warm.flags).sum()),
+                     later_oneoff_calls=tuple(name for name, _ in warm.later),
+                     later_oneoff_reason=later)
     findings = _findings(result, attribution)
-    if warm.flags.any():
-        findings.insert(0, warm.describe(keep))
+    if later:
+        findings.insert(0, later)
+    if warm.n:
+        findings.insert(0, result.warmup_reason)
     message = (
         f"{result.n} x {unit.name} ({unit.source}); p99/p50 "
         f"{_fmt(result.p99_over_p50)}"
@@ -1338,42 +1405,77 @@ def run(
 
 
 class Warmup(NamedTuple):
-    """The warm-up units of a unit (see :func:`warmup`)."""
+    """The warm-up units of a unit (see :func:`warmup`), and the one-off calls the units
+    after it hold."""
 
     flags: np.ndarray  #: per row of the instances table: a warm-up unit
-    calls: tuple[str, ...]  #: the one-off calls they hold
-    leading: int  #: units at the start standing far off the median
+    calls: tuple[str, ...]  #: the one-off calls the warm-up units hold
+    leading: int  #: warm-up units standing far off the median
     median_ns: float  #: the median duration they are judged against, ns
     leading_ns: tuple[int, ...]  #: those units' durations, ns
+    oneoff: np.ndarray  #: per row: the unit holds a one-off call
+    later: tuple[tuple[str, int], ...] = ()  #: one-off calls after the warm-up: (name, units)
+
+    @property
+    def n(self) -> int:
+        return int(self.flags.sum())
 
     def describe(self, kept: bool) -> str:
-        n = int(self.flags.sum())
+        """Why the warm-up units were set apart, with their share of the units."""
+        n, total = self.n, len(self.flags)
         parts = []
         if self.calls:
             parts.append("holding " + ", ".join(self.calls))
         if self.leading:
-            parts.append(f"the first {self.leading} lasting "
+            parts.append(f"{self.leading} lasting "
                          + ", ".join(_duration(d) for d in self.leading_ns[:3])
                          + (" ..." if self.leading > 3 else "")
                          + f" against a median of {_duration(self.median_ns)}")
-        return (f"{n} warm-up unit{'s' if n != 1 else ''} ({'; '.join(parts)}) "
+        text = (f"{n} warm-up unit{'s' if n != 1 else ''} of {total}, the leading stretch "
+                f"before the first steady unit ({'; '.join(parts)}): "
                 + ("kept in the tail figures (--keep-warmup)" if kept
                    else "left out of the tail figures (--keep-warmup keeps them)"))
+        if n > WARMUP_MANY * total:
+            text += (f"; {n / total:.0%} of the units is more than a warm-up usually takes: "
+                     "the run may not reach a steady state")
+        return text
+
+    def describe_later(self, dur: np.ndarray) -> str | None:
+        """The one-off calls of units after the warm-up: counted as the run's own work, with
+        those units' median latency against the others'."""
+        if not self.later:
+            return None
+        later = self.oneoff & ~self.flags
+        k, rest = int(later.sum()), int((~self.oneoff & ~self.flags).sum())
+        names = ", ".join(f"{name} in {units}" for name, units in self.later[:3])
+        text = (f"one-off calls after the warm-up in {k} of {len(self.flags)} units "
+                f"({k / len(self.flags):.0%}: {names}): counted as the run's own work (an "
+                "allocator or module cache that grows as the run goes), not set apart")
+        if k and rest:
+            text += (f"; they take a median {_duration(float(np.median(dur[later])))} against "
+                     f"{_duration(float(np.median(dur[~self.oneoff & ~self.flags])))} for the "
+                     "others")
+        return text
+
+
+#: a warm-up holding more than this share of the units is worth a line of its own
+WARMUP_MANY = 0.05
 
 
 def warmup(report: Report, unit: Unit, instances: pa.Table,
            settings: Settings = DEFAULTS) -> Warmup:
-    """The warm-up units: those that hold a one-off call, and those at the start that stand
-    far off the steady state.
+    """The warm-up units: the leading stretch of the run, from its first unit up to the
+    first steady one.
 
-    A one-off call is a call named by :data:`WARMUP_CALLS` (module loading, context and
-    handle creation, JIT compilation, allocation) that fewer than half of the units hold
-    (a call every unit makes is the work itself, not a one-off); an allocation counts only
-    in the units at the start that allocate, up to the first that does not (first-time
-    allocation, not a cache that grows later); ranges.sql
-    ``units_warmup`` finds the calls inside each unit. The units at the start that last
-    more than ``settings.warmup_ratio`` times the median, up to the first that does not,
-    stand far off before the steady state.
+    A unit of the leading stretch holds a one-off call, or lasts more than
+    ``settings.warmup_ratio`` times the median; the stretch ends at the first unit that
+    does neither. A one-off call is a call named by :data:`WARMUP_CALLS` (module loading,
+    context and handle creation, JIT compilation, allocation) that fewer than half of the
+    units hold (a call every unit makes is the work itself); ranges.sql ``units_warmup``
+    finds the calls inside each unit. Units after the stretch are never warm-up, whatever
+    they hold: one-off calls mid-run (an allocator cache that grows with request size, a
+    module loaded late) are evidence about those units (``Warmup.later``), not a reason to
+    drop them from the figures.
 
     Parameters
     ----------
@@ -1395,36 +1497,29 @@ def warmup(report: Report, unit: Unit, instances: pa.Table,
     start = instances.column("start_ns").to_numpy(zero_copy_only=False).astype(float)
     flags = np.zeros(len(ids), dtype=bool)
     if len(ids) < 2:
-        return Warmup(flags, (), 0, float(dur[0]) if len(dur) else 0.0, ())
+        return Warmup(flags, (), 0, float(dur[0]) if len(dur) else 0.0, (), flags.copy())
     with registered(report, "_ranges_units", unit.instances):
         held = run_query(report, NAME, "units_warmup", {"pattern": WARMUP_CALLS}).to_pylist()
     holders: dict[str, set[int]] = {}
     for r in held:
         holders.setdefault(r["name"], set()).add(int(r["instance"]))
-    oneoff = {name: ins for name, ins in holders.items() if 2 * len(ins) < len(ids)}
-    order = np.argsort(np.nan_to_num(start, nan=np.inf), kind="stable")
-    # an allocation is first-time allocation only in the units at the start that allocate
-    # (up to the first that does not); module loading, handle creation and JIT anywhere
-    allocating = {i for name, ins in oneoff.items() if ALLOCATION.match(name) for i in ins}
-    first_time: set[int] = set()
-    for i in ids[order]:
-        if int(i) not in allocating:
-            break
-        first_time.add(int(i))
-    oneoff = {name: (ins & first_time if ALLOCATION.match(name) else ins)
-              for name, ins in oneoff.items()}
-    oneoff = {name: ins for name, ins in oneoff.items() if ins}
-    if oneoff:
-        flags |= np.isin(ids, np.fromiter(set().union(*oneoff.values()), dtype=np.int64))
+    oneoff_calls = {name: ins for name, ins in holders.items() if 2 * len(ins) < len(ids)}
+    oneoff_ids = set().union(*oneoff_calls.values()) if oneoff_calls else set()
+    oneoff = np.isin(ids, np.fromiter(oneoff_ids, dtype=np.int64, count=len(oneoff_ids)))
     median = float(np.nanmedian(dur))
-    leading = 0
+    slow = dur > settings.warmup_ratio * median
+    order = np.argsort(np.nan_to_num(start, nan=np.inf), kind="stable")
     for i in order:
-        if not dur[i] > settings.warmup_ratio * median:
+        if not (oneoff[i] or slow[i]):
             break
         flags[i] = True
-        leading += 1
-    return Warmup(flags, tuple(sorted(oneoff)), leading, median,
-                  tuple(int(dur[i]) for i in order[:leading]))
+    warm_ids = set(ids[flags].tolist())
+    calls = tuple(sorted(name for name, ins in oneoff_calls.items() if ins & warm_ids))
+    later = tuple(sorted(((name, len(ins - warm_ids)) for name, ins in oneoff_calls.items()
+                          if ins - warm_ids), key=lambda x: (-x[1], x[0])))
+    leading = flags & slow
+    return Warmup(flags, calls, int(leading.sum()), median,
+                  tuple(int(dur[i]) for i in order if leading[i]), oneoff, later)
 
 
 def _untraced(report: Report) -> list[str]:

@@ -13,6 +13,19 @@ when the second is more, ``no_growth`` when own kernel time did not grow. A work
 tail (:func:`is_workload_tail`) is more work of at least ``workload_ratio`` times the median
 band's kernel time at its speed, with kernels not ``slow_ratio`` times slower. The relation
 of latency with work per unit (correlation, slope, a table in quintiles) is over every unit.
+
+Size on every side (``sizes``, ``size_relation``): per unit, the bytes it moves each way,
+its kernels and launch calls (the work), its kernel time and host time outside CUDA (where
+the time goes); for each, the rank correlation (Spearman) of latency with it, the slow
+units' mean over the median band's, and how much of their extra latency size explains,
+size-matched: the latency expected at a size is a monotone fit over size bins' medians
+(``size_bins``, which a few stalled units cannot move), and the share is the expected
+latency at the slow units' sizes less that at the band's, over their extra latency. A size
+tail (:func:`is_size_tail`) is slow units that are simply bigger (a work measure latency
+follows, ``workload_ratio`` times the band's, explaining at least ``work_explains``) or
+the first of their size (:func:`is_new_size_tail`: a cost paid once per new size),
+whichever side absorbs the time. Latency over the latency expected at its size
+(``normalized_p99_over_p50``) is what the rest of the tail is judged on.
 Definitions: docs/analyses/workload.md.
 """
 
@@ -22,7 +35,14 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from scipy import stats as sps
+from scipy.optimize import isotonic_regression
+
 from ..engine.steps import registered
+from ..formatting import fmt_ns, fmt_ratio
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, records, run_query
 from .interference import slow_count
@@ -33,9 +53,19 @@ if TYPE_CHECKING:
     from ..report import Report
 
 NAME = "workload"
+#: per-unit measures of size: column -> (what it is, "work" done or "time" where it went)
+SIZE_MEASURES = {
+    "htod_bytes": ("host-to-device bytes", "work"),
+    "dtoh_bytes": ("device-to-host bytes", "work"),
+    "n_kernels": ("kernels", "work"),
+    "launch_calls": ("launch calls", "work"),
+    "kernel_ns": ("own kernel time", "time"),
+    "host_ns": ("host time outside CUDA", "time"),
+}
 #: the settings this analysis reads, with those of the ranges analysis whose units it
 #: compares (its results are cached per their values)
-SETTINGS = (*RANGES_SETTINGS, "culprit_min_units")
+SETTINGS = (*RANGES_SETTINGS, "culprit_min_units", "tail_ratio", "elevated_ratio", "size_min_rho",
+            "new_size_share", "new_size_lift", "new_size_min_ratio")
 KINDS = ("more_work", "slower_work", "no_growth")
 
 
@@ -52,11 +82,36 @@ class WorkBin:
     mean_per_kernel_ns: float | None  #: own kernel time over own kernels, ns
 
 
+@dataclass(frozen=True)
+class SizeRelation:
+    """One row of the ``size_relation`` table: latency against one measure of size."""
+
+    measure: str  #: the ``sizes`` column (SIZE_MEASURES)
+    what: str  #: what it is, in words
+    side: str  #: work (done by the unit) or time (where its time went)
+    slow_mean: float  #: its mean over the slowest units
+    median_mean: float  #: its mean over the median band
+    ratio: float | None  #: slow_mean / median_mean (None when the median's is 0)
+    rho: float | None  #: Spearman rank correlation of latency with it, over every unit
+    slope: float | None  #: least-squares latency growth per unit of it, ns
+    explains: float | None  #: the latency expected at the slow units' sizes less that at
+    #: the median band's, over the slow units' extra latency, clipped to 0-1
+    follows: bool  #: latency follows it: rho at least ``size_min_rho``
+
+    def amount(self, x: float) -> str:
+        if self.measure.endswith("bytes"):
+            return _mb(x)
+        if self.measure.endswith("_ns"):
+            return _us(x)
+        return f"{x:.4g}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkloadResult(AnalysisResult):
     """More work or slower work in the slowest units, and latency against work per unit.
 
-    Tables: ``bins`` (main), ``compare``, ``relation``.
+    Tables: ``bins`` (main), ``compare``, ``relation``, ``sizes``, ``size_relation``,
+    ``size_bins``.
     """
 
     analysis: str = field(default="workload", init=False)
@@ -95,11 +150,100 @@ class WorkloadResult(AnalysisResult):
                                            "copy time (GB/s): the speed of the extra copies")
     copies_explain: float | None = figure(
         "share of extra_latency_ns that the slow units' extra own copy time is (fraction, 0-1)")
+    size_measure: str | None = figure(
+        "the work measure (sizes column) that explains most of the slow units' extra latency, "
+        "among those latency follows (rank correlation >= size_min_rho)")
+    size_rho: float | None = figure("rank correlation of latency with size_measure over "
+                                    "every unit (Spearman rho)")
+    size_ratio: float | None = figure("size_measure in the slow units over the median band's "
+                                      "(ratio)")
+    size_explains: float | None = figure(
+        "share of extra_latency_ns that size_measure explains: the latency expected at the "
+        "slow units' sizes less that expected at the median band's (a monotone fit of "
+        "latency on size over bins' medians), over extra_latency_ns (fraction, 0-1)")
+    normalized_p99_over_p50: float | None = figure(
+        "P99/P50 of latency over the latency expected at each unit's size_measure: the tail "
+        "that size does not explain (ratio)")
+    normalized_level: str | None = figure(
+        "that tail's level against tail_ratio and elevated_ratio: normal, elevated or "
+        "abnormal (what is left to judge once size is accounted for)")
+    new_size_n: int | None = figure("units whose size_measure no earlier counted unit had "
+                                    "(units)")
+    slow_new_size_n: int | None = figure("of the slow units, those of a new size (units)")
+    new_size_p50_ns: float | None = figure("median latency of the units of a new size, ns")
+    seen_size_p50_ns: float | None = figure("median latency of the units of a size seen "
+                                            "before, ns")
+    new_size_oneoff_n: int | None = figure("units of a new size that hold a one-off call "
+                                           "(ranges: a module load, an allocation) (units)")
+    oneoff_n: int | None = figure("counted units that hold a one-off call (units)")
+    oneoff_new_sizes: bool | None = figure(
+        "the one-off calls come with new sizes: at least new_size_share of the units that "
+        "hold one are of a new size, new_size_lift times all units' share (a cache that "
+        "grows with each new size)")
+    new_size_tail: bool | None = figure(
+        "the slow units are the first of their size: at least new_size_share of them, "
+        "new_size_lift times all units' share, and new_size_ratio >= new_size_min_ratio "
+        "(a cost paid once per size)")
+    new_size_ratio: float | None = figure(
+        "median latency over the latency expected at its size (the fit over the units of a "
+        "size seen before), of the units of a new size within the sizes seen before, over "
+        "that of the units of a size seen before (ratio)")
 
     def bins(self) -> list[WorkBin]:
         """The ``bins`` table as records (empty without it)."""
         table = self.tables.get("bins")
         return records(table, WorkBin) if table is not None else []
+
+    def size_relation(self) -> list[SizeRelation]:
+        """The ``size_relation`` table as records (empty without it)."""
+        table = self.tables.get("size_relation")
+        return records(table, SizeRelation) if table is not None else []
+
+    def size_line(self) -> str | None:
+        """One line: how much bigger the slow units are on every side, how closely latency
+        follows size and how much of the tail size explains; when the slow units are the
+        first of their size (:func:`is_new_size_tail`), what the new sizes cost; None
+        without a size measure."""
+        rows = {r.measure: r for r in self.size_relation()}
+        best = rows.get(self.size_measure or "")
+        if best is None:
+            return None
+        bigger = [r for r in rows.values() if r.ratio is not None
+                  and r.ratio >= BIGGER and r.follows]
+        bigger.sort(key=lambda r: (r.side != "work", -(r.ratio or 0)))
+        parts = [f"{fmt_ratio(r.ratio)} the {r.what} ({r.amount(r.slow_mean)} vs "
+                 f"{r.amount(r.median_mean)})" for r in bigger]
+        text = (f"slow units are bigger: {', '.join(parts)}; latency follows "
+                f"{best.what}, rank correlation {best.rho:.2f}; at the latency expected "
+                f"for their sizes, size explains {self.size_explains:.0%} of their extra "
+                "latency")
+        if is_new_size_tail(self):
+            return (f"{text}; the rest is new sizes: {self.slow_new_size_n} of the "
+                    f"{self.slow_n} slowest units are the first of their {best.what}, the "
+                    f"{self.new_size_n} units of a size no earlier unit had take a median "
+                    f"{fmt_ns(self.new_size_p50_ns)} against {fmt_ns(self.seen_size_p50_ns)} "
+                    f"at a size seen before"
+                    + (f" ({self.new_size_oneoff_n} of them hold a one-off call)"
+                       if self.new_size_oneoff_n else ""))
+        if self.normalized_p99_over_p50 is not None:
+            rest = {"normal": "tight once size is accounted for",
+                    "elevated": "still elevated beyond size",
+                    "abnormal": "still abnormal beyond size: something besides size slows "
+                                "some units"}.get(self.normalized_level or "", "")
+            text += (f" (size-normalized p99/p50 {self.normalized_p99_over_p50:.2f}"
+                     + (f": {rest}" if rest else "") + ")")
+        return text
+
+    def oneoff_line(self) -> str | None:
+        """One line tying the one-off calls mid-run to new sizes, when they come with them
+        (``oneoff_new_sizes``); None otherwise."""
+        what = SIZE_MEASURES.get(self.size_measure or "", ("", ""))[0]
+        if not self.oneoff_new_sizes or not self.oneoff_n:
+            return None
+        held = ("all" if self.new_size_oneoff_n == self.oneoff_n
+                else f"{self.new_size_oneoff_n} of the {self.oneoff_n}")
+        return (f"{held} units with a one-off call are the first of their {what}: a cache "
+                "(kernels for a shape, pinned or device memory) that grows with each new size")
 
     def copy_line(self) -> str:
         """One line: what the slow units' host-device copies are, against the median band."""
@@ -119,9 +263,9 @@ class WorkloadResult(AnalysisResult):
         rel = (f"; latency against kernels per unit: r = {self.r_kernels:.2f}, "
                f"{_us(self.slope_ns_per_kernel)} per kernel"
                if self.r_kernels is not None and self.slope_ns_per_kernel is not None else "")
-        return (f"slow units launch {self.kernel_ratio:.2g}x the kernels of the median band "
+        return (f"slow units launch {fmt_ratio(self.kernel_ratio)} the kernels of the median band "
                 f"({self.slow_kernels:.4g} vs {self.median_kernels:.4g}) at "
-                f"{self.per_kernel_ratio:.2g}x its time per kernel (own kernel time "
+                f"{fmt_ratio(self.per_kernel_ratio)} its time per kernel (own kernel time "
                 f"{_us(self.slow_kernel_ns)} vs {_us(self.median_kernel_ns)}){rel}")
 
 
@@ -165,10 +309,29 @@ def run(report: Report, *, settings: Settings | None = None,
         ["instance", "start_ns", "end_ns", "duration_ns", "pid", "tid", "n_kernels",
          "own_kernel_total_ns", "own_copy_total_ns", "cuda_covered"])
     slow_n = slow_count(ranges.n_attributed, ranges.tail_n, settings)
+    # every unit, the warm-up's too: a size the warm-up had is no new size
+    table = ranges.tables["instances"]
+    all_instances = table.select(
+        [c for c in ("instance", "pid", "tid", "start_ns", "end_ns", "duration_ns",
+                     "n_kernels", "own_kernel_total_ns", "cpu_outside_cuda_ns",
+                     "cuda_covered", "oneoff", "counted") if c in table.column_names])
+    if "oneoff" not in all_instances.column_names:
+        all_instances = all_instances.append_column(
+            "oneoff", pa.nulls(all_instances.num_rows, pa.bool_()))
+    if "cpu_outside_cuda_ns" in all_instances.column_names:
+        all_instances = all_instances.rename_columns(
+            [("host_ns" if c == "cpu_outside_cuda_ns" else c)
+             for c in all_instances.column_names])
+    else:
+        all_instances = all_instances.append_column(
+            "host_ns", pa.nulls(all_instances.num_rows, pa.float64()))
     with registered(report, "_workload_instances", instances):
         compare = run_query(report, NAME, "compare", {"slow_n": slow_n, "scope": ranges.scope})
         relation = run_query(report, NAME, "relation")
         bins = run_query(report, NAME, "bins")
+    with registered(report, "_workload_instances", all_instances):
+        every_size = run_query(report, NAME, "sizes", {"scope": ranges.scope})
+    sizes = every_size.filter(every_size.column("counted")).drop_columns(["counted"])
     c = compare.to_pylist()[0]
     rel = relation.to_pylist()[0]
     figures = judge(c, settings)
@@ -176,11 +339,192 @@ def run(report: Report, *, settings: Settings | None = None,
     figures.update({k: (None if rel[k] is None or math.isnan(rel[k]) else rel[k])
                     for k in ("r_kernels", "slope_ns_per_kernel", "r_kernel_ns")})
     figures.update(explained(c, figures["slope_ns_per_kernel"]))
-    result = WorkloadResult(status=OK, main="bins",
-                            tables={"bins": bins, "compare": compare, "relation": relation},
-                            **figures)
-    return WorkloadResult(status=OK, main="bins", tables=result.tables,
-                          message=f"{result.kind}: {result.line()}", **figures)
+    size_relation, bins_of_size, size_figures = size_relations(
+        report, sizes, slow_n, every_size.filter(pc.invert(every_size.column("counted"))),
+        settings)
+    figures.update(size_figures)
+    rest = figures.get("normalized_p99_over_p50")
+    if rest is not None:
+        figures["normalized_level"] = ("abnormal" if rest > settings.tail_ratio
+                                       else "elevated" if rest > settings.elevated_ratio
+                                       else "normal")
+    tables = {"bins": bins, "compare": compare, "relation": relation, "sizes": sizes,
+              "size_relation": size_relation, "size_bins": bins_of_size}
+    result = WorkloadResult(status=OK, main="bins", tables=tables, **figures)
+    size = result.size_line()
+    return WorkloadResult(status=OK, main="bins", tables=tables,
+                          message=f"{result.kind}: {result.line()}"
+                          + (f"; {size}" if size else ""), **figures)
+
+
+#: a measure the slow units hold this many times more of is named among what is bigger
+BIGGER = 1.5
+#: the fewest units in a bin of sizes of the monotone fit (at least 1/SIZE_BINS of the units)
+SIZE_BIN_UNITS, SIZE_BINS = 5, 50
+
+
+def size_bins(report: Report, sizes: pa.Table, fitted: dict[str, np.ndarray]) -> pa.Table:
+    """Each size measure's bins of consecutive sizes with their median size and median
+    latency (query ``size_bins``) over the units ``fitted[measure]`` marks: at least
+    ``SIZE_BIN_UNITS`` units a bin, at most ``SIZE_BINS`` bins."""
+    d = sizes.column("duration_ns").cast(pa.float64())
+    parts = [pa.table({"measure": pa.array([name] * int(mask.sum()), pa.string()),
+                       "instance": sizes.column("instance").filter(mask),
+                       "x": sizes.column(name).cast(pa.float64()).fill_null(0.0).filter(mask),
+                       "duration_ns": d.filter(mask)})
+             for name, mask in fitted.items()]
+    values = pa.concat_tables(parts) if parts else pa.table(
+        {"measure": pa.array([], pa.string()), "instance": pa.array([], pa.int64()),
+         "x": pa.array([], pa.float64()), "duration_ns": pa.array([], pa.float64())})
+    n = max((int(m.sum()) for m in fitted.values()), default=0)
+    with registered(report, "_workload_size_values", values):
+        return run_query(report, NAME, "size_bins",
+                         {"min_units": max(SIZE_BIN_UNITS, -(-n // SIZE_BINS))})
+
+
+def expected_latency(bins: pa.Table, measure: str, x: np.ndarray) -> np.ndarray | None:
+    """Latency expected at each size ``x``: the bins' median latencies made non-decreasing
+    in size (isotonic regression weighted by units), interpolated linearly between the
+    bins' median sizes and flat beyond them. None with fewer than two bins (the size does
+    not vary enough to fit)."""
+    rows = [r for r in bins.to_pylist() if r["measure"] == measure]
+    if len(rows) < 2:
+        return None
+    fitted = isotonic_regression([r["p50_ns"] for r in rows],
+                                 weights=[float(r["units"]) for r in rows]).x
+    return np.interp(x, [r["x_median"] for r in rows], fitted)
+
+
+def new_size_mask(sizes: pa.Table, measure: str, seen: set[float]) -> np.ndarray:
+    """The units whose ``measure`` (its exact value) no earlier unit had, nor the warm-up
+    (whose values are ``seen``)."""
+    x = _column(sizes, measure)
+    order = np.argsort(_column(sizes, "start_ns"), kind="stable")
+    new = np.zeros(x.size, dtype=bool)
+    _, first = np.unique(x[order], return_index=True)
+    new[order[first]] = True
+    return new & ~np.isin(x, list(seen))
+
+
+def _column(table: pa.Table, name: str) -> np.ndarray:
+    return np.nan_to_num(np.asarray(
+        table.column(name).cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=float))
+
+
+def size_relations(report: Report, sizes: pa.Table, slow_n: int,
+                   warmup: pa.Table | None = None, settings: Settings = DEFAULTS
+                   ) -> tuple[pa.Table, pa.Table, dict]:
+    """Latency against every measure of size (the ``size_relation`` table), the bins of the
+    expected latency (``size_bins``), and the figures of the work measure that explains
+    most of the slow units' extra latency.
+
+    The slowest ``slow_n`` units and the median band (45th-55th percentile, linear, as
+    ``compare``) give each measure's means; over every unit, its Spearman rank correlation
+    with latency and the least-squares slope of latency on it. How much of the slow units'
+    extra latency (mean minus the band's) a measure explains is a size-matched comparison:
+    the latency expected at the slow units' sizes less that expected at the band's sizes
+    (:func:`expected_latency`, a monotone fit over bins' medians that a few stalled units
+    cannot move), over the extra latency. The fit is over the units of a size seen before
+    (:func:`new_size_mask`; the ``warmup`` units' sizes count as seen) when they are at
+    least half the units, so that a cost paid once per new size is not read as a cost of
+    size. The size measure is the work measure (bytes, kernels, launch calls) with
+    rho >= ``size_min_rho`` that explains the most; latency over the latency expected at each
+    unit's size gives ``normalized_p99_over_p50``, and the units of a new size are
+    compared with it (:func:`new_sizes`).
+    """
+    d = _column(sizes, "duration_ns")
+    rows: list[dict] = []
+    figures: dict = {}
+    measures = {name: _column(sizes, name) for name in SIZE_MEASURES
+                if sizes.column(name).null_count < sizes.num_rows}
+    every = np.ones(d.size, dtype=bool)
+    bins = size_bins(report, sizes, {name: every for name, x in measures.items()
+                                     if np.ptp(x) > 0})
+    if d.size < 3:
+        return pa.Table.from_pylist(rows, schema=_SIZE_SCHEMA), bins, figures
+    order = np.argsort(-d, kind="stable")
+    slow = np.zeros(d.size, dtype=bool)
+    slow[order[:slow_n]] = True
+    lo, hi = np.quantile(d, [0.45, 0.55])
+    band = (d >= lo) & (d <= hi)
+    extra = d[slow].mean() - d[band].mean()
+    best: tuple[float, str, np.ndarray] | None = None
+    for name, x in measures.items():
+        what, side = SIZE_MEASURES[name]
+        s_mean, m_mean = float(x[slow].mean()), float(x[band].mean())
+        varies = np.ptp(x) > 0
+        rho = float(sps.spearmanr(x, d).statistic) if varies else None
+        slope = float(np.polyfit(x, d, 1)[0]) if varies else None
+        expected = expected_latency(bins, name, x) if varies else None
+        explains = (float(max(0.0, min(1.0, (expected[slow].mean()
+                                             - expected[band].mean()) / extra)))
+                    if expected is not None and extra > 0 else None)
+        rows.append({"measure": name, "what": what, "side": side, "slow_mean": s_mean,
+                     "median_mean": m_mean,
+                     "ratio": s_mean / m_mean if m_mean > 0 else None,
+                     "rho": rho, "slope": slope, "explains": explains,
+                     "follows": rho is not None and rho >= settings.size_min_rho})
+        if side == "work" and rho is not None and rho >= settings.size_min_rho \
+                and explains is not None \
+                and (best is None or explains > best[0]):
+            best = (explains, name, expected)
+    if best is not None:
+        explains, name, expected = best
+        row = next(r for r in rows if r["measure"] == name)
+        rest = d / np.maximum(expected, 1.0)
+        p50, p99 = np.percentile(rest, [50, 99])
+        figures.update(size_measure=name, size_rho=row["rho"], size_ratio=row["ratio"],
+                       size_explains=explains,
+                       normalized_p99_over_p50=float(p99 / p50) if p50 > 0 else None)
+        new = new_size_mask(sizes, name, set(
+            _column(warmup, name).tolist() if warmup is not None else []))
+        seen_bins = size_bins(report, sizes, {name: ~new}) if (~new).sum() >= 2 else None
+        seen_fit = (expected_latency(seen_bins, name, measures[name])
+                    if seen_bins is not None else None)
+        figures.update(new_sizes(sizes, measures[name], new, seen_fit, d, slow))
+        figures["new_size_tail"] = new_size_judged(figures, d.size, slow_n, settings)
+        if figures["oneoff_n"]:
+            share = figures["new_size_oneoff_n"] / figures["oneoff_n"]
+            figures["oneoff_new_sizes"] = bool(
+                share >= settings.new_size_share
+                and share >= settings.new_size_lift * figures["new_size_n"] / d.size)
+    return pa.Table.from_pylist(rows, schema=_SIZE_SCHEMA), bins, figures
+
+
+def new_sizes(sizes: pa.Table, x: np.ndarray, new: np.ndarray, seen_fit: np.ndarray | None,
+              d: np.ndarray, slow: np.ndarray) -> dict:
+    """The units of a new size (``new``): how many, how many of the slow units, their
+    median latency and that of the units of a size seen before, how many hold a one-off
+    call (ranges' ``oneoff``: a module load, an allocator growing), and, size-matched, the
+    median latency over that expected at their size (``seen_fit``: the fit over the units
+    of a size seen before) of the new units within the sizes seen before (the fit does not
+    reach beyond them) over that of the others. A cost paid once per new size (kernels
+    loaded or tuned for a new shape, a caching allocator growing) makes them the slow
+    ones."""
+    oneoff = np.asarray(sizes.column("oneoff").fill_null(False).to_numpy(
+        zero_copy_only=False), dtype=bool)
+    out = {"new_size_n": int(new.sum()), "slow_new_size_n": int((new & slow).sum()),
+           "new_size_oneoff_n": int((new & oneoff).sum()), "oneoff_n": int(oneoff.sum())}
+    if not new.any() or new.all():
+        return out
+    out.update(new_size_p50_ns=float(np.median(d[new])),
+               seen_size_p50_ns=float(np.median(d[~new])))
+    inside = new & (x >= x[~new].min()) & (x <= x[~new].max())
+    if seen_fit is not None and inside.sum() >= NEW_SIZE_MIN_UNITS:
+        rest = d / np.maximum(seen_fit, 1.0)
+        out["new_size_ratio"] = float(np.median(rest[inside]) / np.median(rest[~new]))
+    return out
+
+
+#: the fewest units of a new size within the sizes seen before that judge new sizes' cost
+NEW_SIZE_MIN_UNITS = 3
+
+
+_SIZE_SCHEMA = pa.schema([("measure", pa.string()), ("what", pa.string()),
+                          ("side", pa.string()), ("slow_mean", pa.float64()),
+                          ("median_mean", pa.float64()), ("ratio", pa.float64()),
+                          ("rho", pa.float64()), ("slope", pa.float64()),
+                          ("explains", pa.float64()), ("follows", pa.bool_())])
 
 
 def explained(c: dict, slope_ns_per_kernel: float | None) -> dict:
@@ -233,6 +577,43 @@ def is_workload_tail(w: WorkloadResult, settings: Settings) -> bool:
     kernels do not run ``slow_ratio`` times slower."""
     return (w.kind == "more_work" and (w.work_ratio or 0) >= settings.workload_ratio
             and (w.per_kernel_ratio or 0) < settings.slow_ratio)
+
+
+def is_size_tail(w: WorkloadResult, settings: Settings) -> bool:
+    """A size tail: the slow units are simply bigger, or the first of their size. Latency
+    follows a work measure (rank correlation at least ``size_min_rho``), and either the slow
+    units hold at least ``workload_ratio`` times the median band's of it and the latency
+    expected at their sizes explains at least ``work_explains`` of their extra latency, or
+    they are the first of their size (:func:`is_new_size_tail`); whichever side absorbs the
+    time."""
+    if w.size_measure is None or (w.size_rho or 0) < settings.size_min_rho:
+        return False
+    return ((w.size_ratio or 0) >= settings.workload_ratio
+            and (w.size_explains or 0) >= settings.work_explains) or is_new_size_tail(w)
+
+
+def new_size_judged(figures: dict, n: int, slow_n: int, settings: Settings) -> bool:
+    """A new-size tail: the slow units are the first of their size. At least
+    ``new_size_share`` of the slow units hold a value of the size measure no earlier unit
+    had, ``new_size_lift`` times the share of all ``n`` units that do (new sizes are no
+    accident among the slow units), and the units of a new size take, at their size, a
+    median ``new_size_min_ratio`` times the latency expected (the fit over units of a size seen
+    before) that the others take: a cost paid once per size (kernels loaded or tuned for a
+    new shape, a caching allocator growing), which a size-matched fit cannot show when
+    most big sizes come once."""
+    slow = min(slow_n, n)
+    if not n or not slow or figures.get("new_size_n") is None:
+        return False
+    slow_share = figures["slow_new_size_n"] / slow
+    return (slow_share >= settings.new_size_share
+            and slow_share >= settings.new_size_lift * figures["new_size_n"] / n
+            and (figures.get("new_size_ratio") or 0) >= settings.new_size_min_ratio)
+
+
+def is_new_size_tail(w: WorkloadResult) -> bool:
+    """The slow units are the first of their size (``new_size_tail``, judged by
+    :func:`new_size_judged` with the settings the analysis ran with)."""
+    return bool(w.new_size_tail)
 
 
 def is_transfer_volume_tail(w: WorkloadResult, settings: Settings) -> bool:

@@ -18,6 +18,8 @@ from ..analyses.capture import CaptureResult
 from ..analyses.gpu_idle import MEANING as IDLE_MEANING
 from ..analyses.gpu_idle import GpuIdleResult, breakdown
 from ..analyses.graphs import GraphsResult
+from ..analyses.host_stall import HostStall, Layout
+from ..analyses.host_stall import measure as measure_host_stall
 from ..analyses.interference import InterferenceResult
 from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
@@ -25,9 +27,15 @@ from ..analyses.launch_latency import LaunchLatencyResult
 from ..analyses.overlap import OverlapResult
 from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
-from ..analyses.workload import WorkloadResult, is_transfer_volume_tail, is_workload_tail
-from ..formatting import fmt_ns
-from .model import Finding
+from ..analyses.workload import (
+    WorkloadResult,
+    is_new_size_tail,
+    is_size_tail,
+    is_transfer_volume_tail,
+    is_workload_tail,
+)
+from ..formatting import fmt_ns, fmt_ratio
+from .model import Finding, Mechanism
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -73,6 +81,10 @@ class Evidence:
         self._jitter: AnalysisResult | None = results.get("jitter")
         #: what check E1 measured wrong (None: it did not measure)
         self.pcie_faults: list[str] | None = None
+        self._host_stall: HostStall | None | bool = False  # False: not measured yet
+        #: layer -> strength (0-1) of a mechanism's own signature measured for it (C3's
+        #: share of the growth, the other work's share of slow units)
+        self.signatures: dict[str, float] = {}
 
     def measured(self, name: str, kind: type[R]) -> R | None:
         """The result of analysis ``name`` when it measured (status ok), else None."""
@@ -177,6 +189,7 @@ class Evidence:
             self.c1_launch,
             self.gpu_idle,
             self.c2_threads,
+            self.c3_host_stall,
             self.d1_jitter,
             self.d2_metrics,
             self.e1_transfers,
@@ -184,6 +197,7 @@ class Evidence:
             self.overlap,
             self.graphs,
             self.interference,
+            self.other_work_score,
             self.workload,
         ):
             out.extend(check())
@@ -221,7 +235,8 @@ class Evidence:
                       f"{t.uvm_bytes / 1e6:.1f} MB ({t.uvm_htod_bytes / 1e6:.1f} MB host to "
                       f"device, {t.uvm_dtoh_bytes / 1e6:.1f} MB device to host) in "
                       f"{fmt_ns(t.uvm_time_ns)} of GPU time"
-                      + (f", {share:.1f}% of {of}" if share is not None else ""))
+                      + _share_text(share, of, whole))
+        share = min(share, 100.0) if share is not None else None
         ev.extend(self._fault_evidence(t, fault_share, of))
         if t.managed_copies:
             ev.append(f"{t.managed_copies} explicit copies from or to managed memory")
@@ -330,6 +345,18 @@ class Evidence:
                     weight=p99 / threshold,
                 )
             )
+        elif not over and not cheap and cost_pct is not None and not few \
+                and not self.graphs_in_use:
+            # each gap short, but together they cost more than a warning's worth: the run
+            # is launch-bound (many small kernels); said as a warning, never "within bounds"
+            out.append(Finding(
+                "cpu", "warning",
+                f"Launch-bound: the GPU lost {cost_pct:.1f}% of {of} in {n_gaps} launch-bound "
+                f"gaps, each short (P99 {fmt_ns(p99)})",
+                tuple(ev),
+                "Fewer, larger kernels: fuse small kernels or capture the loop as a CUDA "
+                "Graph; the per-launch CPU cost adds up over many launches.",
+                check="C1", weight=cost_pct / 100.0))
         else:
             if over and self.graphs_in_use:  # the kernels outside graphs: not the hot path
                 title = (f"P99 launch-bound gap {fmt_ns(p99)} outside CUDA Graphs, not "
@@ -384,12 +411,15 @@ class Evidence:
         if not self.report.probe.present("os_runtime"):
             return []
         rows = self.report.sql(
-            "SELECT name, count(*) AS n, sum(duration_ns)::BIGINT AS total_ns FROM os_runtime "
+            "SELECT name, count(*) AS n, sum(duration_ns)::BIGINT AS total_ns, "
+            "count(DISTINCT global_tid) AS threads FROM os_runtime "
             "GROUP BY name ORDER BY total_ns DESC LIMIT 3"
         ).fetchall()
         if not rows:
             return []
-        ev = tuple(f"{n}: {c} calls, {fmt_ns(t)} blocked in total" for n, c, t in rows)
+        ev = tuple(f"{n}: {c} calls, {fmt_ns(t)} blocked"
+                   + (f", summed over {k} threads" if k > 1 else " in total")
+                   for n, c, t, k in rows)
         return [
             Finding(
                 "cpu",
@@ -400,6 +430,144 @@ class Evidence:
                 weight=0.05,
             )
         ]
+
+    # -- the host side's signature (check C3) --------------------------------------------
+    def host_stall(self) -> HostStall | None:
+        """How the slow units' extra host time is laid out (None without the attribution
+        or a tail set; measured once)."""
+        if self._host_stall is False:
+            r = self.measured("ranges", RangesResult)
+            self._host_stall = (measure_host_stall(
+                self.report, r, self.report.probe.present("os_runtime"),
+                self.settings.host_signature_ratio)
+                if r is not None and r.attribution and not self.lone_outlier else None)
+        return self._host_stall or None
+
+    def gpu_waited_share(self) -> float:
+        """The share of the GPU side's growth in the slow units that is idle time with none
+        of their work pending: the GPU waited for the host meanwhile (0..1)."""
+        return float(sum(g.share_of_growth or 0.0 for g in self.attribution()
+                         if g.component.waits_for_host))
+
+    def host_signature(self) -> tuple[Mechanism, HostStall] | None:
+        """A host-side mechanism with a signature natural jitter does not show: the slow
+        units waited before their work began, or their launching thread ran in one long
+        stretch without a CUDA call or a few (each ``host_signature_ratio`` times the
+        median band's longest at least), the layout holding ``host_signature_share`` of
+        their growth while the GPU waited for the host. None otherwise."""
+        hs = self.host_stall()
+        if hs is None or hs.layout in (None, Layout.SPREAD):
+            return None
+        # a stall leaves the GPU idle; a queued unit waits while the GPU may run the work
+        # it queued behind
+        if hs.explains() < self.settings.host_signature_share \
+                or (hs.layout is not Layout.QUEUED and self.gpu_waited_share() < 0.5):
+            return None
+        return {Layout.QUEUED: Mechanism.QUEUEING,
+                Layout.STALL_BEFORE: Mechanism.HOST_STALL_BEFORE_WORK,
+                Layout.STALL_BETWEEN: Mechanism.HOST_STALL}[hs.layout], hs
+
+    def c3_host_stall(self) -> list[Finding]:
+        """Check C3: the host-side signature of the tail (see :meth:`host_signature`);
+        scores cpu by the share of the units' growth it holds."""
+        found = self.host_signature()
+        if found is None:
+            return []
+        mech, hs = found
+        share = hs.explains()
+        if mech is Mechanism.QUEUEING:
+            what = (f"the slowest {hs.slow_n} units waited {fmt_ns(hs.queued_growth_ns)} "
+                    "longer than the median band before their work began (their range was "
+                    "open while the thread was busy with the previous unit or blocked in "
+                    "the OS)")
+        else:
+            where = ("before its first CUDA call" if mech is Mechanism.HOST_STALL_BEFORE_WORK
+                     else "between two CUDA calls")
+            many = (f"in {hs.long_count:.1f} stretches of {fmt_ns(hs.threshold_ns)} or more"
+                    if hs.long_count >= 1.5 else "in one stretch")
+            what = (f"in the slowest {hs.slow_n} units the launching thread ran "
+                    f"{fmt_ns(hs.long_slow_ns)} without a CUDA call {many}, mostly {where} "
+                    f"(longest {fmt_ns(hs.longest_slow_ns)}, against "
+                    f"{fmt_ns(hs.longest_median_ns)} in the median band)")
+        reason = (f"{what}; that holds {share:.0%} of their extra latency"
+                  + (" while the GPU waited" if mech is not Mechanism.QUEUEING else ""))
+        self._score("cpu", 0.5 + 0.5 * share, "")
+        self._reasons["cpu"].insert(0, reason)  # the mechanism's own measurement first
+        self.signatures["cpu"] = share
+        title = {Mechanism.QUEUEING: "The slow units queued before their work began",
+                 Mechanism.HOST_STALL_BEFORE_WORK: "Host stall before the slow units' first "
+                                                   "launch (input preparation, data loading)",
+                 Mechanism.HOST_STALL: "Host stall between the slow units' launches (GIL, "
+                                       "Python work)"}[mech]
+        return [Finding(
+            "cpu", "warning", title,
+            (what + ".",
+             f"the slow units take {fmt_ns(hs.duration_growth_ns)} longer than the median "
+             f"band; {share:.0%} of it is this "
+             f"{'wait' if mech is Mechanism.QUEUEING else 'stretch'}, "
+             f"and {self.gpu_waited_share():.0%} of the GPU side's growth is idle time"),
+            fix=mech.action, check="C3", weight=0.6 * share)]
+
+    def other_work_score(self) -> list[Finding]:
+        """Check D1's other half scores the GPU when other work (not the program's own
+        stream) is what grew in the slow units and ran in at least half of them, at most
+        half as often in the median band (the interference finding says it in words)."""
+        i = self.measured("interference", InterferenceResult)
+        r = self.measured("ranges", RangesResult)
+        if i is None or r is None or r.top_gpu_component is not Component.GPU_OTHER \
+                or i.own_work or not i.culprit_slow_units or not i.slow_n:
+            return []
+        slow = i.culprit_slow_units / i.slow_n
+        median = (i.culprit_median_units or 0) / max(1, i.median_n or 0)
+        if slow >= 0.5 and median < slow / 2:
+            self.signatures["gpu"] = slow
+            self._score("gpu", 0.5 + 0.5 * slow,
+                        f"other GPU work ran in {i.culprit_slow_units} of {i.slow_n} slow "
+                        f"units and {i.culprit_median_units or 0} of {i.median_n} median-band "
+                        "units")
+        return []
+
+    def mechanism(self, layer: str) -> Mechanism | None:
+        """What was measured inside ``layer`` (cpu: the host signature, else the CPU
+        component that grew most; gpu: the GPU component that grew most; pcie: what
+        check E1 found)."""
+        r = self.measured("ranges", RangesResult)
+        if layer == "workload":
+            return Mechanism.MORE_WORK
+        if layer == "pcie":
+            # contention first (it slows every copy it meets), then volume (the slow units
+            # move more: copies slow in every unit do not make a tail)
+            faults = self.pcie_faults or []
+            if "same-direction contention" in faults:
+                return Mechanism.TRANSFER_CONTENTION
+            if "transfer volume per unit" in faults:
+                return Mechanism.TRANSFER_VOLUME
+            return Mechanism.SLOW_TRANSFERS
+        if layer == "gpu":
+            top = r.top_gpu_component if r is not None else None
+            i = self.measured("interference", InterferenceResult)
+            if top is Component.GPU_OTHER and i is not None and i.own_work:
+                return Mechanism.GPU_BOUND  # the program's own work, on its own stream
+            return {Component.GPU_OTHER: Mechanism.OTHER_GPU_WORK,
+                    Component.GPU_PENDING_IDLE: Mechanism.GPU_PENDING
+                    }.get(top, Mechanism.GPU_EXECUTION)
+        if layer != "cpu":
+            return None
+        found = self.host_signature()
+        if found is not None:
+            return found[0]
+        hs = self.host_stall()
+        layout = hs.layout if hs is not None else None
+        if layout is Layout.QUEUED:
+            return Mechanism.QUEUEING
+        top = r.top_cpu_component if r is not None else None
+        if top is Component.CPU_LAUNCH:
+            return Mechanism.LAUNCH_BOUND
+        if layout is Layout.STALL_BEFORE:
+            return Mechanism.HOST_STALL_BEFORE_WORK
+        if layout is Layout.STALL_BETWEEN:
+            return Mechanism.HOST_STALL
+        return Mechanism.HOST_WORK
 
     def _jitter_result(self) -> AnalysisResult | None:
         if self._jitter is None and self.report.probe.present("kernels"):
@@ -495,7 +663,7 @@ class Evidence:
                     )
         if pageable:
             ev.append(
-                f"{pageable} copies from/to pageable host memory"
+                f"{pageable} cop{'y' if pageable == 1 else 'ies'} from/to pageable host memory"
                 + (f" ({pageable_pct:.0f}% of copy time)" if pageable_pct is not None else "")
             )
         # slow only against what was possible: each copy's expected time from a latency +
@@ -505,11 +673,21 @@ class Evidence:
         for d in DIRECTIONS:
             f = t.direction(d)
             if f.achieved_pct_of_link is not None and f.link_gbps:
+                if f.expected_pct is None:
+                    model = ""
+                elif f.expected_pct >= 100:
+                    # the model's time is a floor for pinned copies over the assumed link;
+                    # beating it says the link is wider than assumed, not a fault
+                    model = ("; as fast as the copy model expects for their sizes and memory "
+                             "kinds, or faster")
+                else:
+                    model = (f"; {f.expected_pct:.0f}% of the speed the copy model expects "
+                             "for their sizes and memory kinds")
                 ev.append(
-                    f"{d.upper()} copies reach {f.achieved_pct_of_link:.0f}% of the link "
-                    f"({f.link_gbps:.0f} GB/s, {t.link_source} figure)"
-                    + (f"; {f.expected_pct:.0f}% of the speed the copy model expects for "
-                       "their sizes and memory kinds" if f.expected_pct is not None else "")
+                    f"{d.upper()} copies reach {min(f.achieved_pct_of_link, 100):.0f}% of the "
+                    f"link ({f.link_gbps:.0f} GB/s, {t.link_source} figure)"
+                    + (" (above the assumed link's figure: the link is wider than assumed)"
+                       if f.achieved_pct_of_link > 100 else "") + model
                 )
                 low_link = low_link or (f.expected_pct is not None and f.copies
                                         >= self.settings.min_finding_copies
@@ -519,16 +697,26 @@ class Evidence:
                       "left out as suspect data")
         # pageable copies count when pinned ones would have been materially faster: small
         # copies are latency-bound either way
-        pageable_slow = any(
-            r.pinned_expected_pct is not None and r.pageable_copies
+        slow_pageable = [
+            r for r in t.host()
+            if r.pinned_expected_pct is not None and r.pageable_copies
             and r.copies >= self.settings.min_finding_copies
-            and r.pinned_expected_pct < self.settings.low_link_pct for r in t.host())
+            and r.pinned_expected_pct < self.settings.low_link_pct]
+        pageable_slow = bool(slow_pageable)
+        for r in slow_pageable[:2]:
+            # the reason pageable copies are slow, in figures: what pinned copies of the
+            # same sizes would take against what these took
+            ev.append(f"device {r.device_id} {r.direction}: {r.pageable_copies} of {r.copies} "
+                      f"copies from pageable memory run at {r.pinned_expected_pct:.0f}% of "
+                      "the speed pinned copies of their sizes would reach")
         if self.pageable_dominant() and pageable_slow:
             score = max(score, 0.6 if low_link else 0.5)
         elif pageable and pageable_slow:
             score = max(score, 0.3)
-        elif low_link:
-            score = max(score, 0.3)
+        if low_link:
+            # copies at a fraction of what the model allows are slow whatever else: the
+            # finding is a warning like pageable copies that pinned ones would outrun
+            score = max(score, 0.5)
         # what E1 measured wrong, if anything (the verdict may not name PCIe without it)
         self.pcie_faults = [what for what, wrong in (
             ("same-direction contention", contention >= self.settings.contention_pct),
@@ -555,7 +743,7 @@ class Evidence:
             Finding(
                 "pcie",
                 "warning" if score >= 0.5 else "info",
-                "Host-device transfers are slowed" if score >= 0.3 else "Host-device transfers",
+                _transfers_title(self.pcie_faults) if score >= 0.3 else "Host-device transfers",
                 tuple(ev),
                 "Use pinned (page-locked) host buffers, overlap copies with compute on separate "
                 "streams, batch small copies, and keep other processes' copies off the link "
@@ -635,6 +823,24 @@ class Evidence:
         ]
 
 
+def _share_text(share: float | None, of: str, whole: float | None) -> str:
+    """", x% of <of>" for a share of time; above 100% (a sum of durations that overlap one
+    another, or run outside the units) the figure is not a share and says so."""
+    if share is None:
+        return ""
+    if share <= 100.0:
+        return f", {share:.1f}% of {of}"
+    return (f", summed over migrations that overlap one another or run outside the units: "
+            f"more than {of} ({fmt_ns(whole)}), not a share of it")
+
+
+def _transfers_title(faults: list[str] | None) -> str:
+    """What check E1 found wrong with the transfers, as a title."""
+    if not faults:
+        return "Host-device transfers"
+    return "Host-device transfers: " + "; ".join(faults)
+
+
 def _interference_finding(r: InterferenceResult) -> Finding | None:
     rows = r.per_stream()
     if not rows or not rows[0].slow_units:
@@ -649,6 +855,17 @@ def _interference_finding(r: InterferenceResult) -> Finding | None:
                       f"{n['slow_units']} of {n['slow_n']} slow units, {n['median_units']} of "
                       f"{n['median_n']} median-band units")
     strong = slow_frac >= 0.5 and median_frac < slow_frac / 2
+    if top.own_stream:
+        # the program's own work on its own stream: no one interferes, the GPU is behind
+        return Finding(
+            "gpu", "warning" if strong else "info",
+            f"GPU-bound with the host ahead: the units wait for the program's own earlier "
+            f"work on stream {top.stream_id} ({top.names.split('; ')[0][:60]})",
+            tuple(ev),
+            "No other work interferes: the GPU is the bottleneck and the host launches ahead "
+            "of it. Make the kernels faster or fewer, or submit less per unit; time units on "
+            "the GPU (CUDA events, an NVTX range ending in a sync).",
+            check="D1", weight=slow_frac - median_frac)
     return Finding(
         "gpu", "warning" if strong else "info",
         f"Other GPU work during the slow units: stream {top.stream_id} of "
@@ -660,15 +877,43 @@ def _interference_finding(r: InterferenceResult) -> Finding | None:
 
 
 def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
+    if is_size_tail(w, settings) and not is_transfer_volume_tail(w, settings):
+        size = next(r for r in w.size_relation() if r.measure == w.size_measure)
+        ev = [w.size_line() or ""]
+        ev += [f"{r.what}: slow {r.amount(r.slow_mean)} vs median band "
+               f"{r.amount(r.median_mean)}, rank correlation with latency {r.rho:.2f}"
+               + (f", explains {r.explains:.0%} of the extra latency"
+                  if r.explains is not None else "")
+               for r in w.size_relation() if r.rho is not None]
+        if is_new_size_tail(w):
+            return Finding(
+                "workload", "warning",
+                f"Workload size: {w.slow_new_size_n} of the {w.slow_n} slowest units are "
+                f"the first of their {size.what}; latency follows it (rank correlation "
+                f"{w.size_rho:.2f})", tuple(ev),
+                "Each new size pays a one-off cost (kernels loaded or tuned for a new shape, "
+                "a caching allocator growing): pad or bucket the work per unit to a few "
+                "sizes and warm each up before serving (or reserve the allocator's largest "
+                "size); bound the work per unit where big units are the cost.",
+                check="D1", weight=max(w.size_explains or 0, w.slow_new_size_n / w.slow_n))
+        return Finding(
+            "workload", "warning",
+            f"Workload size: slow units hold {fmt_ratio(w.size_ratio)} the {size.what} and "
+            f"latency follows it (rank correlation {w.size_rho:.2f})", tuple(ev),
+            "The slow units are bigger (longer inputs, bigger batches or payloads): bound or "
+            "split the work per unit (chunked prefill, batch size caps), or budget latency "
+            "per unit of work; judge the rest of the tail on latency per unit of size.",
+            check="D1", weight=w.size_explains or 0)
     if w.kernel_ratio is None:
         return None
     ev = [w.line()]
-    ev += [f"units with {b.min_kernels}-{b.max_kernels} kernels ({b.units}): median latency "
-           f"{fmt_ns(b.p50_ns)}, {fmt_ns(b.mean_per_kernel_ns)} per kernel" for b in w.bins()]
+    ev += [f"units with {_kernel_range(b.min_kernels, b.max_kernels)} kernels ({b.units}): "
+           f"median latency {fmt_ns(b.p50_ns)}, {fmt_ns(b.mean_per_kernel_ns)} per kernel"
+           for b in w.bins()]
     if is_workload_tail(w, settings):
         return Finding(
             "workload", "warning",
-            f"Workload size: slow units launch {w.kernel_ratio:.2g}x the kernels at the "
+            f"Workload size: slow units launch {fmt_ratio(w.kernel_ratio)} the kernels at the "
             "median's per-kernel speed", tuple(ev),
             "The slow units do more work (longer inputs, bigger batches): bound or split the "
             "work per unit (chunked prefill, batch size caps), or budget latency per unit "
@@ -678,6 +923,11 @@ def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
                       "more_work": "more work, short of a workload-size tail"}.get(
                           w.kind, "own kernel time did not grow"),
                    tuple(ev), check="D1", weight=0.05)
+
+
+def _kernel_range(lo: int, hi: int) -> str:
+    """'56' when every unit of a bin launches as many kernels, else '40-56'."""
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
 def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Finding]:

@@ -31,14 +31,29 @@ from ..analyses.interference import InterferenceResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
 from ..analyses.whole_run import WholeRunResult
-from ..analyses.workload import WorkloadResult, is_workload_tail
+from ..analyses.workload import (
+    WorkloadResult,
+    is_new_size_tail,
+    is_size_tail,
+    is_transfer_volume_tail,
+    is_workload_tail,
+)
 from ..engine import schedule
 from ..formatting import fmt_ns
 from ..report import Report
 from ..settings import Settings
 from ..stats.classifier import classify_tail
 from . import checks, consistency
-from .model import Diagnosis, Finding, GapSummary, GraphUse, Platform, TailSummary, Verdict
+from .model import (
+    Diagnosis,
+    Finding,
+    GapSummary,
+    GraphUse,
+    Mechanism,
+    Platform,
+    TailSummary,
+    Verdict,
+)
 
 CAUSE_LAYERS = ("cpu", "gpu", "pcie")
 SHAPE_LAYER = {"right_skewed": "cpu", "multimodal": "gpu", "flat_tail": "pcie"}
@@ -119,11 +134,13 @@ def _diagnose(
                          views=("kernels",), stage="jitter", settings=settings) as jitter:
         if durations is not None and durations.size:
             classifier = classify_tail(durations, rng=settings.seed, min_n=settings.min_units,
-                                       tight_ratio=settings.tail_ratio)
+                                       tight_ratio=settings.tail_ratio,
+                                       elevated_ratio=settings.elevated_ratio)
         if jitter is not None:
             results["jitter"] = jitter.result()
     tail = _tail_summary(ranges, durations, classifier, settings)
     results.update(_culprit_analyses(report, ranges, tail, range_name, settings))
+    tail = _oneoff_with_sizes(tail, results.get("workload"))
 
     graphs = results.get("graphs")
     graphs = graphs if isinstance(graphs, GraphsResult) else None
@@ -140,6 +157,7 @@ def _diagnose(
     # what the capture lost comes first among findings of its severity: it undermines the rest
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.check != "capture",
                                  -f.weight))
+    findings = consistency.relabelled(findings, verdict)
     findings = consistency.annotated(consistency.ordered(findings, verdict), verdict)
 
     gaps = results.get("launch_gaps")
@@ -191,10 +209,11 @@ def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailS
         return g is not None and (g.share_of_growth or 0) >= _CULPRIT_SHARE
 
     out: dict[str, AnalysisResult] = {}
+    # workload always: slow units that are simply bigger may absorb the time on any side
+    # (more host time preparing a bigger input as much as more kernels)
     for name, components in (
         ("interference", (Component.GPU_OTHER,)),
-        ("workload", (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH, Component.GPU_OWN_COPY,
-                      Component.CPU_MEMCPY)),
+        ("workload", tuple(Component)),
     ):
         if any(grew(c) for c in components):
             r = _run(report, name, range_name=range_name, settings=settings)
@@ -263,8 +282,11 @@ def _tail_summary(
         unit_reason=ranges.unit_reason,
         n_warmup=ranges.n_warmup,
         warmup_calls=ranges.warmup_calls,
+        warmup_reason=ranges.warmup_reason,
+        later_oneoff=ranges.later_oneoff_reason,
         tail_n=int(ranges.tail_n or 0),
         min_units=settings.min_units,
+        n_standing_out=int(np.count_nonzero(d > settings.elevated_ratio * p50)),
         lone_outlier_ns=outlier,
         lone_outlier_ratio=outlier_ratio,
     )
@@ -308,14 +330,40 @@ def _verdict(
     capture: CaptureResult | None = None,
 ) -> Verdict:
     if tail.unit is None:
-        return Verdict(
+        # what the capture lost is said even without a unit (it may be why there is none)
+        return _incomplete_capture(Verdict(
             "undetermined",
             0.0,
             "No repeated unit of work to measure latency on: " + ev.unit_reason(),
-        )
+        ), capture)
     verdict = (_too_few_units(tail, settings) or _nvtx_only(tail, capture)
                or _layer_verdict(tail, ev, settings, graphs_in_use))
-    return _incomplete_capture(_lone_outlier_note(verdict, tail), capture)
+    verdict = _few_tail_units(_lone_outlier_note(verdict, tail), tail, settings)
+    return _incomplete_capture(verdict, capture)
+
+
+#: units that must stand out of the body (longer than ``elevated_ratio`` x P50) for a named
+#: cause to be confident
+CONFIDENT_MIN_UNITS = 20
+#: the confidence of a named cause that rests on fewer
+FEW_UNITS_CONFIDENCE = 0.55
+
+
+def _few_tail_units(verdict: Verdict, tail: TailSummary, settings: Settings) -> Verdict:
+    """Rule: a named cause that rests on fewer than ``CONFIDENT_MIN_UNITS`` units standing
+    out of the body (a tail of a handful of units, however many the body holds) is not
+    confident: its confidence is capped at ``FEW_UNITS_CONFIDENCE`` and the verdict says
+    on how many units it rests."""
+    if verdict.layer not in (*CAUSE_LAYERS, "workload") \
+            or tail.n_standing_out >= CONFIDENT_MIN_UNITS \
+            or verdict.confidence <= FEW_UNITS_CONFIDENCE:
+        return verdict
+    n = tail.n_standing_out
+    return dataclasses.replace(
+        verdict, confidence=FEW_UNITS_CONFIDENCE,
+        summary=verdict.summary + f" The tail rests on {n} unit{'s' if n != 1 else ''} "
+        f"longer than {settings.elevated_ratio:g}x the median: too few for a confident "
+        f"verdict ({CONFIDENT_MIN_UNITS} or more needed).")
 
 
 def _ratio_text(tail: TailSummary) -> str:
@@ -360,7 +408,7 @@ def _lone_outlier_note(verdict: Verdict, tail: TailSummary) -> Verdict:
     note = (f" One unit ({fmt_ns(tail.lone_outlier_ns)}, {tail.lone_outlier_ratio:.0f}x the "
             "next slowest) is a lone outlier: the slow-unit comparison is left out of the "
             "verdict.")
-    return Verdict(verdict.layer, verdict.confidence, verdict.summary + note, verdict.scores)
+    return dataclasses.replace(verdict, summary=verdict.summary + note)
 
 
 def _incomplete_capture(verdict: Verdict, capture: CaptureResult | None) -> Verdict:
@@ -378,9 +426,10 @@ def _incomplete_capture(verdict: Verdict, capture: CaptureResult | None) -> Verd
     if capture.dropped_warnings:
         lost.append("nsys warns that events may have been dropped")
     conf = min(verdict.confidence, 0.5) if verdict.layer in CAUSE_LAYERS else verdict.confidence
-    return Verdict(verdict.layer, round(conf, 3),
-                   verdict.summary + " The capture is incomplete (" + "; ".join(lost)
-                   + "): the figures miss that work.", verdict.scores)
+    return dataclasses.replace(
+        verdict, confidence=round(conf, 3),
+        summary=verdict.summary + " The capture is incomplete (" + "; ".join(lost)
+        + "): the figures miss that work.")
 
 
 def _layer_verdict(
@@ -400,15 +449,16 @@ def _layer_verdict(
     if graphs_in_use:
         ratio += ", CUDA Graphs in use"
 
+    signature = ev.host_signature()
     corroborated = (
         attr.get(best, 0.0) >= settings.corroborate_attribution
         and ev.check_score(best) >= settings.corroborate_check
         and (best != "cpu" or tail.shape == "right_skewed"
-             or _slow_mode_decides(tail, best, attr))
-    )
+             or _slow_mode_decides(tail, best, attr) or signature is not None)
+    ) or (best == "cpu" and signature is not None) or _more_work(ev, settings)
     if tail.level == "normal" or (tail.level == "elevated" and not corroborated):
-        conf = 0.9 if tail.level == "normal" else 0.7
-        if tail.shape == "tight":
+        conf = 0.9 if tail.level == "normal" else _ELEVATED_HEALTHY
+        if tail.shape == "tight" and tail.level == "normal":
             conf = max(conf, min(0.97, tail.shape_confidence))
         if tail.level == "elevated":
             text = (
@@ -417,9 +467,13 @@ def _layer_verdict(
             )
         else:
             text = f"The latency tail of '{tail.unit}' is tight ({ratio})."
-        return Verdict("healthy", conf, text, scores)
+        return consistency.healthy_checked(Verdict("healthy", conf, text, scores), ev)
     best, vetoed = _agreeing(best, scores, ev)
-    if vetoed and scores[best] < settings.min_score:
+    # more work per unit, measured, names the workload whatever the layers score
+    more_work = next((w for layer in dict.fromkeys((best, "gpu", "cpu"))
+                      if (w := _workload_explains(layer, ev, settings)) is not None), None) \
+        if _more_work(ev, settings) else None
+    if vetoed and scores[best] < settings.min_score and more_work is None:
         return Verdict(
             "undetermined",
             round(scores[best], 3),
@@ -428,7 +482,7 @@ def _layer_verdict(
             "is strong enough to name a cause.",
             scores,
         )
-    if scores[best] < settings.min_score:
+    if scores[best] < settings.min_score and more_work is None:
         return Verdict(
             "undetermined",
             round(scores[best], 3),
@@ -452,14 +506,13 @@ def _layer_verdict(
     if vetoed:
         conf *= 0.85
         notes.append(f"{vetoed[0]} scored higher, but {vetoed[1]}")
-    what = {
-        "cpu": "CPU-side queueing/scheduling",
-        "gpu": "GPU execution jitter",
-        "pcie": "PCIe transfer contention",
-    }[best]
-    if best == "pcie" and ev.pcie_faults == ["transfer volume per unit"]:
-        what = "host-device transfer volume (more bytes per unit, not slower copies)"
-    elif best == "pcie" and ev.pcie_faults and "same-direction contention" not in ev.pcie_faults:
+    mechanism = ev.mechanism(best)
+    strength = _signature(best, mechanism, ev)
+    if strength is not None:
+        # a mechanism's own signature was measured: the verdict is as sure as it is strong
+        conf = max(conf, _SIGNATURE_BASE + _SIGNATURE_SPAN * strength)
+    what = mechanism.words if mechanism is not None else best
+    if mechanism is Mechanism.SLOW_TRANSFERS and ev.pcie_faults:
         # the verdict names what E1 measured: no contention is no "contention"
         what = ("slow host-device transfers (" + ", ".join(ev.pcie_faults)
                 + "; no same-direction contention)")
@@ -467,17 +520,51 @@ def _layer_verdict(
         f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) comes from "
         f"{what}: {ev.reason(best)}"
     )
-    workload = _workload_explains(best, ev, settings)
+    workload = _workload_explains(best, ev, settings) or more_work
     if workload is not None:
         best = "workload"
+        w = ev.measured("workload", WorkloadResult)
+        # the size clause of slow units that are the first of their size: a cost per size
+        mechanism = (Mechanism.NEW_SIZES if w is not None and is_new_size_tail(w)
+                     and workload == w.size_line() else Mechanism.MORE_WORK)
+        if w is not None and w.kernels_explain is not None:
+            conf = max(conf, _SIGNATURE_BASE
+                       + _SIGNATURE_SPAN * min(1.0, max(0.0, w.kernels_explain)))
         summary = (f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) "
-                   f"comes from more work per unit, not slower work: {workload}")
+                   f"comes from {mechanism.words}: {workload}")
         notes = [n for n in notes if not n.startswith("the shape")]
     elif best == "gpu" and (culprit := _culprit_clause(ev)):
         summary += f"; {culprit}"
     if notes:
         summary += " (note: " + "; ".join(notes) + ")"
-    return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores)
+    return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores, mechanism)
+
+
+#: the confidence of a healthy verdict on an elevated tail no layer's evidence explains
+_ELEVATED_HEALTHY = 0.8
+#: a verdict that rests on a mechanism's own signature of strength s (0-1) is at least
+#: _SIGNATURE_BASE + _SIGNATURE_SPAN x s sure
+_SIGNATURE_BASE, _SIGNATURE_SPAN = 0.55, 0.4
+
+
+def _signature(layer: str, mechanism: Mechanism | None, ev: checks.Evidence) -> float | None:
+    """The strength (0-1) of the named mechanism's own signature, when one was measured:
+    the host layout's share of the growth (C3), the share of slow units other GPU work ran
+    in, the share of the growth the extra bytes explain (transfer volume)."""
+    if layer in ev.signatures:
+        return ev.signatures[layer]
+    if mechanism is Mechanism.TRANSFER_VOLUME:
+        w = ev.measured("workload", WorkloadResult)
+        if w is not None and w.copies_explain is not None:
+            return min(1.0, max(0.0, w.copies_explain))
+    return None
+
+
+def _more_work(ev: checks.Evidence, settings: Settings) -> bool:
+    """The workload analysis measured that the slow units do more work at the median's
+    speed: evidence of its own for an elevated tail, whatever the shape."""
+    w = ev.measured("workload", WorkloadResult)
+    return w is not None and is_workload_tail(w, settings)
 
 
 def _agreeing(best: str, scores: dict[str, float], ev: checks.Evidence
@@ -517,21 +604,38 @@ def _shape_disagreement(tail: TailSummary, shape_layer: str, best: str) -> str:
 
 
 def _workload_explains(best: str, ev: checks.Evidence, settings: Settings) -> str | None:
-    """The workload clause when the slow units do more work at the median's per-kernel speed
+    """The workload clause when the slow units are simply bigger (``is_size_tail``: bytes,
+    kernels or launch calls that latency follows and that explain most of the extra
+    latency, whichever side absorbs it), or do more work at the median's per-kernel speed
     and that work is what grew: own kernel time (gpu) or launch calls (cpu) grew most, or
     the extra kernels explain at least ``work_explains`` of the extra latency (more work
     grows the host's time around each launch and the GPU's waits as well)."""
     w = ev.measured("workload", WorkloadResult)
     r = ev.measured("ranges", RangesResult)
-    if w is None or r is None or not is_workload_tail(w, settings):
+    if w is None or r is None:
         return None
     top = {"gpu": r.top_gpu_component, "cpu": r.top_cpu_component}.get(best)
-    if (top not in (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH)
+    if not is_workload_tail(w, settings) or (
+            top not in (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH)
             and (w.kernels_explain or 0.0) < settings.work_explains):
+        # slow units that are simply bigger (bytes, kernels, launch calls), whichever side
+        # absorbs the time; more bytes that the copies themselves absorb stay a
+        # transfer-volume tail (check E1)
+        if is_size_tail(w, settings) and not is_transfer_volume_tail(w, settings):
+            return w.size_line()
         return None
     explains = (f"; the extra kernels explain {w.kernels_explain:.0%} of the slow units' "
                 "extra latency" if w.kernels_explain is not None else "")
     return w.line() + explains
+
+
+def _oneoff_with_sizes(tail: TailSummary, w: AnalysisResult | None) -> TailSummary:
+    """The mid-run line says when the one-off calls come with new sizes (the workload
+    analysis' ``oneoff_line``): a cache growing with the work, not a fault."""
+    line = w.oneoff_line() if isinstance(w, WorkloadResult) else None
+    if line is None or not tail.later_oneoff:
+        return tail
+    return dataclasses.replace(tail, later_oneoff=f"{tail.later_oneoff}; {line}")
 
 
 def _culprit_clause(ev: checks.Evidence) -> str | None:
@@ -541,6 +645,8 @@ def _culprit_clause(ev: checks.Evidence) -> str | None:
     if i is None or r is None or r.top_gpu_component is not Component.GPU_OTHER:
         return None
     line = i.culprit_line()
+    if line and i.own_work:
+        return f"what ran instead: {line}"
     return f"other work: {line}" if line else None
 
 

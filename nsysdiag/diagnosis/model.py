@@ -15,6 +15,7 @@ the fields.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,18 +68,100 @@ class Finding:
         }
 
 
+class Mechanism(str, enum.Enum):
+    """What the verdict measured inside its layer: the mechanism, its layer, its name in
+    words and what to do about it."""
+
+    def __new__(cls, value: str, layer: str, words: str, action: str) -> Mechanism:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.layer = layer
+        member.words = words
+        member.action = action
+        return member
+
+    layer: str
+    words: str
+    action: str
+
+    QUEUEING = ("queueing", "cpu", "CPU-side queueing: the units waited before their work began",
+                "serve sooner: more workers, smaller batches, or less load per worker")
+    HOST_STALL_BEFORE_WORK = (
+        "host_stall_before_work", "cpu",
+        "a host stall before the work began: the launching thread ran without a CUDA call "
+        "before its first launch (input preparation, data loading on that thread)",
+        "move input preparation off the launching thread (DataLoader workers, prefetch, "
+        "pinned-memory staging) so the next unit's input is ready when it starts")
+    HOST_STALL = (
+        "host_stall", "cpu",
+        "a host stall between launches: the launching thread ran without a CUDA call in "
+        "long stretches (another thread holding the GIL, garbage collection, Python work)",
+        "find what holds the launching thread (py-spy dump, nsys --sample=cpu, the GIL "
+        "holder); move that work off the thread or release the GIL around it")
+    HOST_WORK = (
+        "host_work", "cpu",
+        "more host time outside CUDA, spread over the unit in many short stretches (slower "
+        "or more Python work per unit, CPU contention)",
+        "profile the host code of the slow units (nsys --sample=cpu, py-spy); pin the "
+        "process to free cores; CUDA Graphs or torch.compile to cut per-launch Python work")
+    LAUNCH_BOUND = ("launch_bound", "cpu",
+                    "slower launch calls (CPU-side launch overhead or contention)",
+                    "fewer, larger kernels (fusion, CUDA Graphs); free CPU cores")
+    SYNC_WAIT = ("sync_wait", "cpu", "longer host waits in synchronizations",
+                 "remove synchronizations from the loop (.item(), .cpu(), blocking copies)")
+    GPU_EXECUTION = ("gpu_execution", "gpu", "GPU execution jitter: the same kernels ran slower",
+                     "check clocks and power (nvidia-smi -q -d PERFORMANCE), memory behaviour")
+    OTHER_GPU_WORK = ("other_gpu_work", "gpu",
+                      "other GPU work: other streams or processes held the GPU",
+                      "keep other work off the serving GPU, or give it a lower stream "
+                      "priority, MPS or MIG partition")
+    GPU_BOUND = ("gpu_bound", "gpu",
+                 "a GPU-bound run with the host ahead: the units wait for the program's own "
+                 "earlier work on its own stream, not for anyone else's",
+                 "the GPU is the bottleneck: make the kernels faster or fewer (profile them "
+                 "with ncu) or submit less work per unit; time the units on the GPU (CUDA "
+                 "events, an NVTX range ending in a sync), since launches return long before "
+                 "their work runs")
+    GPU_PENDING = ("gpu_pending", "gpu",
+                   "submitted work waited while the GPU looked idle (work this trace does "
+                   "not show, or GPU-side scheduling)",
+                   "capture every process on the GPU (nsys --trace=cuda for all)")
+    TRANSFER_CONTENTION = ("transfer_contention", "pcie",
+                           "PCIe transfer contention: copies shared the link in the same "
+                           "direction", "stagger or pin the competing transfers")
+    SLOW_TRANSFERS = ("slow_transfers", "pcie", "slow host-device transfers",
+                      "use pinned host memory and larger, asynchronous copies")
+    TRANSFER_VOLUME = ("transfer_volume", "pcie",
+                       "host-device transfer volume: more bytes per unit, not slower copies",
+                       "keep the data on the device, or move it before the unit starts")
+    MORE_WORK = ("more_work", "workload", "more work per unit, not slower work",
+                 "bound the work per unit (batch size, sequence length) or set the slow "
+                 "units' latency target apart")
+    NEW_SIZES = ("new_sizes", "workload",
+                 "units of a new size: a cost paid once per size (kernels loaded or tuned "
+                 "for a new shape, an allocator growing)",
+                 "pad or bucket the work per unit to a few sizes and warm each one up "
+                 "before serving (or reserve the allocator's largest size)")
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """Which layer the latency tail comes from, how sure, and why in one sentence."""
+    """Which layer the latency tail comes from, how sure, and why in one sentence;
+    ``mechanism`` says what was measured inside the layer (None: no cause named)."""
 
     layer: str
     confidence: float
     summary: str
     scores: dict[str, float] = field(default_factory=dict)
+    mechanism: Mechanism | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "layer": self.layer,
+            "mechanism": self.mechanism.value if self.mechanism is not None else None,
             "confidence": round(self.confidence, 3),
             "summary": self.summary,
             "scores": {k: round(v, 3) for k, v in self.scores.items()},
@@ -101,6 +184,9 @@ class TailSummary:
     level: str = "unknown"
     tail_n: int = 0  #: units in the slow set the tail attribution compares with the median band
     min_units: int = 0  #: units a verdict needs (settings.min_units)
+    #: units standing out of the body (longer than settings.elevated_ratio x P50): the
+    #: units a named cause rests on
+    n_standing_out: int = 0
     lone_outlier_ns: float | None = None  #: the slowest unit when it is a lone outlier, ns
     lone_outlier_ratio: float | None = None  #: the lone outlier over the second slowest unit
     #: the range that came second in the unit choice
@@ -111,6 +197,10 @@ class TailSummary:
     n_warmup: int = 0
     #: the one-off calls the warm-up units hold
     warmup_calls: tuple[str, ...] = ()
+    #: how many units were set apart as warm-up and why (ranges.Warmup.describe)
+    warmup_reason: str | None = None
+    #: the units after the warm-up that hold one-off calls, counted (one line), or None
+    later_oneoff: str | None = None
     #: the classifier's calibrated probability of each shape (None without a classification)
     shape_probabilities: dict[str, float] | None = None
 
@@ -145,6 +235,9 @@ class TailSummary:
             "unit_reason": self.unit_reason,
             "n_warmup": self.n_warmup,
             "warmup_calls": list(self.warmup_calls),
+            "warmup_reason": self.warmup_reason,
+            "n_standing_out": self.n_standing_out,
+            "later_oneoff": self.later_oneoff,
             "n": self.n,
             "p50_ns": self.p50_ns,
             "p90_ns": self.p90_ns,
@@ -320,18 +413,25 @@ class Diagnosis:
             return style(text, None) if style else text
 
         v, t = self.verdict, self.tail
-        lines = [
-            f"{c('VERDICT: ' + v.layer.upper(), v.layer)}  (confidence {v.confidence:.2f})",
-            e(v.summary),
+        head = f"{c('VERDICT: ' + v.layer.upper(), v.layer)}"
+        if v.mechanism is not None:
+            head += f" - {v.mechanism.words.split(':')[0]}"
+        lines = [f"{head}  (confidence {v.confidence:.2f})", e(v.summary)]
+        if v.mechanism is not None:
+            lines.append(e(f"what to do: {v.mechanism.action}"))
+        lines += [
             "",
             e(f"trace      {self.path}"),
         ]
         if t.unit_reason:
             lines.append(e(f"unit choice {t.unit_reason}"))
         if t.n_warmup:
-            lines.append(e(f"warm-up    {t.n_warmup} unit{'s' if t.n_warmup != 1 else ''} "
+            lines.append(e(f"warm-up    {t.warmup_reason}" if t.warmup_reason else
+                           f"warm-up    {t.n_warmup} unit{'s' if t.n_warmup != 1 else ''} "
                            f"set apart" + (f" ({', '.join(t.warmup_calls)})"
                                            if t.warmup_calls else "")))
+        if t.later_oneoff:
+            lines.append(e(f"mid-run    {t.later_oneoff}"))
         whole = self.analyses.get("whole_run")
         if whole is not None and whole.ok and getattr(whole, "dominant_summary", None):
             lines.append(e(f"whole run  {whole.dominant_summary}"))

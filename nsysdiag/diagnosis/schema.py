@@ -28,6 +28,7 @@ from .model import (
     VERDICT_LAYERS,
     Finding,
     GapSummary,
+    Mechanism,
     Platform,
     TailSummary,
     Verdict,
@@ -50,6 +51,8 @@ _TAIL = {
 }
 _VERDICT = {
     "layer": {"enum": list(VERDICT_LAYERS)},
+    "mechanism": {"description": "what was measured inside the layer (null: no cause "
+                                 "named)"},
     "confidence": {"minimum": 0, "maximum": 1},
     "scores": {"additionalProperties": {"type": "number"}},
 }
@@ -72,6 +75,8 @@ def _json_type(annotation: str) -> dict[str, Any]:
     (base,) = parts
     if base == "Component":
         return {"enum": [c.value for c in Component] + ([None] if nullable else [])}
+    if base == "Mechanism":
+        return {"enum": [m.value for m in Mechanism] + ([None] if nullable else [])}
     if base.startswith("tuple[ComponentGrowth"):
         figures = [f.name for f in dataclasses.fields(ComponentGrowth) if f.name != "component"]
         return {

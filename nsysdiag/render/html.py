@@ -1170,9 +1170,31 @@ def _culprit(d: Diagnosis) -> CulpritView:
     work = _analysis(d, "workload")
     if not isinstance(work, WorkloadResult):
         return view
-    view = _replace(view, workload=f"{work.kind.replace('_', ' ')}: {work.line()}")
+    size = work.size_line()
+    view = _replace(view, workload=f"{work.kind.replace('_', ' ')}: {work.line()}"
+                    + (f"; {size}" if size else ""))
     ranges = _analysis(d, "ranges")
-    if isinstance(ranges, RangesResult) and "instances" in ranges.tables:
+    sizes = work.tables.get("sizes")
+    measure = next((r for r in work.size_relation() if r.measure == work.size_measure), None)
+    if measure is not None and sizes is not None and measure.measure != "n_kernels":
+        # latency follows another measure of size (bytes, launch calls): plot that one
+        t = sizes.select([measure.measure, "duration_ns"])
+        if t.num_rows > 3000:  # a sample keeps the page small
+            t = t.take(list(range(0, t.num_rows, t.num_rows // 3000 + 1)))
+        cut = (d.tail.p99_ns or float("inf"))
+        x, y = t.column(0).to_pylist(), t.column(1).to_pylist()
+        in_mb = measure.measure.endswith("bytes")
+        x = [(v or 0) / (1e6 if in_mb else 1) for v in x]
+        slope = (measure.slope or 0.0) * (1e6 if in_mb else 1)
+        # the least-squares line passes through the means
+        mid_x, mid_y = float(np.mean(x)), float(np.mean([v or 0 for v in y]))
+        what = measure.what + (" (MB)" if in_mb else "")
+        view = _replace(view, scatter=_safe_svg(scatter(
+            x, [v or 0 for v in y], title=f"Latency against {what} per unit",
+            x_label=f"{what} per unit", y_label="latency",
+            line=(slope, mid_y - slope * mid_x) if measure.slope is not None else None,
+            highlight=[(v or 0) >= cut for v in y])))
+    elif isinstance(ranges, RangesResult) and "instances" in ranges.tables:
         t = ranges.tables["instances"].select(["n_kernels", "duration_ns"])
         if t.num_rows > 3000:  # a sample keeps the page small
             t = t.take(list(range(0, t.num_rows, t.num_rows // 3000 + 1)))

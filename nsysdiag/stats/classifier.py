@@ -630,6 +630,7 @@ def classify_tail(
     min_n: int = 50,
     tight_ratio: float = DEFAULT_TIGHT_RATIO,
     max_samples: int = 200_000,
+    elevated_ratio: float | None = None,
 ) -> TailShapeResult:
     """Classify the shape of a latency distribution's tail.
 
@@ -654,6 +655,15 @@ def classify_tail(
     max_samples : int, default 200000
         Larger samples are fitted on this many evenly spaced order statistics
         (deterministic); percentiles always use every value. Must be >= 1000.
+
+    elevated_ratio : float, optional
+        p99/p50 above which a tail is elevated (the diagnosis' ``elevated_ratio``). Given,
+        ``tight`` means tight: a sample the gate calls tight keeps its tight probability
+        only as far as its robust p99/p50 is at or below ``elevated_ratio`` (times the
+        probability of that, with the gate's order-statistic error); the rest goes to the
+        other shapes in proportion. A broad right tail of p99/p50 1.7 is then not tight at
+        0.99, while the simulations the probabilities were fitted on (tight up to 1.8) and
+        the benchmark are unchanged without it.
 
     Returns
     -------
@@ -749,6 +759,8 @@ def classify_tail(
     else:
         shape, reason = _decide(st, tight_ratio)
         probs = _probabilities(st, shape, tight_ratio)
+        if shape == "tight" and elevated_ratio is not None:
+            probs = _strictly_tight(probs, float(special.ndtr(_gate_z(st, elevated_ratio))))
     conf = probs[shape]
     st["reason"] = reason
     n_out = st["n_outliers_low"] + st["n_outliers_high"]
@@ -921,6 +933,17 @@ def _calibration() -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         v: tuple(np.asarray(data[k][v], dtype=float) for k in ("coefficients", "low", "high"))
         for v in CLASSES
     }
+
+
+def _strictly_tight(probs: ShapeProbabilities, within: float) -> ShapeProbabilities:
+    """``probs`` with tight's probability scaled by ``within`` (the probability that the
+    tail is within the elevated ratio) and the rest shared by the other shapes in
+    proportion (all to right_skewed when they had none)."""
+    p = probs.as_array()
+    tight = p[0] * within
+    others = p[1:]
+    rest = others / others.sum() if others.sum() > 0 else np.array([1.0, 0.0, 0.0])
+    return ShapeProbabilities(float(tight), *(float(v) for v in rest * (1.0 - tight)))
 
 
 def _probabilities(st: dict, shape: str, tight_ratio: float) -> ShapeProbabilities:

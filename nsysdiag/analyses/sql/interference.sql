@@ -18,11 +18,16 @@
 --             median_units (units during which it ran), slow_overlap_mean_ns and
 --             median_overlap_mean_ns (its GPU time inside the windows, summed over the
 --             group's units and divided by the group's size), delta_ns (their difference)
---   per_stream  the same per process and stream, names: its three operation (short) names
---             with the most GPU time in the slow units
+--   per_stream  the same per process, stream and own_stream (the program's own work
+--             or not), names: its three operation (short) names with the most GPU time in
+--             the slow units
 --
 -- Other work: an operation on the unit's device that overlaps the unit's window and is
--- not the unit's own. Own: launched by the unit's thread (scope 'thread'; its process for
+-- not the unit's own. The program's own work (own_stream): launched before the unit began
+-- by the unit's own thread (process, for scope 'process'), or by its process on a stream
+-- the units' own work runs on (an autograd thread launching on the same stream, earlier
+-- units' work still queued when the host runs ahead of the GPU): not anyone else's.
+-- Own: launched by the unit's thread (scope 'thread'; its process for
 -- 'process') with the launch call inside the window (ranges' rule for instances that do
 -- not overlap). The launching thread's pid and tid are unpacked from its global id as the
 -- views do (pid = (g >> 24) & 0xFFFFFF, tid = g & 0xFFFFFF).
@@ -78,14 +83,21 @@ pairs AS MATERIALIZED (
     SELECT u.grp, u.instance, u.start_ns AS w_start, u.end_ns AS w_end, u.device_id AS w_device,
            u.pid AS w_pid, u.tid AS w_tid, o.*
     FROM u JOIN ops o ON o.start_ns < u.end_ns AND o.end_ns > u.start_ns),
+keyed AS (
+    SELECT *, coalesce(((launch_global_tid >> 24) & 16777215) = w_pid
+                       AND ($scope = 'process' OR (launch_global_tid & 16777215) = w_tid),
+                       false) AS same_key
+    FROM pairs WHERE device_id = w_device),
+own AS (SELECT * FROM keyed
+        WHERE same_key AND launch_start_ns >= w_start AND launch_end_ns <= w_end),
+own_streams AS (SELECT DISTINCT pid, stream_id FROM own),
 other AS (
-    SELECT grp, instance, kind, name, short, stream_id, pid, global_pid,
-           least(end_ns, w_end) - greatest(start_ns, w_start) AS overlap_ns
-    FROM pairs
-    WHERE device_id = w_device
-      AND NOT coalesce(((launch_global_tid >> 24) & 16777215) = w_pid
-                       AND ($scope = 'process' OR (launch_global_tid & 16777215) = w_tid)
-                       AND launch_start_ns >= w_start AND launch_end_ns <= w_end, false))
+    SELECT grp, instance, kind, name, short, k.stream_id, k.pid, global_pid,
+           least(end_ns, w_end) - greatest(start_ns, w_start) AS overlap_ns,
+           (same_key AND coalesce(launch_start_ns < w_start, false))
+               OR s.stream_id IS NOT NULL AS own_stream
+    FROM keyed k LEFT JOIN own_streams s ON s.pid = k.pid AND s.stream_id = k.stream_id
+    WHERE NOT (same_key AND launch_start_ns >= w_start AND launch_end_ns <= w_end))
 SELECT * FROM other
 
 
@@ -124,22 +136,23 @@ sizes AS (
     SELECT count(*) FILTER (WHERE grp = 'slow') AS slow_n,
            count(*) FILTER (WHERE grp = 'median') AS median_n FROM u),
 per AS (
-    SELECT pid, any_value(global_pid) AS global_pid, stream_id,
+    SELECT pid, any_value(global_pid) AS global_pid, stream_id, own_stream,
            count(DISTINCT instance) FILTER (WHERE grp = 'slow') AS slow_units,
            count(DISTINCT instance) FILTER (WHERE grp = 'median') AS median_units,
            coalesce(sum(overlap_ns) FILTER (WHERE grp = 'slow'), 0) AS slow_sum,
            coalesce(sum(overlap_ns) FILTER (WHERE grp = 'median'), 0) AS median_sum
-    FROM other GROUP BY pid, stream_id),
+    FROM other GROUP BY pid, stream_id, own_stream),
 names AS (
-    SELECT pid, stream_id, string_agg(short, '; ' ORDER BY t DESC, short) AS names
-    FROM (SELECT pid, stream_id, short, t,
-                 row_number() OVER (PARTITION BY pid, stream_id ORDER BY t DESC, short) AS k
-          FROM (SELECT pid, stream_id, short,
+    SELECT pid, stream_id, own_stream, string_agg(short, '; ' ORDER BY t DESC, short) AS names
+    FROM (SELECT pid, stream_id, own_stream, short, t,
+                 row_number() OVER (PARTITION BY pid, stream_id, own_stream
+                                    ORDER BY t DESC, short) AS k
+          FROM (SELECT pid, stream_id, own_stream, short,
                        sum(overlap_ns) FILTER (WHERE grp = 'slow') AS t
                 FROM other GROUP BY ALL)
           WHERE t > 0)
-    WHERE k <= 3 GROUP BY pid, stream_id)
-SELECT p.pid, pr.name AS process_name, p.stream_id, coalesce(n.names, '-') AS names,
+    WHERE k <= 3 GROUP BY pid, stream_id, own_stream)
+SELECT p.pid, pr.name AS process_name, p.stream_id, p.own_stream, coalesce(n.names, '-') AS names,
        p.slow_units, p.median_units, s.slow_n, s.median_n,
        p.slow_sum / nullif(s.slow_n, 0) AS slow_overlap_mean_ns,
        p.median_sum / nullif(s.median_n, 0) AS median_overlap_mean_ns,
@@ -147,6 +160,7 @@ SELECT p.pid, pr.name AS process_name, p.stream_id, coalesce(n.names, '-') AS na
            - coalesce(p.median_sum / nullif(s.median_n, 0), 0) AS delta_ns
 FROM per p CROSS JOIN sizes s
 LEFT JOIN names n ON n.pid IS NOT DISTINCT FROM p.pid AND n.stream_id IS NOT DISTINCT FROM p.stream_id
+    AND n.own_stream = p.own_stream
 LEFT JOIN (SELECT global_pid, any_value(name) AS name FROM processes GROUP BY global_pid) pr
   ON pr.global_pid = p.global_pid
-ORDER BY delta_ns DESC, p.pid, p.stream_id
+ORDER BY delta_ns DESC, p.pid, p.stream_id, p.own_stream

@@ -33,6 +33,7 @@
 --   launch_sequence  the GPU work the busiest launching thread submits, in order (the
 --                launch-cycle unit's input)
 --   blocking_ends  the blocking host waits of a thread: when each began and returned
+--   sync_work    the GPU work each sync interval holds (how many operations, which)
 --   units_named  the closed ranges of several names (a group unit's input)
 --   units_warmup the one-off calls (module loading, handle creation, ...) per instance
 --   instances    one row per unit instance with its CPU and GPU decomposition
@@ -298,6 +299,48 @@ WITH calls AS (
     WHERE global_tid = $tid AND regexp_matches(name, $blocking) AND NOT contains(name, 'Async'))
 SELECT start_ns, end_ns, name FROM calls WHERE covered IS NULL OR start_ns >= covered
 ORDER BY end_ns, start_ns;
+
+
+-- @query sync_work
+-- The GPU work each sync interval (_ranges_units, of units_sync) holds: the calls of its
+-- thread that put work on the GPU (api_calls category launch, graph_launch, memcpy,
+-- memset; a runtime call and the driver call with its id count once) that begin inside it,
+-- each labelled by what it does: the kernel's short name (the first kernel of a graph
+-- launch), a copy's kind, 'memset', else the call's name. instance, ops (how many), work
+-- (its distinct labels, sorted, '|'-separated: intervals that run the same kinds of work
+-- read the same, however many times each and whatever the sizes).
+WITH calls AS (
+    SELECT global_tid, global_pid, correlation_id, min(start_ns) AS start_ns,
+           arg_min(name, start_ns) AS api
+    FROM api_calls
+    WHERE category IN ('launch', 'graph_launch', 'memcpy', 'memset')
+      AND global_tid IN (SELECT DISTINCT global_tid FROM _ranges_units)
+    GROUP BY global_tid, global_pid, correlation_id),
+labelled AS (
+    SELECT global_pid, correlation_id, arg_min(short_name, start_ns)::VARCHAR AS label
+    FROM kernels SEMI JOIN calls USING (global_pid, correlation_id)
+    GROUP BY global_pid, correlation_id
+    UNION ALL
+    SELECT global_pid, correlation_id, min(copy_kind)::VARCHAR
+    FROM memcpys SEMI JOIN calls USING (global_pid, correlation_id)
+    GROUP BY global_pid, correlation_id
+    UNION ALL
+    SELECT global_pid, correlation_id, 'memset'
+    FROM memsets SEMI JOIN calls USING (global_pid, correlation_id)
+    GROUP BY global_pid, correlation_id),
+work AS (
+    SELECT c.global_tid, c.start_ns, coalesce(max(l.label), any_value(c.api)) AS label
+    FROM calls c LEFT JOIN labelled l USING (global_pid, correlation_id)
+    GROUP BY c.global_tid, c.global_pid, c.correlation_id, c.start_ns),
+placed AS (
+    SELECT u.instance, w.start_ns, w.label
+    FROM work w ASOF JOIN _ranges_units u
+      ON w.global_tid = u.global_tid AND w.start_ns >= u.start_ns
+    WHERE w.start_ns <= u.end_ns)
+SELECT u.instance, count(p.label) AS ops,
+       coalesce(string_agg(DISTINCT p.label, '|' ORDER BY p.label), '') AS work
+FROM _ranges_units u LEFT JOIN placed p USING (instance)
+GROUP BY u.instance ORDER BY u.instance;
 
 
 -- @query units_named

@@ -81,15 +81,15 @@ d AS (
     FROM ops),
 m AS (
     SELECT d.*, l.link_gbps, l.link_source,
-           dev.memory_bandwidth_bytes_per_s / 1e9 AS memory_gbps,
+           dev.memory_bandwidth_bytes_per_s / 1e9 AS memory_gbps, dev.l2_cache_bytes,
            CASE WHEN duration_ns > 0 THEN bytes / duration_ns END AS raw_gbps
     FROM d
     LEFT JOIN links l ON l.device_id = d.device_id AND l.link_direction = d.link_direction
     LEFT JOIN (SELECT device_id, any_value(memory_bandwidth_bytes_per_s)
-                   AS memory_bandwidth_bytes_per_s
+                   AS memory_bandwidth_bytes_per_s, max(l2_cache_bytes) AS l2_cache_bytes
                FROM devices GROUP BY device_id) dev ON dev.device_id = d.device_id),
 x AS (
-    SELECT * EXCLUDE (raw_gbps, suspect),
+    SELECT * EXCLUDE (raw_gbps, suspect, l2_cache_bytes),
            CASE WHEN suspect IS NULL THEN raw_gbps END AS bandwidth_gbps, suspect,
            CASE WHEN link_gbps > 0 AND link_direction IS NOT NULL THEN
                CASE WHEN is_uvm THEN $managed_latency_ns
@@ -102,8 +102,10 @@ x AS (
     FROM (SELECT *,
                  -- faster than physically possible: a host copy beyond its link (a link
                  -- from the platform table may be twice as wide: x8 assumed for laptops),
-                 -- a memset or device copy beyond the GPU's memory; judged on copies of at
-                 -- least $large_bytes, whose time no timestamp granularity explains
+                 -- a memset or device copy beyond the GPU's memory (DRAM bandwidth bounds
+                 -- only what does not fit in L2: an L2-resident memset runs faster); judged
+                 -- on copies of at least $large_bytes, whose time no timestamp granularity
+                 -- explains
                  CASE WHEN bytes >= $large_bytes AND raw_gbps IS NOT NULL
                        AND link_direction IS NOT NULL AND link_gbps > 0
                        AND raw_gbps > link_gbps * (CASE WHEN link_source = 'default' THEN 2
@@ -111,6 +113,7 @@ x AS (
                                       * (1 + $margin_pct / 100.0) THEN 'faster_than_link'
                       WHEN bytes >= $large_bytes AND raw_gbps IS NOT NULL
                        AND copy_kind IN ('memset', 'DtoD') AND memory_gbps > 0
+                       AND NOT coalesce(bytes <= l2_cache_bytes, false)
                        AND raw_gbps > memory_gbps * (1 + $margin_pct / 100.0)
                       THEN 'faster_than_memory' END AS suspect
           FROM m)),

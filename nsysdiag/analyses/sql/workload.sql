@@ -25,6 +25,24 @@
 --   bins      the covered units in five bins of own kernels per unit (quintiles): bin,
 --             units, min_kernels, max_kernels, mean_kernels, p50_ns (median latency),
 --             mean_per_kernel_ns
+--   sizes     every covered unit with the work it did on each side: instance, start_ns,
+--             duration_ns,
+--             htod_bytes, dtoh_bytes (bytes of the HtoD / DtoH copies whose launching
+--             call lies inside the unit on its thread or process), n_kernels, kernel_ns
+--             (own kernel time), launch_calls (kernel and graph launch calls inside it),
+--             host_ns (its time outside CUDA calls; NULL without the column), oneoff (it
+--             holds a one-off call, as ranges marks it; NULL without the column), counted
+--             (not warm-up: the Python side keeps these and learns the warm-up's sizes from
+--             the rest). A call goes
+--             to the most recently started unit of its key when that one contains it, as
+--             in ranges; a runtime call and the driver call with its id count once.
+--   size_bins the units of _workload_size_values (measure, instance, x, duration_ns: one
+--             row per unit and size measure) in bins of consecutive sizes, each holding at
+--             least $min_units units, equal sizes always in one bin (a bin of fewer, after
+--             one size that filled several, joins the bin before it): measure, bin, units,
+--             x_median (the bin's median size), p50_ns (its median latency). Medians, so a
+--             few stalled units cannot move a bin; the monotone fit over the bins is Python's
+--             (scipy.optimize.isotonic_regression).
 
 
 -- @query compare
@@ -108,3 +126,53 @@ SELECT bin, count(*) AS units, min(n_kernels) AS min_kernels, max(n_kernels) AS 
 FROM (SELECT *, ntile(5) OVER (ORDER BY n_kernels, duration_ns) AS bin
       FROM _workload_instances WHERE cuda_covered IS NOT FALSE)
 GROUP BY bin ORDER BY bin
+
+
+-- @query sizes
+WITH u AS (
+    SELECT instance, duration_ns, start_ns, end_ns, pid,
+           CASE WHEN $scope = 'process' THEN 0 ELSE tid END AS k, n_kernels,
+           own_kernel_total_ns AS kernel_ns, host_ns, oneoff, counted
+    FROM _workload_instances WHERE cuda_covered IS NOT FALSE),
+calls AS (
+    SELECT global_pid, correlation_id, any_value(pid) AS pid,
+           any_value(CASE WHEN $scope = 'process' THEN 0 ELSE tid END) AS k,
+           min(start_ns) AS call_ns, bool_or(category IN ('launch', 'graph_launch')) AS launch
+    FROM api_calls WHERE category IN ('launch', 'graph_launch', 'memcpy')
+    GROUP BY global_pid, correlation_id),
+placed AS (
+    SELECT u.instance, c.global_pid, c.correlation_id, c.launch
+    FROM calls c ASOF JOIN u ON c.pid = u.pid AND c.k = u.k AND c.call_ns >= u.start_ns
+    WHERE c.call_ns <= u.end_ns),
+moved AS (
+    SELECT p.instance,
+           sum(m.bytes) FILTER (WHERE m.copy_kind = 'HtoD') AS htod_bytes,
+           sum(m.bytes) FILTER (WHERE m.copy_kind = 'DtoH') AS dtoh_bytes
+    FROM placed p JOIN memcpys m USING (global_pid, correlation_id)
+    GROUP BY p.instance),
+launched AS (
+    SELECT instance, count(*) AS launch_calls FROM placed WHERE launch GROUP BY instance)
+SELECT u.instance, u.start_ns, u.duration_ns,
+       coalesce(moved.htod_bytes, 0)::DOUBLE AS htod_bytes,
+       coalesce(moved.dtoh_bytes, 0)::DOUBLE AS dtoh_bytes, u.n_kernels, u.kernel_ns,
+       coalesce(launched.launch_calls, 0) AS launch_calls, u.host_ns, u.oneoff, u.counted
+FROM u LEFT JOIN moved USING (instance) LEFT JOIN launched USING (instance)
+ORDER BY u.instance
+
+
+-- @query size_bins
+WITH v AS (SELECT measure, x, count(*) AS units FROM _workload_size_values GROUP BY ALL),
+first AS (  -- a size's bin: where its first unit falls, counting units in size order
+    SELECT *, (sum(units) OVER (PARTITION BY measure ORDER BY x) - units) // $min_units AS b
+    FROM v),
+filled AS (
+    SELECT measure, b, sum(units) AS units FROM first GROUP BY ALL),
+grouped AS (  -- a bin short of $min_units joins the full bin before it (the first: the next)
+    SELECT measure, b,
+           greatest(1, sum((units >= $min_units)::INT) OVER (PARTITION BY measure ORDER BY b)
+               )::INT AS bin
+    FROM filled)
+SELECT s.measure, g.bin, count(*) AS units, median(s.x) AS x_median,
+       median(s.duration_ns) AS p50_ns
+FROM _workload_size_values s JOIN first f USING (measure, x) JOIN grouped g USING (measure, b)
+GROUP BY ALL ORDER BY s.measure, g.bin

@@ -1,0 +1,69 @@
+-- Host-stall signature: where in each unit the launching thread ran without a CUDA call.
+--
+-- Inputs:  hs_units (instance, start_ns, end_ns, pid, tid: the units to measure), hs_all
+--          (the same columns for every unit), api_calls, os_runtime (query blocked only).
+-- Params:  $waits  regular expression of the OS calls in which a thread waits (queues,
+--                  locks, sleeps), not works.
+-- Outputs: stretches: the stretches inside each unit during which its thread made no CUDA
+--          call (calls nested in calls count once: a stretch starts where every earlier
+--          call has returned), one row each: instance, stretch_ns, lead (the stretch from
+--          the unit's start to its first CUDA call; the whole unit without one), and per
+--          instance once: overlap_ns, the part of the lead during which other instances
+--          on the thread were still open (the unit waited for them: from its start to the
+--          last end among those that overlap it and end before it does), else 0. Calls
+--          count from that end on (the others' calls are not the unit's).
+--          blocked: instance, blocked_ns: the part of the lead the thread spent in OS waits
+--            that began before the unit opened (the thread was elsewhere when the unit
+--            opened: it queued; a wait that begins inside the unit is the unit's own)
+
+-- @query stretches
+WITH busy AS (
+    SELECT u.instance, max(o.end_ns) AS busy_until
+    FROM hs_units u JOIN hs_all o
+      ON o.pid = u.pid AND o.tid = u.tid AND o.instance <> u.instance
+         AND o.start_ns < u.end_ns AND o.end_ns > u.start_ns AND o.end_ns < u.end_ns
+    GROUP BY u.instance),
+u AS (SELECT h.*, b.busy_until FROM hs_units h LEFT JOIN busy b USING (instance)),
+c AS (
+    SELECT u.instance, a.start_ns, a.end_ns
+    FROM u JOIN api_calls a
+      ON a.pid = u.pid AND a.tid = u.tid
+         AND a.start_ns >= greatest(u.start_ns, coalesce(u.busy_until, u.start_ns))
+         AND a.start_ns < u.end_ns),
+g AS (
+    SELECT instance, start_ns,
+           start_ns - max(end_ns) OVER (PARTITION BY instance ORDER BY start_ns, end_ns
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+               AS gap_ns
+    FROM c),
+per AS (SELECT instance, min(start_ns) AS first_ns, max(end_ns) AS last_ns
+        FROM c GROUP BY instance),
+lead AS (
+    SELECT u.instance, coalesce(p.first_ns, u.end_ns) - u.start_ns AS stretch_ns, true AS lead,
+           greatest(0, coalesce(u.busy_until, u.start_ns) - u.start_ns) AS overlap_ns
+    FROM u LEFT JOIN per p USING (instance)),
+tail AS (
+    SELECT u.instance, u.end_ns - p.last_ns AS stretch_ns, false AS lead, 0 AS overlap_ns
+    FROM u JOIN per p USING (instance) WHERE p.last_ns < u.end_ns)
+SELECT instance, stretch_ns, lead, overlap_ns FROM lead
+UNION ALL SELECT instance, stretch_ns, lead, overlap_ns FROM tail
+UNION ALL SELECT instance, gap_ns, false, 0 FROM g WHERE gap_ns > 0
+ORDER BY instance, stretch_ns DESC
+
+-- @query blocked
+WITH u AS (SELECT * FROM hs_units),
+lead AS (
+    SELECT u.instance, u.pid, u.tid, u.start_ns AS lo,
+           coalesce((SELECT min(a.start_ns) FROM api_calls a
+                     WHERE a.pid = u.pid AND a.tid = u.tid AND a.start_ns >= u.start_ns
+                       AND a.start_ns < u.end_ns), u.end_ns) AS hi
+    FROM u)
+SELECT l.instance,
+       -- least/greatest skip NULLs: a unit without a wait must not count its whole lead
+       coalesce(sum(greatest(0, least(o.end_ns, l.hi) - greatest(o.start_ns, l.lo)))
+                FILTER (WHERE o.start_ns IS NOT NULL), 0)::BIGINT AS blocked_ns
+FROM lead l LEFT JOIN os_runtime o
+  ON o.pid = l.pid AND o.tid = l.tid AND o.start_ns < l.lo AND o.end_ns > l.lo
+     AND regexp_matches(o.name, $waits)
+GROUP BY l.instance
+ORDER BY l.instance

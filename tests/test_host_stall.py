@@ -1,0 +1,91 @@
+"""The host side's layout of a tail (analyses/host_stall.py, check C3) on hand-built exports.
+
+100 units of 1 ms on one thread, 10 ms apart (2 ms for queueing); each holds 10 launch
+calls of 5 us, 100 us apart from 50 us in (a kernel of 20 us after each): stretches
+without a CUDA call of 50 us (the lead), 95 us (between calls) and 45 us (after the last).
+Three units are made 3 ms longer by the mechanism under test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import nsysdiag
+from nsysdiag.analyses import host_stall
+from nsysdiag.analyses.host_stall import Layout
+
+MS = 1_000_000
+SLOW = (40, 60, 80)
+
+
+def build(builder, tmp_path, mechanism: str):
+    b = builder("current")
+    for i in range(100):
+        s = i * (2 if mechanism == "queueing" else 10) * MS
+        start, extra = s, 0
+        if i in SLOW and mechanism == "queueing":
+            start = s - 3 * MS  # the range opens 3 ms before its work can begin
+        for k in range(10):
+            if i in SLOW and ((mechanism == "between" and k == 5)
+                              or (mechanism == "before" and k == 0)):
+                extra = 3 * MS  # the thread stalls 3 ms before this call
+            t = s + 50_000 + k * 100_000 + extra
+            b.launch(t, t + 5_000, t + 10_000, t + 30_000)
+        b.nvtx(start, s + MS + extra, "request")
+    return b.write(tmp_path / f"{mechanism}.sqlite")
+
+
+def measure(path):
+    with nsysdiag.open(path, cache=False) as rep:
+        r = rep.analysis("ranges", range_name="request")
+        return r, host_stall.measure(rep, r, rep.probe.present("os_runtime"), 3.0)
+
+
+@pytest.mark.parametrize("mechanism,layout,verdict", [
+    ("between", Layout.STALL_BETWEEN, "host_stall"),
+    ("before", Layout.STALL_BEFORE, "host_stall_before_work"),
+    ("queueing", Layout.QUEUED, "queueing"),
+])
+def test_each_layout_is_told_apart(builder, tmp_path, mechanism, layout, verdict):
+    path = build(builder, tmp_path, mechanism)
+    r, hs = measure(path)
+    assert r.tail_n <= len(SLOW)  # the slow set holds planted units only
+    assert hs.layout is layout
+    assert hs.longest_median_ns == pytest.approx(95_000)
+    assert hs.threshold_ns == pytest.approx(3 * 95_000)
+    assert hs.duration_growth_ns == pytest.approx(3 * MS)
+    if mechanism == "queueing":
+        # the range was open 2 ms while the previous unit still ran (it ended 1 ms after
+        # its start, 2 ms before this one's work): 2 of the 3 ms of growth
+        assert hs.queued_growth_ns == pytest.approx(2 * MS)
+    else:
+        # one stretch of 3 ms + its ordinary length, none in the median band
+        stretch = 3 * MS + (50_000 if mechanism == "before" else 95_000)
+        assert (hs.long_slow_ns, hs.long_median_ns, hs.long_count) == (stretch, 0, 1)
+        assert hs.lead_share == (1.0 if mechanism == "before" else 0.0)
+    d = nsysdiag.diagnose(path, range_name="request", cache=False)
+    assert d.verdict.layer == "cpu" and d.verdict.mechanism.value == verdict, d.verdict.summary
+    assert d.to_dict()["verdict"]["mechanism"] == verdict
+    assert d.lines()[0].startswith("VERDICT: CPU - ")
+    assert any(f.check == "C3" and f.severity == "warning" for f in d.findings)
+
+
+def test_natural_jitter_is_spread(builder, tmp_path):
+    """Every stretch between the slow units' calls a little longer (150 us more each, 1.5
+    ms in all): each is 245 us, under 3x the median band's longest (95 us), so no long
+    stretch: the layout is spread, and C3 names no stall."""
+    b = builder("current")
+    for i in range(100):
+        s = i * 10 * MS
+        grow = 150_000 if i in SLOW else 0
+        for k in range(10):
+            t = s + 50_000 + k * (100_000 + grow)
+            b.launch(t, t + 5_000, t + 10_000, t + 30_000)
+        b.nvtx(s, s + MS + 10 * grow, "request")
+    path = b.write(tmp_path / "spread.sqlite")
+    _, hs = measure(path)
+    assert hs.layout is Layout.SPREAD
+    assert hs.long_slow_ns == 0
+    d = nsysdiag.diagnose(path, range_name="request", cache=False)
+    assert not any(f.check == "C3" for f in d.findings)
+    assert d.verdict.mechanism is None or d.verdict.mechanism.value == "host_work"
