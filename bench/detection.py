@@ -8,9 +8,9 @@ Usage::
 
 Baselines are real exports with a repeated NVTX unit: the project's own captures that
 plant nothing (``fixtures/h200/{baseline,pageable,graph}``, ``fixtures/h100/{openloop,
-coldstart}``), corpus exports with clear units (``/work/shared/corpus``, skipped when
-absent), the lead's device captures under ``/work/coord/captures`` (any ``*.sqlite``
-there, when present) and any ``--baseline``. Each clean baseline, whole and cut into
+coldstart,tf_clean_0,cnn_clean_0}``: two models, a transformer serving loop and a conv-net
+training loop, unlike the others' MLP), corpus exports with clear units
+(``/work/shared/corpus``, skipped when absent) and any ``--baseline``. Each clean baseline, whole and cut into
 halves (the same run's natural jitter twice more), is diagnosed as it is: a verdict other
 than healthy, or a warning about a cause (cpu, gpu, pcie, workload), is a false alarm.
 
@@ -54,11 +54,10 @@ import plant  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 CLEAN_FIXTURES = ("h200/baseline", "h200/pageable", "h200/graph", "h100/openloop",
-                  "h100/coldstart")
+                  "h100/coldstart", "h100/tf_clean_0", "h100/cnn_clean_0")
 CORPUS = Path("/work/shared/corpus")
 #: corpus exports with a clear repeated NVTX unit and no known cause in their tail
 CORPUS_BASELINES = ("h200/baseline.sqlite",)
-CAPTURES = Path("/work/coord/captures")
 DOSES = (1.35, 1.8, 3.0)
 QUICK_DOSES = (1.4, 1.7, 2.5)
 BANDS = ((1.2, 1.3), (1.3, 1.5), (1.5, 2.0), (2.0, 3.0), (3.0, 5.0), (5.0, float("inf")))
@@ -230,9 +229,6 @@ def baselines(args, work: str) -> list[tuple[str, str]]:
     if not args.quick and not args.no_corpus:
         out += [(f"corpus/{c}", str(CORPUS / c)) for c in CORPUS_BASELINES
                 if (CORPUS / c).exists()]
-        if CAPTURES.is_dir():
-            out += [(f"captures/{p.stem}", str(p)) for p in sorted(CAPTURES.rglob("*.sqlite"))
-                    if "clean" in p.stem or "baseline" in p.stem]
     out += [(Path(p).stem, p) for p in args.baseline]
     return out
 
