@@ -33,6 +33,10 @@ if TYPE_CHECKING:
     from .ranges import RangesResult
 
 NAME = "host_stall"
+#: the most (measured unit, CUDA call of its thread) pairs the SQL may compare: its join
+#: on the thread tests every call of the thread against every measured unit, so past this
+#: the layout is not measured (None) rather than run for minutes (docs/analyses/host_stall.md)
+MAX_PAIRS = 1_000_000_000
 #: OS calls in which a thread waits rather than works (queues, locks, sleeps, polls)
 WAITS = (r"^(pthread_cond_(timed)?wait|pthread_mutex_(timed)?lock|pthread_join|"
          r"sem_(timed|clock)?wait|(clock_)?nanosleep|usleep|sleep|poll|ppoll|select|pselect6?|"
@@ -129,6 +133,10 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
     every = pa.table({c: pa.array(t[c], pa.int64()) for c in cols})
     units = every.take(pa.array(np.concatenate([slow, band])))
     with registered(report, "hs_units", units), registered(report, "hs_all", every):
+        (calls,), = report.execute("SELECT count(*) FROM api_calls WHERE (pid, tid) IN "
+                                   "(SELECT (pid, tid) FROM hs_units)")
+        if units.num_rows * calls > MAX_PAIRS:
+            return None
         rows = run_query(report, NAME, "stretches").to_pydict()
         blocked = ({r["instance"]: r["blocked_ns"] for r in
                     run_query(report, NAME, "blocked", {"waits": WAITS}).to_pylist()}
