@@ -5,7 +5,8 @@ furthest end of the earlier work; ``launch_gaps``). Each gets one cause, tried i
 order (``settings.idle_cause_pct`` of the gap is "most of it"):
 
 ``copy``           the process's own copies or memsets ran for most of the gap, or the
-                   launching thread was in a copy call when the GPU went idle, or spent
+                   launching thread was in a copy call when the GPU went idle (and not
+                   outside CUDA for most of the host window after it), or spent
                    most of the gap's host window in copy calls (a blocking copy on the path)
 ``other_process``  other work on the GPU (another process or context) ran for most of it
 ``between_units``  no unit of the process (an instance of the ranges analysis' unit that
@@ -15,7 +16,8 @@ order (``settings.idle_cause_pct`` of the gap is "most of it"):
 ``dependency``     the kernel had been launched before the GPU went idle: it waited on
                    another stream, an event or GPU-side scheduling, not on the host
 ``host_sync``      the launching thread was in a synchronization call when the GPU went
-                   idle, or spent most of the host window in one
+                   idle (and did not spend most of the host window outside CUDA after
+                   it), or spent most of the host window in one
 ``launch_bound``   the thread spent most of the host window in launch calls: issuing
                    launches back to back, the method's launch overhead
 ``cuda_other``     most of it in other CUDA calls (allocation, module loading, events)
@@ -65,8 +67,9 @@ MEANING = {
     "other_process": "other processes' or contexts' work held the GPU",
     "between_units": "no unit (request/iteration) was in flight",
     "unknown": "the launch call was not traced",
-    "dependency": "the kernel was queued already: waits on another stream or event",
-    "host_sync": "the launching thread was in a synchronization when the GPU drained",
+    "dependency": "the kernel had been launched before the GPU went idle and still waited "
+                  "(a dependency on an event or other work, or GPU-side scheduling)",
+    "host_sync": "the launching thread was waiting in a synchronization for most of the gap",
     "launch_bound": "the thread was issuing launches back to back (launch overhead)",
     "cuda_other": "the thread was in other CUDA calls (allocation, module loading)",
     "cpu_work": "the thread was outside CUDA (CPU work: preprocessing, Python, data loading)",
@@ -164,7 +167,8 @@ def classify(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray,
     cause = gpu_causes(gap_ns, own_copy_ns, other_ns, inside_ns, launch_known, prelaunched,
                        cause_pct)
     rest = cause < 0
-    cause[rest] = host_causes(at_sync[rest], at_copy[rest], window[rest, :4], window[rest, 4])
+    cause[rest] = host_causes(at_sync[rest], at_copy[rest], window[rest, :4], window[rest, 4],
+                              cause_pct)
     return cause
 
 
@@ -190,18 +194,21 @@ def gpu_causes(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray
 
 
 def host_causes(at_sync: np.ndarray, at_copy: np.ndarray, calls_ns: np.ndarray,
-                outside_ns: np.ndarray) -> np.ndarray:
+                outside_ns: np.ndarray, cause_pct: float = 50.0) -> np.ndarray:
     """The causes :func:`classify` gives from the host window to the gaps the GPU side
     leaves open: the call the thread was in when the GPU went idle (a sync before a copy),
-    else the window's dominant state (ties: the earlier column of :func:`classify`'s
-    ``window``, here split into ``calls_ns``, its first four columns, and ``outside_ns``,
-    its last)."""
+    unless the thread spent most of the window (``cause_pct``) outside CUDA after it --
+    the cause is taken over the whole gap, not where the GPU drained --, else the window's
+    dominant state (ties: the earlier column of :func:`classify`'s ``window``, here split
+    into ``calls_ns``, its first four columns, and ``outside_ns``, its last)."""
     dominant = np.argmax(calls_ns, axis=1) if len(calls_ns) else np.empty(0, dtype=np.int64)
     cause = np.array([LAUNCH, COPY, SYNC, CUDA_OTHER], dtype=np.int8)[dominant]
     if len(calls_ns):
         cause[outside_ns > calls_ns.max(axis=1)] = CPU
-    cause[at_copy] = COPY
-    cause[at_sync] = SYNC
+    total = outside_ns + (calls_ns.sum(axis=1) if len(calls_ns) else 0)
+    busy_elsewhere = outside_ns >= total * (cause_pct / 100.0)
+    cause[at_copy & ~busy_elsewhere] = COPY
+    cause[at_sync & ~busy_elsewhere] = SYNC
     return cause
 
 
@@ -260,7 +267,8 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
             report, tid, w_start, w_end)
     outside = np.maximum((w_end - w_start) - calls.sum(axis=1), 0)
     del tid, w_start, w_end
-    cause[host] = host_causes(at == SYNC_CALL, at == COPY_CALL, calls, outside)
+    cause[host] = host_causes(at == SYNC_CALL, at == COPY_CALL, calls, outside,
+                              s.idle_cause_pct)
     del calls, outside, at, host
     return _result(s, unit, gap, cause, g, detail)
 
