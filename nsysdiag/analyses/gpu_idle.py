@@ -252,6 +252,16 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     cause = gpu_causes(gap, own_copy, other, inside, launch_known,
                        launch_known & (launch_end <= g.start), s.idle_cause_pct)
     del own_copy, other, inside, launch_known
+    if fast and report.probe.present("api_calls") and (cause < 0).any():
+        # each host window finished inside the sweep: no per-window rows kept
+        got = sweep.window_causes(report, load_sql(NAME)["thread_calls"], cause, tid,
+                                  g.start, g.end, launch_end, _HOST_CODES, s.idle_cause_pct,
+                                  in_order=True)
+        if got is not None:
+            np.copyto(cause, got, where=cause < 0)
+            del got, tid, launch_end
+            g.end = None
+            return _result(s, unit, gap, cause, g, detail)
     # the host windows of the gaps the GPU side leaves open (without a CUDA API trace,
     # empty windows: their first state)
     host = np.flatnonzero(cause < 0)
@@ -275,6 +285,11 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
 
 #: thread_calls' classes (gpu_idle.sql): launch, memcpy/memset, sync, other CUDA calls
 LAUNCH_CALL, COPY_CALL, SYNC_CALL, OTHER_CALL = range(4)
+#: host_causes' rule for the compiled sweep (``sweep.window_causes``): the cause of each
+#: class's dominance, of time outside CUDA, the copy and sync calls' classes, and their
+#: causes at the drain point
+_HOST_CODES = np.array([LAUNCH, COPY, SYNC, CUDA_OTHER, CPU, COPY_CALL, SYNC_CALL, COPY,
+                        SYNC], dtype=np.int64)
 
 
 @dataclass
