@@ -491,3 +491,41 @@ def finish_causes(cause, start, end, limit, pend, keys, cum, opened, codes, pct,
                 _answer_cause(keys, cum, k, p, cause, start, end, limit, opened, codes, pct,
                               out)
         keys[k, K_PROBE] = pend[k]
+
+
+#: what ``sequence_gaps`` returns for a row out of order for its key, and for a tie
+SEQ_OUT_OF_ORDER, SEQ_TIE = -1, -2
+
+
+@_jit
+def sequence_gaps(code, start, end, sort_end, in_graph, stream, launch_end, tid, strict,
+                  no_end, state, o_code, o_stream, o_before, o_start, o_launch, o_tid, n):
+    """One batch of gpu_idle's sequence pass (gpu_idle.sql ``gaps``): per key code (a
+    device sequence), rows by start then ``sort_end``; each row's ``before`` is the
+    furthest end of the key's earlier rows (none for its first); a row outside graphs
+    (``in_graph`` 0) that starts after it follows a gap, written as row ``n`` of the
+    ``o_`` arrays (its key code, stream, idle start, idle end, launch return, thread).
+    ``state`` (per key: seen, furthest end, last start, last ``sort_end``) carries the keys
+    from batch to batch. With ``strict`` (rows as stored) each key's rows must come in that
+    order with no two tied on both. Returns the new ``n``, or ``SEQ_OUT_OF_ORDER`` /
+    ``SEQ_TIE``."""
+    for i in range(code.size):
+        k = code[i]
+        s, se, e = start[i], sort_end[i], end[i]
+        if state[k, 0] == 1:
+            if strict:
+                ls, lse = state[k, 2], state[k, 3]
+                if s < ls or (s == ls and se < lse):
+                    return SEQ_OUT_OF_ORDER
+                if s == ls and se == lse:
+                    return SEQ_TIE
+            before = state[k, 1]
+            if in_graph[i] == 0 and before > no_end and s > before:
+                o_code[n], o_stream[n], o_before[n] = k, stream[i], before
+                o_start[n], o_launch[n], o_tid[n] = s, launch_end[i], tid[i]
+                n += 1
+            state[k, 1] = max(before, e)
+        else:
+            state[k, 0], state[k, 1] = 1, e
+        state[k, 2], state[k, 3] = s, se
+    return n

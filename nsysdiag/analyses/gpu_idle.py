@@ -43,7 +43,7 @@ import pyarrow as pa
 from ..engine.accelerate import accelerate
 from ..engine.steps import registered, steps, temp_views
 from ..settings import DEFAULTS, Settings
-from . import figures, intervals, sweep
+from . import _compiled, figures, intervals, sweep
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .launch_gaps import NO_END
 from .overlap import device_operations
@@ -400,50 +400,57 @@ def _sequence_pass(report: Report) -> tuple[np.ndarray, ...]:
 def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
     """:func:`_sequence_pass` over the sequence as stored (``in_order``) or sorted: the
     (global_pid, device_id) of each sequence with gaps, the bounds of its rows (as
-    ``Gaps``), then the gaps' columns."""
+    ``Gaps``), then the gaps' columns. One compiled loop (``_compiled.sequence_gaps``)
+    carries each sequence's furthest end from batch to batch and writes the gaps."""
     codes: dict[tuple[int, int], int] = {}
-    furthest: dict[int, int] = {}
-    last: dict[int, tuple[int, int]] = {}  # (start, sort_end) of each key's last row
+    state = np.zeros((0, 4), dtype=np.int64)
     # room for one gap per row, filled in the pass's order; pages touched only as they fill
-    names = ("code", "stream", "b", "e", "launch_end", "tid")
-    out = {c: np.empty(rows, dtype=np.int64) for c in names}
+    out = [np.empty(rows, dtype=np.int64) for _ in range(6)]
     n = 0
-    with contextlib.closing(intervals.segments(
-        report, load_sql(NAME)["sequence"], ("global_pid", "device_id"),
-        ("start_ns", "end_ns", *_ORDER[1:]), params={"no_end": NO_END}, in_order=in_order,
-        # as stored, only start and end are checked: a tie is found below
-        order=", ".join(_ORDER[:2] if in_order else _ORDER),
-    )) as sequence:
-        for key, unit in sequence:
-            code = codes.setdefault(key, len(codes))
-            start, end, sort_end = (unit[c].astype(np.int64, copy=False)
-                                    for c in ("start_ns", "end_ns", "sort_end"))
-            if in_order:
-                tied = (start[1:] == start[:-1]) & (sort_end[1:] == sort_end[:-1])
-                if tied.any() or last.get(code) == (int(start[0]), int(sort_end[0])):
-                    raise _Tie(f"rows of {key} tied on start and end")
-                last[code] = (int(start[-1]), int(sort_end[-1]))
-            before, furthest[code] = intervals.ends_before(start, end, furthest.get(code))
-            at = np.flatnonzero((unit["in_graph"] == 0) & (before > NO_END) & (start > before))
-            m = len(at)
-            for c, v in (("code", code), ("stream", unit["stream_id"][at]), ("b", before[at]),
-                         ("e", start[at]), ("launch_end", unit["launch_end_ns"][at]),
-                         ("tid", unit["launch_global_tid"][at])):
-                out[c][n:n + m] = v
-            n += m
-    keys = np.array(list(codes), dtype=np.int64).reshape(-1, 2)
-    code = out.pop("code")[:n]
-    columns = [out.pop(c)[:n] for c in names[1:]]
+    keys = ("global_pid", "device_id")
+    names = ("start_ns", "end_ns", "sort_end", "in_graph", "stream_id", "launch_end_ns",
+             "launch_global_tid")
+    read = (f"SELECT {', '.join((*keys, *names))} FROM ({load_sql(NAME)['sequence']}) "
+            "WHERE global_pid IS NOT NULL AND device_id IS NOT NULL AND start_ns IS NOT NULL")
+    with contextlib.ExitStack() as stack:
+        if in_order:
+            reader = stack.enter_context(intervals.stored_order(
+                report, read, {"no_end": NO_END}))
+        else:
+            reader = report.sql(f"{read} ORDER BY {', '.join((*keys, *_ORDER))}",
+                                {"no_end": NO_END}).to_arrow_reader(intervals.BATCH_ROWS)
+        for batch in reader:
+            if not batch.num_rows:
+                continue
+            cols = [batch.column(c).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+                    for c in (*keys, *names)]
+            code, distinct = intervals.run_codes((cols[0], cols[1]))
+            known = np.array([codes.setdefault(tuple(k), len(codes))
+                              for k in distinct.tolist()], dtype=np.int64)
+            code = known[code]
+            if len(codes) > len(state):
+                state = np.r_[state, np.zeros((len(codes) - len(state), 4), dtype=np.int64)]
+            n = _compiled.sequence_gaps(code, *cols[2:], in_order, NO_END, state, *out, n)
+            if n == _compiled.SEQ_OUT_OF_ORDER:
+                raise intervals.OutOfOrder("a device sequence's rows out of order")
+            if n == _compiled.SEQ_TIE:
+                raise _Tie("rows of a device sequence tied on start and end")
+    keys_ = np.array(list(codes), dtype=np.int64).reshape(-1, 2)
+    code = out[0][:n]
+    columns = [c[:n] for c in out[1:]]
+    del out
     # by process and GPU, each sequence's gaps in their order (a stable sort of the codes
     # by their keys' rank; none where the pass met the sequences in that order)
-    by_key = np.lexsort((keys[:, 1], keys[:, 0]))
+    by_key = np.lexsort((keys_[:, 1], keys_[:, 0]))
     rank = by_key.argsort()
     if len(code) and not (np.diff(rank[code]) >= 0).all():
         order = np.argsort(rank[code], kind="stable")
-        columns = [c[order] for c in columns]
-    counts = np.bincount(code, minlength=len(keys))[by_key]
+        for i in range(len(columns)):  # one column at a time: one copy alive at most
+            columns[i] = columns[i][order]
+        del order
+    counts = np.bincount(code, minlength=len(keys_))[by_key]
     has = counts > 0
-    return (keys[by_key][has], np.r_[0, np.cumsum(counts[has])], *columns)
+    return (keys_[by_key][has], np.r_[0, np.cumsum(counts[has])], *columns)
 
 
 def _gpu_side(report: Report, g: Gaps, fast: bool) -> tuple[np.ndarray, np.ndarray]:
