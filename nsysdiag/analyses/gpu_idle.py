@@ -180,17 +180,20 @@ def gpu_causes(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray
     and had not returned when the GPU went idle."""
     most = gap_ns * (cause_pct / 100.0)
     cause = np.full(len(gap_ns), -1, dtype=np.int8)
-
-    def put(code: int, where: np.ndarray) -> None:
-        cause[(cause < 0) & where] = code
-
-    put(COPY, own_copy_ns >= most)
-    put(OTHER, other_ns >= most)
+    _put(cause, COPY, own_copy_ns >= most)
+    _put(cause, OTHER, other_ns >= most)
     if inside_ns is not None:
-        put(BETWEEN, inside_ns < most)
-    put(UNKNOWN, ~launch_known)
-    put(DEPENDENCY, prelaunched)
+        _put(cause, BETWEEN, inside_ns < most)
+    _put(cause, UNKNOWN, ~launch_known)
+    _put(cause, DEPENDENCY, prelaunched)
     return cause
+
+
+def _put(cause: np.ndarray, code: int, where: np.ndarray) -> None:
+    """Give ``code`` to the gaps of ``where`` that have no cause yet (the first rule that
+    holds wins: :func:`run` applies :func:`gpu_causes`' rules one at a time, in its
+    order, freeing each rule's input before the next is computed)."""
+    cause[(cause < 0) & where] = code
 
 
 def host_causes(at_sync: np.ndarray, at_copy: np.ndarray, calls_ns: np.ndarray,
@@ -239,19 +242,25 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
         return missing
     fast = accelerate(sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls")))
     g = (accelerated if fast else method)(report)
+    # gpu_causes' rules one at a time, in its order
+    most = (g.end - g.start) * (s.idle_cause_pct / 100.0)
+    cause = np.full(len(most), -1, dtype=np.int8)
     own_copy, other = _gpu_side(report, g, fast)
+    _put(cause, COPY, own_copy >= most)
+    _put(cause, OTHER, other >= most)
+    del own_copy, other
     ranges = report.analysis("ranges", range_name=range_name, settings=s)
-    unit, inside = None, None
+    unit = None
     if isinstance(ranges, RangesResult) and ranges.ok and "instances" in ranges.tables:
         unit = ranges.unit
-        inside = _inside_units(ranges, g)
+        _put(cause, BETWEEN, _inside_units(ranges, g) < most)
+    del most
     launch_end, tid = g.launch_end, g.tid
     g.launch_end = g.tid = None  # only the host windows' rows are kept below
     launch_known = (launch_end != NO_END) & (tid != NO_END)
-    gap = g.end - g.start
-    cause = gpu_causes(gap, own_copy, other, inside, launch_known,
-                       launch_known & (launch_end <= g.start), s.idle_cause_pct)
-    del own_copy, other, inside, launch_known
+    _put(cause, UNKNOWN, ~launch_known)
+    _put(cause, DEPENDENCY, launch_known & (launch_end <= g.start))
+    del launch_known
     if fast and report.probe.present("api_calls") and (cause < 0).any():
         # each host window finished inside the sweep: no per-window rows kept
         got = sweep.window_causes(report, load_sql(NAME)["thread_calls"], cause, tid,
@@ -260,8 +269,7 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
         if got is not None:
             np.copyto(cause, got, where=cause < 0)
             del got, tid, launch_end
-            g.end = None
-            return _result(s, unit, gap, cause, g, detail)
+            return _result(s, unit, _gap(g), cause, g, detail)
     # the host windows of the gaps the GPU side leaves open (without a CUDA API trace,
     # empty windows: their first state)
     host = np.flatnonzero(cause < 0)
@@ -269,7 +277,7 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     w_end = np.minimum(g.end[host], launch_end[host])
     tid = tid[host]
     del launch_end
-    g.end = None  # start + gap from here on
+    gap = _gap(g)
     calls = np.zeros((len(host), 4), dtype=np.int64)
     at = np.full(len(host), -1, dtype=np.int8)
     if len(host) and report.probe.present("api_calls"):
@@ -281,6 +289,13 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
                               s.idle_cause_pct)
     del calls, outside, at, host
     return _result(s, unit, gap, cause, g, detail)
+
+
+def _gap(g: Gaps) -> np.ndarray:
+    """Each gap's length, in place of its end (``g.end`` is None after)."""
+    gap = np.subtract(g.end, g.start, out=g.end if g.end.flags.writeable else None)
+    g.end = None
+    return gap
 
 
 #: thread_calls' classes (gpu_idle.sql): launch, memcpy/memset, sync, other CUDA calls
