@@ -178,3 +178,22 @@ def test_ties_and_two_gpus_both_ways(builder, tmp_path, monkeypatch):
                  g["cause"]) for g in gaps] == [
             (0, 8, 100, 200, "launch_bound"), (0, 7, 300, 400, "cpu_work"),
             (1, 7, 150, 250, "launch_bound")], mode
+
+
+@pytest.mark.parametrize("mode", ["never", "always"])
+def test_idle_cause_is_taken_over_the_whole_gap(builder, tmp_path, monkeypatch, mode):
+    """The thread is in cudaDeviceSynchronize when the GPU drains (at 100), leaves it at
+    101 and runs CPU code until it launches the next kernel at 1000: the gap [100, 1010)
+    is CPU work (895 of its 905 ns host window outside CUDA), not a host sync; with the
+    next launch at 150 instead, most of the window (45 of 50 ns) is outside CUDA too, and
+    at 104 (4 of 8 ns: not "most") the sync at the drain point wins. Both paths."""
+    monkeypatch.setenv("NSYSDIAG_ACCELERATE", mode)
+    for launch, cause in ((1000, "cpu_work"), (150, "cpu_work"), (104, "host_sync")):
+        b = builder("current")
+        b.launch(0, 5, 10, 100)
+        b.api(6, 101, "cudaDeviceSynchronize_v3020")
+        b.launch(launch, launch + 5, launch + 10, launch + 50)
+        with nsysdiag.open(b.write(tmp_path / f"t{launch}.sqlite"), cache=False) as rep:
+            r = gpu_idle.run(rep)
+        (gap,) = r.table("gaps").to_pylist()
+        assert (gap["gap_ns"], gap["cause"]) == (launch + 10 - 100, cause)

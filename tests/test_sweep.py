@@ -221,3 +221,54 @@ def test_between_key_is_between(tmp_path):
     lo, hi = np.array([-5, 90, 60, 200]), np.array([60, 130, 60, 300])
     assert cover.between_key(0, lo, hi).tolist() == [60, 20, 0, 0]
     assert cover.between_key(1, lo, hi).tolist() == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("batch_rows", [1, 3, 1 << 20])
+def test_window_causes_match_covered_windows(tmp_path, monkeypatch, seed, batch_rows):
+    """gpu_idle's host cause finished inside the sweep (``window_causes``) equals
+    ``covered_windows`` then ``gpu_idle.host_causes`` on the same windows: rows the GPU
+    side decided skipped, windows cut at the launch call's return, keys in runs (a key in
+    two runs or windows that overlap: None, the caller's other path)."""
+    from nsysdiag.analyses import gpu_idle
+
+    monkeypatch.setattr(sweep, "BATCH_ROWS", batch_rows)
+    rng = np.random.default_rng(500 + seed)
+    n = int(rng.integers(1, 80))
+    keys = (rng.integers(0, 4, n) * 7 - 7).tolist()
+    starts = rng.integers(0, 300, n)
+    ends = starts + rng.integers(-5, 60, n)
+    intervals = list(zip(keys, starts.tolist(), ends.tolist(), rng.integers(0, 4, n).tolist()))
+    m = 50
+    wkey = np.sort(rng.integers(0, 5, m) * 7 - 7).astype(np.int64)
+    wstart, wend = np.empty(m, np.int64), np.empty(m, np.int64)
+    for k in np.unique(wkey):
+        rows = np.flatnonzero(wkey == k)
+        cuts = np.sort(rng.integers(-10, 380, 2 * len(rows)))
+        wstart[rows], wend[rows] = cuts[0::2], cuts[1::2]
+    limit = np.where(rng.random(m) < 0.3, wstart + rng.integers(0, 30, m), wend + 5)
+    cause = np.where(rng.random(m) < 0.2, gpu_idle.DEPENDENCY, -1).astype(np.int8)
+    if seed % 4 == 3:  # one key's windows in two runs
+        wkey[-1] = wkey[0]
+    pct = float(rng.choice([50.0, 30.0, 80.0]))
+    with nsysdiag.open(_export(tmp_path)) as rep:
+        rep.con.register("iv", pa.table(dict(zip(("key", "start_ns", "end_ns", "cls"),
+                                                  map(list, zip(*intervals))))))
+        got = sweep.window_causes(rep, "SELECT * FROM iv", cause, wkey, wstart, wend, limit,
+                                  gpu_idle._HOST_CODES, pct, in_order=True)
+        host = np.flatnonzero(cause < 0)
+        w_end = np.minimum(wend, limit)[host]
+        sums, at = sweep.covered_windows(rep, "SELECT * FROM iv", wkey[host], wstart[host],
+                                         w_end, 4, in_order=True)
+    hk, hs = wkey[host], wstart[host]
+    head = np.r_[True, hk[1:] != hk[:-1]]
+    overlap = ((hs[1:] < w_end[:-1]) & ~head[1:]).any()
+    if len(set(hk[head].tolist())) < head.sum() or overlap:
+        assert got is None
+        return
+    assert got is not None
+    outside = np.maximum((w_end - wstart[host]) - sums.sum(axis=1), 0)
+    want = gpu_idle.host_causes(at == gpu_idle.SYNC_CALL, at == gpu_idle.COPY_CALL, sums,
+                                outside, pct)
+    assert got[host].tolist() == want.tolist()
+    assert (got[cause >= 0] == -1).all()

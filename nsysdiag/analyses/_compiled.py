@@ -367,3 +367,165 @@ def search_right(a, v, out):
     for i in range(v.size):
         j = _count_right(a, v[i], j)
         out[i] = j
+
+
+@_jit
+def window_runs(cause, key, start, end, limit, run_key, run_head, run_end):
+    """The runs of the host windows of ``sweep_causes``: the rows with ``cause < 0``, each
+    a window ``[start, min(end, limit)]`` of thread ``key``, taken in row order. Writes
+    each run of one key's windows (its key, first row, end row) and returns the number of
+    runs; -1 when a window starts before the previous one of its run ends, or when there
+    are more runs than ``run_key`` has room for (the windows are then probed sorted)."""
+    n = 0
+    last_end = 0
+    for i in range(cause.size):
+        if cause[i] >= 0:
+            continue
+        k, s = key[i], start[i]
+        if n > 0 and run_key[n - 1] == k:
+            if s < last_end:
+                return -1
+        else:
+            if n == run_key.size:
+                return -1
+            run_key[n], run_head[n] = k, i
+            n += 1
+        last_end = min(end[i], limit[i])
+        run_end[n - 1] = i + 1
+    return n
+
+
+@_inline
+def _covered_now(keys, cum, k, t, c):
+    """Class ``c``'s covered time of key k before instant ``t`` (as ``_answer_key``)."""
+    if keys[k, K_SEEN] == 0 or keys[k, K_LAST_E] < keys[k, K_LAST_S]:
+        return 0
+    got = cum[k, c]
+    if keys[k, K_LAST_C] == c:
+        le = keys[k, K_LAST_E]
+        got -= le - min(max(t, keys[k, K_LAST_S]), le)
+    return got
+
+
+@_jit
+def _answer_cause(keys, cum, k, p, cause, start, end, limit, opened, codes, pct, out):
+    """Probe ``p`` of ``sweep_causes``: the start (even) or end (odd) of row ``p >> 1``'s
+    window. At its start the covered time per class and the class of the piece holding the
+    start instant are kept in ``opened[k]``; at its end the window's time per class is the
+    difference, and the row's cause goes to ``out`` (``_window_cause``)."""
+    row = p >> 1
+    n_classes = cum.shape[1]
+    if p & 1 == 0:
+        t = start[row]
+        for c in range(n_classes):
+            opened[k, c] = _covered_now(keys, cum, k, t, c)
+        opened[k, n_classes] = t
+        held = -1
+        if keys[k, K_SEEN] == 1 and keys[k, K_LAST_S] <= t and t < keys[k, K_LAST_E]:
+            held = keys[k, K_LAST_C]
+        opened[k, n_classes + 1] = held
+        return
+    t = min(end[row], limit[row])
+    total = 0
+    best = 0
+    best_ns = -1
+    for c in range(n_classes):
+        ns = _covered_now(keys, cum, k, t, c) - opened[k, c]
+        total += ns
+        if ns > best_ns:
+            best, best_ns = c, ns
+    outside = max((t - opened[k, n_classes]) - total, 0)
+    code = codes[best]
+    if outside > best_ns:
+        code = codes[n_classes]
+    # the call at the drain point wins unless most of the window was outside CUDA
+    if not outside >= (outside + total) * (pct / 100.0):
+        held = opened[k, n_classes + 1]
+        if held == codes[n_classes + 1]:
+            code = codes[n_classes + 3]
+        elif held == codes[n_classes + 2]:
+            code = codes[n_classes + 4]
+    out[row] = code
+
+
+@_jit
+def sweep_causes(code, istart, iend, icls, cause, start, end, limit, pend, keys, cum, opened,
+                 codes, pct, out):
+    """``sweep_windows`` for the host windows of gpu_idle, each finished as the sweep
+    passes its end: key k's probes are ``keys[k, K_PROBE]`` to ``pend[k]``, probe ``p``
+    the start (even) or end (odd) of row ``p >> 1``'s window (rows with ``cause >= 0`` are
+    none), one window after another (``window_runs``). No per-window sums are held: each
+    row's cause goes to ``out`` (``_answer_cause``). Returns as ``sweep_keys``."""
+    for i in range(code.size):
+        k = code[i]
+        if k < 0:
+            continue
+        e, c = iend[i], icls[i]
+        lo = _cut(keys, k, istart[i], e, c)
+        if lo == OUT_OF_ORDER:
+            return i
+        if e > lo:
+            p = keys[k, K_PROBE]
+            while p < pend[k]:
+                row = p >> 1
+                if cause[row] >= 0:
+                    p += 1
+                    continue
+                t = start[row] if p & 1 == 0 else min(end[row], limit[row])
+                if t >= lo:
+                    break
+                _answer_cause(keys, cum, k, p, cause, start, end, limit, opened, codes, pct,
+                              out)
+                p += 1
+            keys[k, K_PROBE] = p
+        _put(keys, cum, k, lo, e, c)
+    return -1
+
+
+@_jit
+def finish_causes(cause, start, end, limit, pend, keys, cum, opened, codes, pct, out):
+    """Answer every probe ``sweep_causes`` left: those after each key's last piece."""
+    for k in range(pend.size):
+        for p in range(keys[k, K_PROBE], pend[k]):
+            if cause[p >> 1] < 0:
+                _answer_cause(keys, cum, k, p, cause, start, end, limit, opened, codes, pct,
+                              out)
+        keys[k, K_PROBE] = pend[k]
+
+
+#: what ``sequence_gaps`` returns for a row out of order for its key, and for a tie
+SEQ_OUT_OF_ORDER, SEQ_TIE = -1, -2
+
+
+@_jit
+def sequence_gaps(code, start, end, sort_end, in_graph, stream, launch_end, tid, strict,
+                  no_end, state, o_code, o_stream, o_before, o_start, o_launch, o_tid, n):
+    """One batch of gpu_idle's sequence pass (gpu_idle.sql ``gaps``): per key code (a
+    device sequence), rows by start then ``sort_end``; each row's ``before`` is the
+    furthest end of the key's earlier rows (none for its first); a row outside graphs
+    (``in_graph`` 0) that starts after it follows a gap, written as row ``n`` of the
+    ``o_`` arrays (its key code, stream, idle start, idle end, launch return, thread).
+    ``state`` (per key: seen, furthest end, last start, last ``sort_end``) carries the keys
+    from batch to batch. With ``strict`` (rows as stored) each key's rows must come in that
+    order with no two tied on both. Returns the new ``n``, or ``SEQ_OUT_OF_ORDER`` /
+    ``SEQ_TIE``."""
+    for i in range(code.size):
+        k = code[i]
+        s, se, e = start[i], sort_end[i], end[i]
+        if state[k, 0] == 1:
+            if strict:
+                ls, lse = state[k, 2], state[k, 3]
+                if s < ls or (s == ls and se < lse):
+                    return SEQ_OUT_OF_ORDER
+                if s == ls and se == lse:
+                    return SEQ_TIE
+            before = state[k, 1]
+            if in_graph[i] == 0 and before > no_end and s > before:
+                o_code[n], o_stream[n], o_before[n] = k, stream[i], before
+                o_start[n], o_launch[n], o_tid[n] = s, launch_end[i], tid[i]
+                n += 1
+            state[k, 1] = max(before, e)
+        else:
+            state[k, 0], state[k, 1] = 1, e
+        state[k, 2], state[k, 3] = s, se
+    return n

@@ -44,7 +44,7 @@ from ..engine.accelerate import accelerate
 from ..engine.steps import registered, steps, temp_views
 from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
-from . import figures, intervals, sweep
+from . import _compiled, figures, intervals, sweep
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .launch_gaps import NO_END
 from .overlap import device_operations
@@ -181,17 +181,20 @@ def gpu_causes(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray
     and had not returned when the GPU went idle."""
     most = gap_ns * (cause_pct / 100.0)
     cause = np.full(len(gap_ns), -1, dtype=np.int8)
-
-    def put(code: int, where: np.ndarray) -> None:
-        cause[(cause < 0) & where] = code
-
-    put(COPY, own_copy_ns >= most)
-    put(OTHER, other_ns >= most)
+    _put(cause, COPY, own_copy_ns >= most)
+    _put(cause, OTHER, other_ns >= most)
     if inside_ns is not None:
-        put(BETWEEN, inside_ns < most)
-    put(UNKNOWN, ~launch_known)
-    put(DEPENDENCY, prelaunched)
+        _put(cause, BETWEEN, inside_ns < most)
+    _put(cause, UNKNOWN, ~launch_known)
+    _put(cause, DEPENDENCY, prelaunched)
     return cause
+
+
+def _put(cause: np.ndarray, code: int, where: np.ndarray) -> None:
+    """Give ``code`` to the gaps of ``where`` that have no cause yet (the first rule that
+    holds wins: :func:`run` applies :func:`gpu_causes`' rules one at a time, in its
+    order, freeing each rule's input before the next is computed)."""
+    cause[(cause < 0) & where] = code
 
 
 def host_causes(at_sync: np.ndarray, at_copy: np.ndarray, calls_ns: np.ndarray,
@@ -240,19 +243,34 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
         return missing
     fast = accelerate(sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls")))
     g = (accelerated if fast else method)(report)
+    # gpu_causes' rules one at a time, in its order
+    most = (g.end - g.start) * (s.idle_cause_pct / 100.0)
+    cause = np.full(len(most), -1, dtype=np.int8)
     own_copy, other = _gpu_side(report, g, fast)
+    _put(cause, COPY, own_copy >= most)
+    _put(cause, OTHER, other >= most)
+    del own_copy, other
     ranges = report.analysis("ranges", range_name=range_name, settings=s)
-    unit, inside = None, None
+    unit = None
     if isinstance(ranges, RangesResult) and ranges.ok and "instances" in ranges.tables:
         unit = ranges.unit
-        inside = _inside_units(ranges, g)
+        _put(cause, BETWEEN, _inside_units(ranges, g) < most)
+    del most
     launch_end, tid = g.launch_end, g.tid
     g.launch_end = g.tid = None  # only the host windows' rows are kept below
     launch_known = (launch_end != NO_END) & (tid != NO_END)
-    gap = g.end - g.start
-    cause = gpu_causes(gap, own_copy, other, inside, launch_known,
-                       launch_known & (launch_end <= g.start), s.idle_cause_pct)
-    del own_copy, other, inside, launch_known
+    _put(cause, UNKNOWN, ~launch_known)
+    _put(cause, DEPENDENCY, launch_known & (launch_end <= g.start))
+    del launch_known
+    if fast and report.probe.present("api_calls") and (cause < 0).any():
+        # each host window finished inside the sweep: no per-window rows kept
+        got = sweep.window_causes(report, load_sql(NAME)["thread_calls"], cause, tid,
+                                  g.start, g.end, launch_end, _HOST_CODES, s.idle_cause_pct,
+                                  in_order=True)
+        if got is not None:
+            np.copyto(cause, got, where=cause < 0)
+            del got, tid, launch_end
+            return _result(s, unit, _gap(g), cause, g, detail)
     # the host windows of the gaps the GPU side leaves open (without a CUDA API trace,
     # empty windows: their first state)
     host = np.flatnonzero(cause < 0)
@@ -260,7 +278,7 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     w_end = np.minimum(g.end[host], launch_end[host])
     tid = tid[host]
     del launch_end
-    g.end = None  # start + gap from here on
+    gap = _gap(g)
     calls = np.zeros((len(host), 4), dtype=np.int64)
     at = np.full(len(host), -1, dtype=np.int8)
     if len(host) and report.probe.present("api_calls"):
@@ -274,8 +292,20 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     return _result(s, unit, gap, cause, g, detail)
 
 
+def _gap(g: Gaps) -> np.ndarray:
+    """Each gap's length, in place of its end (``g.end`` is None after)."""
+    gap = np.subtract(g.end, g.start, out=g.end if g.end.flags.writeable else None)
+    g.end = None
+    return gap
+
+
 #: thread_calls' classes (gpu_idle.sql): launch, memcpy/memset, sync, other CUDA calls
 LAUNCH_CALL, COPY_CALL, SYNC_CALL, OTHER_CALL = range(4)
+#: host_causes' rule for the compiled sweep (``sweep.window_causes``): the cause of each
+#: class's dominance, of time outside CUDA, the copy and sync calls' classes, and their
+#: causes at the drain point
+_HOST_CODES = np.array([LAUNCH, COPY, SYNC, CUDA_OTHER, CPU, COPY_CALL, SYNC_CALL, COPY,
+                        SYNC], dtype=np.int64)
 
 
 @dataclass
@@ -386,50 +416,57 @@ def _sequence_pass(report: Report) -> tuple[np.ndarray, ...]:
 def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
     """:func:`_sequence_pass` over the sequence as stored (``in_order``) or sorted: the
     (global_pid, device_id) of each sequence with gaps, the bounds of its rows (as
-    ``Gaps``), then the gaps' columns."""
+    ``Gaps``), then the gaps' columns. One compiled loop (``_compiled.sequence_gaps``)
+    carries each sequence's furthest end from batch to batch and writes the gaps."""
     codes: dict[tuple[int, int], int] = {}
-    furthest: dict[int, int] = {}
-    last: dict[int, tuple[int, int]] = {}  # (start, sort_end) of each key's last row
+    state = np.zeros((0, 4), dtype=np.int64)
     # room for one gap per row, filled in the pass's order; pages touched only as they fill
-    names = ("code", "stream", "b", "e", "launch_end", "tid")
-    out = {c: np.empty(rows, dtype=np.int64) for c in names}
+    out = [np.empty(rows, dtype=np.int64) for _ in range(6)]
     n = 0
-    with contextlib.closing(intervals.segments(
-        report, load_sql(NAME)["sequence"], ("global_pid", "device_id"),
-        ("start_ns", "end_ns", *_ORDER[1:]), params={"no_end": NO_END}, in_order=in_order,
-        # as stored, only start and end are checked: a tie is found below
-        order=", ".join(_ORDER[:2] if in_order else _ORDER),
-    )) as sequence:
-        for key, unit in sequence:
-            code = codes.setdefault(key, len(codes))
-            start, end, sort_end = (unit[c].astype(np.int64, copy=False)
-                                    for c in ("start_ns", "end_ns", "sort_end"))
-            if in_order:
-                tied = (start[1:] == start[:-1]) & (sort_end[1:] == sort_end[:-1])
-                if tied.any() or last.get(code) == (int(start[0]), int(sort_end[0])):
-                    raise _Tie(f"rows of {key} tied on start and end")
-                last[code] = (int(start[-1]), int(sort_end[-1]))
-            before, furthest[code] = intervals.ends_before(start, end, furthest.get(code))
-            at = np.flatnonzero((unit["in_graph"] == 0) & (before > NO_END) & (start > before))
-            m = len(at)
-            for c, v in (("code", code), ("stream", unit["stream_id"][at]), ("b", before[at]),
-                         ("e", start[at]), ("launch_end", unit["launch_end_ns"][at]),
-                         ("tid", unit["launch_global_tid"][at])):
-                out[c][n:n + m] = v
-            n += m
-    keys = np.array(list(codes), dtype=np.int64).reshape(-1, 2)
-    code = out.pop("code")[:n]
-    columns = [out.pop(c)[:n] for c in names[1:]]
+    keys = ("global_pid", "device_id")
+    names = ("start_ns", "end_ns", "sort_end", "in_graph", "stream_id", "launch_end_ns",
+             "launch_global_tid")
+    read = (f"SELECT {', '.join((*keys, *names))} FROM ({load_sql(NAME)['sequence']}) "
+            "WHERE global_pid IS NOT NULL AND device_id IS NOT NULL AND start_ns IS NOT NULL")
+    with contextlib.ExitStack() as stack:
+        if in_order:
+            reader = stack.enter_context(intervals.stored_order(
+                report, read, {"no_end": NO_END}))
+        else:
+            reader = report.sql(f"{read} ORDER BY {', '.join((*keys, *_ORDER))}",
+                                {"no_end": NO_END}).to_arrow_reader(intervals.BATCH_ROWS)
+        for batch in reader:
+            if not batch.num_rows:
+                continue
+            cols = [batch.column(c).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+                    for c in (*keys, *names)]
+            code, distinct = intervals.run_codes((cols[0], cols[1]))
+            known = np.array([codes.setdefault(tuple(k), len(codes))
+                              for k in distinct.tolist()], dtype=np.int64)
+            code = known[code]
+            if len(codes) > len(state):
+                state = np.r_[state, np.zeros((len(codes) - len(state), 4), dtype=np.int64)]
+            n = _compiled.sequence_gaps(code, *cols[2:], in_order, NO_END, state, *out, n)
+            if n == _compiled.SEQ_OUT_OF_ORDER:
+                raise intervals.OutOfOrder("a device sequence's rows out of order")
+            if n == _compiled.SEQ_TIE:
+                raise _Tie("rows of a device sequence tied on start and end")
+    keys_ = np.array(list(codes), dtype=np.int64).reshape(-1, 2)
+    code = out[0][:n]
+    columns = [c[:n] for c in out[1:]]
+    del out
     # by process and GPU, each sequence's gaps in their order (a stable sort of the codes
     # by their keys' rank; none where the pass met the sequences in that order)
-    by_key = np.lexsort((keys[:, 1], keys[:, 0]))
+    by_key = np.lexsort((keys_[:, 1], keys_[:, 0]))
     rank = by_key.argsort()
     if len(code) and not (np.diff(rank[code]) >= 0).all():
         order = np.argsort(rank[code], kind="stable")
-        columns = [c[order] for c in columns]
-    counts = np.bincount(code, minlength=len(keys))[by_key]
+        for i in range(len(columns)):  # one column at a time: one copy alive at most
+            columns[i] = columns[i][order]
+        del order
+    counts = np.bincount(code, minlength=len(keys_))[by_key]
     has = counts > 0
-    return (keys[by_key][has], np.r_[0, np.cumsum(counts[has])], *columns)
+    return (keys_[by_key][has], np.r_[0, np.cumsum(counts[has])], *columns)
 
 
 def _gpu_side(report: Report, g: Gaps, fast: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -143,6 +143,74 @@ def covered_windows(
     return out
 
 
+def window_causes(
+    report: Report, intervals_sql: str, cause: np.ndarray, key: np.ndarray,
+    start: np.ndarray, end: np.ndarray, limit: np.ndarray, codes: np.ndarray, pct: float,
+    in_order: bool = False, max_runs: int = 1 << 16,
+) -> np.ndarray | None:
+    """gpu_idle's host cause of each window, finished inside the sweep: what
+    :func:`covered_windows` and ``gpu_idle.host_causes`` give, without a row of sums per
+    window (``_compiled.sweep_causes``).
+
+    Parameters
+    ----------
+    intervals_sql, in_order
+        As :func:`covered_sums` (``n_classes`` 4: ``codes`` says what each class is).
+    cause : int8 array
+        The rows with ``cause < 0`` are windows; the others are skipped.
+    key, start, end, limit : int64 arrays
+        Row i's window is ``[start[i], min(end[i], limit[i])]`` of key ``key[i]``.
+    codes : int64 array
+        The cause of a window dominated by each class (4), by time outside them, then the
+        classes of a copy and a sync call, then the causes the call at a window's start
+        gives (copy, sync) unless most of the window (``pct``) was outside the classes.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        int8, one per row: the cause of each window (-1 elsewhere); None when each key's
+        windows do not come as one run, one after another in time (``covered_windows``
+        answers that case).
+    """
+    room = min(max_runs, len(cause))
+    run_key, run_head, run_end = (np.empty(room, dtype=np.int64) for _ in range(3))
+    n = _compiled.window_runs(cause, key, start, end, limit, run_key, run_head, run_end)
+    if n < 0:
+        return None
+    order = np.argsort(run_key[:n], kind="stable")
+    distinct = run_key[:n][order]
+    if n and (distinct[1:] == distinct[:-1]).any():
+        return None  # a key in two runs
+    heads, pend = 2 * run_head[:n][order], 2 * run_end[:n][order]
+    read = (f"SELECT key, start_ns, end_ns, cls FROM ({intervals_sql}) "
+            "WHERE start_ns IS NOT NULL AND end_ns >= start_ns AND key IS NOT NULL")
+
+    def swept(reader: Iterable[pa.RecordBatch]) -> np.ndarray | None:
+        keys = _key_state(heads)
+        cum = np.zeros((n, 4), dtype=np.int64)
+        opened = np.zeros((n, 6), dtype=np.int64)
+        out = np.full(len(cause), -1, dtype=np.int8)
+        for batch in reader:
+            if not batch.num_rows:
+                continue
+            code, istart, iend, icls = _coded(batch, distinct)
+            if _compiled.sweep_causes(code, istart, iend, icls, cause, start, end, limit,
+                                      pend, keys, cum, opened, codes, pct, out) >= 0:
+                return None
+        _compiled.finish_causes(cause, start, end, limit, pend, keys, cum, opened, codes,
+                                pct, out)
+        return out
+
+    if in_order:
+        with intervals.stored_order(report, read, batch_rows=BATCH_ROWS) as reader:
+            out = swept(reader)
+        if out is not None:
+            return out
+    out = swept(_sorted_read(report, read))
+    assert out is not None, "sorted intervals are in the sweep's order"
+    return out
+
+
 def _swept_windows(reader: Iterable[pa.RecordBatch], distinct: np.ndarray, heads: np.ndarray,
                    pts: np.ndarray, pref: np.ndarray, pend: np.ndarray, n_classes: int,
                    n: int) -> tuple[np.ndarray, np.ndarray] | None:
