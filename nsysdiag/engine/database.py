@@ -103,7 +103,8 @@ def connect(threads: int | None = None, spill: Path | None = None
     # its left DuckDB runs it as a nested loop join with a per-row maximum instead, and an
     # estimate far under the real count made that a comparison of every row with every
     # other (the unit choice's look-up of each probe among a name's instances)
-    con.execute("SET asof_loop_join_threshold = 0")
+    with contextlib.suppress(duckdb.CatalogException):  # a DuckDB without the setting
+        con.execute("SET asof_loop_join_threshold = 0")
     spill = spill or spill_dir()
     try:
         con.execute("SET memory_limit = ?", [memory_limit()])
