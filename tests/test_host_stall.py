@@ -89,3 +89,14 @@ def test_natural_jitter_is_spread(builder, tmp_path):
     d = nsysdiag.diagnose(path, range_name="request", cache=False)
     assert not any(f.check == "C3" for f in d.findings)
     assert d.verdict.mechanism is None or d.verdict.mechanism.value == "host_work"
+
+
+def test_no_runtime_times_measures_no_layout(tmp_path):
+    """An export whose runtime table lost its start column has no host side: the layout is
+    not measured (None), and the diagnosis still runs (found by test_fuzz_full)."""
+    from fixtures.fuzz import Mutation, exercise, known_bug, write_case
+
+    path = write_case("graphs", [Mutation(op="drop_table", table="CUPTI_ACTIVITY_KIND_RUNTIME",
+                                          column="start", value=None, fraction=0.0)],
+                      tmp_path / "t.sqlite")
+    assert exercise(path, full=True, tolerate=known_bug) == []

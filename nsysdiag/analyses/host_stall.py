@@ -115,8 +115,9 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
     or a median band); ``ratio``: a long stretch is this many times the median band's
     longest."""
     table = ranges.tables.get("instances")
-    if table is None or "counted" not in table.column_names or not ranges.tail_n:
-        return None
+    if (table is None or not ranges.tail_n
+            or not {"counted", "cpu_outside_cuda_ns"} <= set(table.column_names)):
+        return None  # no host side measured (an export without the runtime's times)
     t = table.filter(table.column("counted")).select(
         ["instance", "start_ns", "end_ns", "duration_ns", "pid", "tid",
          "cpu_outside_cuda_ns"]).to_pydict()
