@@ -633,10 +633,6 @@ def _ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(distinct, dtype=np.int64), rank.astype(np.int64, copy=False)
 
 
-def _ms(ns: float) -> str:
-    return fmt_ns(ns)
-
-
 def breakdown(r: GpuIdleResult, limit: int = 4) -> str:
     """The largest causes in words: ``cpu_work 61%, host_sync 30%, ...``."""
     parts = sorted(((c, v) for c, v in (r.by_cause or {}).items() if v["idle_ns"] > 0),
@@ -647,7 +643,7 @@ def breakdown(r: GpuIdleResult, limit: int = 4) -> str:
 def _message(r: GpuIdleResult) -> str:
     if not r.gaps:
         return "no gap before a kernel"
-    return (f"{r.gaps} gaps, {_ms(r.idle_ns)} idle: {breakdown(r)}"
+    return (f"{r.gaps} gaps, {fmt_ns(r.idle_ns)} idle: {breakdown(r)}"
             + (f" (unit {r.unit})" if r.unit else " (no unit: the whole run)"))
 
 
@@ -657,6 +653,6 @@ def _findings(r: GpuIdleResult) -> tuple[str, ...]:
         out.append(f"most GPU idle time is {r.top_cause}: {MEANING[r.top_cause]}")
     if r.launch_bound_gaps:
         out.append(f"{r.launch_bound_gaps} launch-bound gaps: P50 "
-                   f"{_ms(r.launch_bound_p50_ns)}, P99 {_ms(r.launch_bound_p99_ns)}"
+                   f"{fmt_ns(r.launch_bound_p50_ns)}, P99 {fmt_ns(r.launch_bound_p99_ns)}"
                    + (" (launch overhead)" if r.launch_overhead else ""))
     return tuple(out)
