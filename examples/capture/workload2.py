@@ -46,9 +46,9 @@ class Nvtx:
         if program == "cupy":
             try:
                 from cupy.cuda import nvtx as cnvtx
+                # start/end ranges stay PyTorch's: CuPy's RangeStart refuses its own
+                # "no colour" default in some versions (negative value to uint32_t)
                 self.push, self.pop = cnvtx.RangePush, cnvtx.RangePop
-                self.start = lambda msg: cnvtx.RangeStart(msg, -1)  # -1: no colour
-                self.end = cnvtx.RangeEnd
             except Exception:  # a CuPy built without NVTX: PyTorch's ranges are the same API
                 pass
 
