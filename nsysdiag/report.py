@@ -307,6 +307,15 @@ class Report:
         return {r["name"]: r["value"] for r in rows.to_pylist()
                 if r["name"] and r["value"] is not None}
 
+    def session_start_utc_ns(self) -> int | None:
+        """Wall-clock time of the trace's t = 0, ns since the Unix epoch
+        (``TARGET_INFO_SESSION_START_TIME.utcEpochNs``); None when the export lacks it."""
+        if "TARGET_INFO_SESSION_START_TIME" not in self.source.tables():
+            return None
+        rows = self.source.read("TARGET_INFO_SESSION_START_TIME",
+                                {"utcEpochNs": "int"}).read_all().column(0).to_pylist()
+        return next((int(v) for v in rows if v is not None and v > 0), None)
+
     def diagnostics(self) -> list[tuple[int, str]]:
         """The capture's own warnings (``DIAGNOSTIC_EVENT``: severity, text; severity 1
         information, 2 warning, 3 error); empty when the export has none."""

@@ -179,6 +179,14 @@ class Settings:
     graphs_outside_pct: float = _rule(10.0, "kernel GPU time outside CUDA graphs at or above "
                                             "this share is reported (when graphs are in use), %")
 
+    # -- ranks: collectives across the exports of one run --------------------------------------
+    rank_clock_tolerance_ns: int = _rule(20_000, "exports placed by their session starts whose "
+                                                 "collectives' ends disagree by more than this "
+                                                 "are placed by those ends instead, ns")
+    straggler_share_pct: float = _rule(50.0, "a rank is named the straggler when it caused "
+                                             "more than this share of the waits at "
+                                             "collectives, %")
+
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)

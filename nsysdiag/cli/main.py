@@ -391,6 +391,26 @@ def diff_cmd(
 
 
 @cli.command()
+@click.argument("exports", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=True, path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_settings
+def ranks(settings: Settings, exports: tuple[str, ...], as_json: bool) -> None:
+    """One diagnosis over a distributed run: which rank the others wait for, and why.
+
+    EXPORTS are the run's exports, one per rank (nsys profile -o rank%q{RANK}) or one
+    holding several processes and GPUs. NCCL collectives are paired across ranks; the
+    rank that caused most of the waits is the straggler, and its own export is diagnosed
+    for the cause.
+    """
+    from ..diagnosis.ranks import diagnose_ranks
+
+    result = diagnose_ranks(list(exports), cache=settings.cache, cache_dir=settings.cache_dir,
+                            nsys=settings.nsys)
+    echo(result.to_json() if as_json else str(result))
+
+
+@cli.command()
 @click.argument("inputs", nargs=-1, required=True)
 @click.option(
     "-o",

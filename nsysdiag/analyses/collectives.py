@@ -1,0 +1,252 @@
+"""Collectives across ranks: who arrives last, how long the others wait for it.
+
+A cross-report analysis: it takes a :class:`~nsysdiag.reportset.ReportSet` (the exports
+of one distributed run, or one export holding several processes and GPUs), not one
+report. The method is ``sql/collectives.sql``: each export's NCCL kernels are numbered
+per rank, communicator and collective; the instances every rank holds are paired, each
+rank's arrival is its kernel's start on the aligned timeline, and the last arrival's
+rank caused the others' waits. ``docs/analyses/collectives.md`` explains the figures.
+
+Clock alignment: exports are placed by their session starts (``ReportSet``); the
+collectives' ends then check it, since a collective's kernels end together on every
+rank. Where an export records no session start, or the ends disagree by more than
+``Settings.rank_clock_tolerance_ns``, each export is shifted by the median difference of
+its ranks' ends from the instances' median end (``alignment = "collective_ends"``).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..engine.database import connect
+from ..settings import Settings
+from .base import EMPTY, OK, AnalysisResult, figure, load_sql, records, run_query
+
+if TYPE_CHECKING:
+    from ..reportset import ReportSet
+
+SETTINGS = ("rank_clock_tolerance_ns", "straggler_share_pct")
+
+
+@dataclass(frozen=True)
+class RankId:
+    """One rank: a process on a GPU in one export."""
+
+    index: int  #: position in the run, 0-based, in the order of :func:`label_ranks`
+    label: str  #: "rank 3" (from the export's name or the order of the ranks)
+    export: int  #: index of its export in the :class:`ReportSet`
+    pid: int
+    device_id: int
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    """One rank's part in the run's collectives."""
+
+    rank: int  #: index of the rank (``CollectivesResult.ranks``)
+    instances: int  #: collective instances it took part in
+    waited_ns: int  #: time it spent waiting for the last rank to arrive, ns
+    times_last: int  #: instances it arrived last at (with someone waiting)
+    caused_wait_ns: int  #: the other ranks' waits at those instances, summed, ns
+    delay_ns: int  #: at those instances, its arrival minus the next-latest one, summed, ns
+
+
+@dataclass(frozen=True)
+class RankOverlap:
+    """How much of a rank's communication ran beside its compute."""
+
+    rank: int
+    nccl_ns: int  #: time in NCCL kernels, ns
+    compute_ns: int  #: time in its other kernels, ns
+    nccl_overlapped_ns: int  #: NCCL time during which one of its other kernels ran, ns
+
+
+@dataclass(frozen=True)
+class CollectivesResult(AnalysisResult):
+    """Who the others waited for at the run's collectives."""
+
+    analysis: str = "collectives"
+    status: str = OK
+    ranks: tuple[RankId, ...] = figure("the ranks: process and GPU in each export", ())
+    alignment: str = figure("how the exports were placed on one timeline: session_start, "
+                            "collective_ends or one_timeline (a single export)", "one_timeline")
+    offsets_ns: tuple[int, ...] = figure("per export, the shift applied to its times, ns", ())
+    clock_residual_ns: int | None = figure(
+        "after alignment, the median over ranks of |their collectives' median end - the "
+        "instances' median end|, ns: how well the clocks agree", None)
+    instances: int = figure("collective instances every rank took part in", 0)
+    unpaired: int = figure("NCCL kernels left out: their (communicator, collective, sequence) "
+                           "is missing on some rank (the captures cover different stretches)", 0)
+    collective_ns: int = figure("sum over instances of first arrival to median end, ns", 0)
+    wait_ns: int = figure("all ranks' waits for the last arrival, summed, ns", 0)
+    per_rank: tuple[RankFigures, ...] = figure("per rank: waits, times last, waits caused", ())
+    overlap: tuple[RankOverlap, ...] = figure("per rank: NCCL time overlapped by compute", ())
+    straggler: int | None = figure(
+        "the rank that caused the largest share of the waits, when that share is above "
+        "straggler_share_pct; None when lateness is spread over the ranks", None)
+    straggler_share_pct: float = figure("the straggler's share of all waits caused, %", 0.0)
+
+    def rank_label(self, index: int) -> str:
+        return self.ranks[index].label
+
+    def figure_json(self, name: str) -> Any:
+        value = getattr(self, name)
+        if isinstance(value, tuple):
+            return [asdict(v) if is_dataclass(v) else v for v in value]
+        return super().figure_json(name)
+
+
+def _per_rank_kernels(rs: ReportSet) -> tuple[list[RankId], pa.Table]:
+    """Every export's NCCL kernels with their rank, times still on the export's own clock."""
+    tables = []
+    for e, rep in enumerate(rs):
+        if not rep.probe.present("kernels"):
+            continue
+        t = run_query(rep, "collectives", "nccl_kernels")
+        tables.append(t.append_column("export", pa.array([e] * t.num_rows, pa.int64())))
+    if not tables:
+        return [], pa.table({})
+    kernels = pa.concat_tables(tables)
+    found = sorted({(e, p, d) for e, p, d in zip(*(kernels.column(c).to_pylist()
+                                                     for c in ("export", "pid", "device_id")))})
+    ranks = label_ranks([r.path for r in rs], found)
+    index = {(r.export, r.pid, r.device_id): r.index for r in ranks}
+    rank_col = [index[k] for k in zip(*(kernels.column(c).to_pylist()
+                                        for c in ("export", "pid", "device_id")))]
+    return ranks, kernels.append_column("rank", pa.array(rank_col, pa.int64()))
+
+
+_RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.I)
+_LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+
+
+def label_ranks(paths: Sequence[str | Path], found: Sequence[tuple[int, int, int]]
+                ) -> list[RankId]:
+    """Name the ranks ``found`` ((export, pid, device_id) triples).
+
+    One rank per export whose names all carry a distinct number ("rank3", "run_3") takes
+    that number; otherwise ranks are numbered in export order, then device, then process.
+    """
+    ordered = sorted(found, key=lambda t: (t[0], t[2], t[1]))
+    per_export = [sum(1 for t in ordered if t[0] == e) for e in range(len(paths))]
+    numbers = []
+    for p in paths:
+        stem = Path(p).name
+        m = _RANK_IN_NAME.search(stem) or _LAST_NUMBER.search(stem.split(".")[0])
+        numbers.append(int(m.group(1)) if m else None)
+    by_name = (all(n == 1 for n in per_export) and None not in numbers
+               and len(set(numbers)) == len(numbers))
+    if by_name:
+        ordered.sort(key=lambda t: numbers[t[0]])
+    return [RankId(i, f"rank {numbers[e] if by_name else i}", e, pid, dev)
+            for i, (e, pid, dev) in enumerate(ordered)]
+
+
+def _shift(kernels: pa.Table, offsets: list[int]) -> pa.Table:
+    off = pc.take(pa.array(offsets, pa.int64()), kernels.column("export"))
+    return kernels.set_column(kernels.schema.get_field_index("start_ns"), "start_ns",
+                              pc.add(kernels.column("start_ns"), off)) \
+                  .set_column(kernels.schema.get_field_index("end_ns"), "end_ns",
+                              pc.add(kernels.column("end_ns"), off))
+
+
+def _complete(con, kernels: pa.Table, n_ranks: int) -> pa.Table:
+    """The kernels of the instances every rank holds (as the table `arrivals`)."""
+    con.register("k", kernels)
+    return con.sql(
+        "SELECT rank, comm, kind, seq, start_ns, end_ns, export FROM k "
+        "QUALIFY count(*) OVER (PARTITION BY comm, kind, seq) = $n",
+        params={"n": n_ranks}).to_arrow_table()
+
+
+def _end_residuals(con, arrivals: pa.Table, n_exports: int) -> list[int | None]:
+    """Per export: the median over its kernels of (end - the instance's median end), ns."""
+    con.register("a", arrivals)
+    rows = con.sql(
+        "SELECT export, median(end_ns - m)::BIGINT FROM ("
+        "  SELECT export, end_ns, median(end_ns) OVER (PARTITION BY comm, kind, seq) AS m FROM a)"
+        " GROUP BY export").fetchall()
+    out: list[int | None] = [None] * n_exports
+    for e, r in rows:
+        out[e] = int(r)
+    return out
+
+
+def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesResult:
+    """Pair the collectives of the ranks in ``reports`` and measure who waited for whom."""
+    settings = settings or Settings()
+    ranks, kernels = _per_rank_kernels(reports)
+    if len(ranks) < 2:
+        return CollectivesResult(status=EMPTY, ranks=tuple(ranks), message=(
+            "fewer than two ranks run NCCL kernels: nothing to pair"
+            if ranks else "no NCCL kernels in these exports"))
+    n_exports = len(reports)
+    con = connect()
+    try:
+        if n_exports == 1:
+            alignment, offsets = "one_timeline", [0]
+        else:
+            session = reports.session_offsets_ns()
+            alignment = "session_start" if None not in session else "collective_ends"
+            offsets = [s or 0 for s in session]
+        arrivals = _complete(con, _shift(kernels, offsets), len(ranks))
+        residual = _end_residuals(con, arrivals, n_exports) if arrivals.num_rows else []
+        known = [abs(r) for r in residual if r is not None]
+        if n_exports > 1 and known and (alignment == "collective_ends"
+                                         or max(known) > settings.rank_clock_tolerance_ns):
+            alignment = "collective_ends"
+            offsets = [o - (r or 0) for o, r in zip(offsets, residual)]
+            arrivals = _complete(con, _shift(kernels, offsets), len(ranks))
+            residual = _end_residuals(con, arrivals, n_exports)
+        if not arrivals.num_rows:
+            return CollectivesResult(status=EMPTY, ranks=tuple(ranks), alignment=alignment,
+                                     offsets_ns=tuple(offsets), unpaired=kernels.num_rows,
+                                     message="no collective instance is held by every rank")
+        con.register("arrivals", arrivals)
+        inst = con.sql(load_sql("collectives")["instances"]).to_arrow_table()
+        con.register("instances", inst)
+        per_rank = records(con.sql(load_sql("collectives")["per_rank"]).to_arrow_table(),
+                           RankFigures)
+    finally:
+        con.close()
+    overlap = _overlap(reports, ranks)
+    caused = [r.caused_wait_ns for r in per_rank]
+    total_caused = sum(caused)
+    top = max(range(len(per_rank)), key=caused.__getitem__)
+    share = 100.0 * caused[top] / total_caused if total_caused else 0.0
+    straggler = per_rank[top].rank if share > settings.straggler_share_pct else None
+    residual_ns = (int(statistics.median(abs(r) for r in residual if r is not None))
+                   if any(r is not None for r in residual) else None)
+    return CollectivesResult(
+        ranks=tuple(ranks), alignment=alignment, offsets_ns=tuple(offsets),
+        clock_residual_ns=residual_ns, instances=inst.num_rows,
+        unpaired=kernels.num_rows - arrivals.num_rows,
+        collective_ns=int(pc.sum(pc.add(pc.subtract(inst.column("last_arrival_ns"),
+                                                    inst.column("first_arrival_ns")),
+                                        inst.column("transfer_ns"))).as_py()),
+        wait_ns=int(sum(r.waited_ns for r in per_rank)), per_rank=tuple(per_rank),
+        overlap=tuple(overlap), straggler=straggler, straggler_share_pct=round(share, 1),
+        tables={"instances": inst}, main="instances",
+        message=f"{inst.num_rows} collective instances over {len(ranks)} ranks")
+
+
+def _overlap(reports: ReportSet, ranks: list[RankId]) -> list[RankOverlap]:
+    index = {(r.export, r.pid, r.device_id): r.index for r in ranks}
+    out = []
+    for e, rep in enumerate(reports):
+        if not rep.probe.present("kernels"):
+            continue
+        for row in run_query(rep, "collectives", "overlap").to_pylist():
+            i = index.get((e, row["pid"], row["device_id"]))
+            if i is not None:
+                out.append(RankOverlap(i, int(row["nccl_ns"]), int(row["compute_ns"]),
+                                       int(row["nccl_overlapped_ns"])))
+    return sorted(out, key=lambda o: o.rank)

@@ -1,0 +1,217 @@
+"""Collectives across ranks (analyses/collectives.py, reportset.py) on hand-built exports
+whose waits, straggler and overlap are computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.nsysbuild import TraceBuilder
+from nsysdiag.analyses import collectives
+from nsysdiag.analyses.collectives import label_ranks
+from nsysdiag.reportset import ReportSet
+from nsysdiag.settings import Settings
+
+US = 1_000
+MS = 1_000_000
+AR = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+UTC0 = 1_750_000_000_000_000_000
+
+
+def _rank(b: TraceBuilder, arrivals: list[int], end_at: list[int], *, shift: int = 0,
+          pid: int | None = None, device: int | None = None, stream: int = 13) -> None:
+    """One rank's step loop: a compute kernel, then the all-reduce (arrival = its kernel
+    start, all ranks' kernels end together at ``end_at``); times on this rank's clock
+    (``shift`` subtracted)."""
+    for a, e in zip(arrivals, end_at):
+        b.launch(a - 50 * US - shift, a - 45 * US - shift, a - 40 * US - shift,
+                 a - 10 * US - shift, name="gemm", pid=pid, device=device)
+        b.launch(a - 5 * US - shift, a - shift, a - shift, e - shift, name=AR, pid=pid,
+                 device=device, stream=stream)
+
+
+def _two_exports(tmp_path, late, *, clock_skew=0, record_start=True):
+    """rank0 and rank1 exports; rank1's capture began 5 ms later (its clock reads 5 ms
+    less) and it arrives ``late`` ns after rank0 at every other step."""
+    steps = [i * MS for i in range(1, 9)]
+    r1 = [s + (late if i % 2 else 0) for i, s in enumerate(steps)]
+    ends = [max(a, b) + 100 * US for a, b in zip(steps, r1)]
+    paths = []
+    for name, arr, start in (("rank0", steps, 0), ("rank1", r1, 5 * MS)):
+        b = TraceBuilder(pid=100 + len(paths))
+        if record_start:
+            b.session_start(UTC0 + start + (clock_skew if name == "rank1" else 0))
+        _rank(b, arr, ends, shift=start)
+        paths.append(b.write(tmp_path / f"{name}.sqlite"))
+    return paths
+
+
+def test_the_late_rank_is_the_straggler_with_the_waits_it_caused(tmp_path):
+    paths = _two_exports(tmp_path, late=300 * US)
+    with ReportSet(paths, cache=False) as rs:
+        r = collectives.run(rs)
+    assert r.ok and r.alignment == "session_start"
+    assert r.offsets_ns == (0, 5 * MS) and r.clock_residual_ns == 0
+    assert [x.label for x in r.ranks] == ["rank 0", "rank 1"]
+    assert r.instances == 8 and r.unpaired == 0
+    # 4 steps rank1 is 300 us late: rank0 waits 4 x 300 us, rank1 never waits
+    r0, r1 = r.per_rank
+    assert (r0.waited_ns, r1.waited_ns) == (1200 * US, 0)
+    assert (r1.times_last, r1.caused_wait_ns, r1.delay_ns) == (4, 1200 * US, 1200 * US)
+    assert (r0.times_last, r0.caused_wait_ns) == (0, 0)
+    assert r.straggler == 1 and r.straggler_share_pct == 100.0
+    assert r.wait_ns == 1200 * US
+    # each instance: from the first arrival to the common end, the transfer 100 us
+    assert r.collective_ns == 4 * 400 * US + 4 * 100 * US
+    inst = r.table("instances").to_pylist()
+    assert [i["transfer_ns"] for i in inst] == [100 * US] * 8
+    assert [i["last_rank"] for i in inst if i["wait_ns"]] == [1] * 4
+
+
+def test_skewed_clocks_are_placed_by_the_collectives_ends(tmp_path):
+    # rank1's host clock runs 2 ms ahead: by session start alone its kernels would
+    # end 2 ms after rank0's; the ends put it back
+    paths = _two_exports(tmp_path, late=300 * US, clock_skew=2 * MS)
+    with ReportSet(paths, cache=False) as rs:
+        r = collectives.run(rs)
+    assert r.alignment == "collective_ends"
+    # the median end is the mean of two ends: each export moves half the skew
+    assert r.offsets_ns == (1 * MS, 5 * MS + 1 * MS)
+    assert r.clock_residual_ns == 0
+    assert r.straggler == 1 and r.per_rank[1].caused_wait_ns == 1200 * US
+
+
+def test_no_session_start_uses_the_ends(tmp_path):
+    paths = _two_exports(tmp_path, late=300 * US, record_start=False)
+    with ReportSet(paths, cache=False) as rs:
+        r = collectives.run(rs)
+    assert r.alignment == "collective_ends" and r.straggler == 1
+
+
+def test_lateness_spread_over_ranks_names_no_straggler(tmp_path):
+    # one export, two processes on two GPUs, one timeline: each is late at half the steps
+    b = TraceBuilder(pid=1)
+    steps = [i * MS for i in range(1, 9)]
+    a0 = [s + (200 * US if i % 2 else 0) for i, s in enumerate(steps)]
+    a1 = [s + (0 if i % 2 else 200 * US) for i, s in enumerate(steps)]
+    ends = [max(x, y) + 50 * US for x, y in zip(a0, a1)]
+    _rank(b, a0, ends, pid=1, device=0)
+    _rank(b, a1, ends, pid=2, device=1)
+    p = b.write(tmp_path / "job.sqlite")
+    with ReportSet([p], cache=False) as rs:
+        r = collectives.run(rs)
+    assert r.alignment == "one_timeline" and len(r.ranks) == 2
+    assert [x.caused_wait_ns for x in r.per_rank] == [800 * US, 800 * US]
+    # a tie is no straggler: more than half of the waits must be one rank's
+    assert r.straggler is None and r.straggler_share_pct == 50.0
+    assert [x.times_last for x in r.per_rank] == [4, 4]
+
+
+def test_overlap_of_communication_with_compute(tmp_path):
+    b = TraceBuilder(pid=7)
+    # all-reduce 0-100 us; compute kernels 20-40 and 30-60 (one island 20-60) and 90-150
+    b.kernel(0, 100 * US, name=AR, stream=13, pid=7)
+    b.kernel(20 * US, 40 * US, name="gemm", pid=7)
+    b.kernel(30 * US, 60 * US, name="gemm", pid=7)
+    b.kernel(90 * US, 150 * US, name="gemm", pid=7)
+    b.kernel(0, 100 * US, name=AR, stream=13, pid=8, device=1)
+    p = b.write(tmp_path / "one.sqlite")
+    with ReportSet([p], cache=False) as rs:
+        r = collectives.run(rs)
+    o = {x.rank: x for x in r.overlap}
+    assert (o[0].nccl_ns, o[0].compute_ns, o[0].nccl_overlapped_ns) == (100 * US, 110 * US,
+                                                                       50 * US)
+    assert (o[1].nccl_ns, o[1].compute_ns, o[1].nccl_overlapped_ns) == (100 * US, 0, 0)
+
+
+def test_instances_missing_on_a_rank_are_left_out(tmp_path):
+    paths = _two_exports(tmp_path, late=0)
+    b = TraceBuilder(pid=300)
+    b.session_start(UTC0)
+    _rank(b, [i * MS for i in range(1, 5)], [i * MS + 100 * US for i in range(1, 5)])
+    paths.append(b.write(tmp_path / "rank2.sqlite"))
+    with ReportSet(paths, cache=False) as rs:
+        r = collectives.run(rs)
+    # rank2 captured only the first 4 steps: 4 instances are held by all three
+    assert r.instances == 4 and r.unpaired == 2 * 4
+    assert r.straggler is None and r.wait_ns == 0
+
+
+def test_fewer_than_two_ranks_is_empty(tmp_path):
+    b = TraceBuilder()
+    _rank(b, [MS], [MS + 100 * US])
+    p = b.write(tmp_path / "solo.sqlite")
+    with ReportSet([p], cache=False) as rs:
+        r = collectives.run(rs)
+    assert r.status == "empty" and "fewer than two ranks" in r.message
+
+
+def test_rank_labels_from_names_or_order():
+    found = [(0, 10, 0), (1, 11, 0)]
+    assert [r.label for r in label_ranks(["job_rank3.sqlite", "job_rank1.sqlite"], found)] == [
+        "rank 1", "rank 3"]
+    assert [(r.export, r.label) for r in label_ranks(["a.sqlite", "b.sqlite"], found)] == [
+        (0, "rank 0"), (1, "rank 1")]
+    two = [(0, 5, 1), (0, 4, 0)]
+    assert [(r.pid, r.device_id) for r in label_ranks(["x.sqlite"], two)] == [(4, 0), (5, 1)]
+
+
+def test_settings_bound_the_straggler_share(tmp_path):
+    paths = _two_exports(tmp_path, late=300 * US)
+    with ReportSet(paths, cache=False) as rs:
+        assert collectives.run(rs, settings=Settings(straggler_share_pct=99.0)).straggler == 1
+        assert collectives.run(rs, settings=Settings(straggler_share_pct=100.0)).straggler is None
+    with pytest.raises(Exception, match="given twice"):
+        ReportSet([paths[0], paths[0]], cache=False)
+
+
+def _training_ranks(tmp_path, stalled=(40, 60, 80)):
+    """Two ranks of 100 training steps: 10 kernels, then an all-reduce the step waits for.
+    Rank 1's launching thread stalls 3 ms between two launches at the ``stalled`` steps,
+    so its all-reduce arrives 3 ms late there and rank 0 waits for it."""
+    paths = []
+    for rank in (0, 1):
+        b = TraceBuilder(pid=500 + rank)
+        b.session_start(UTC0)
+        for i in range(100):
+            s = i * 10 * MS
+            extra = 0
+            for k in range(10):
+                if rank == 1 and i in stalled and k == 5:
+                    extra = 3 * MS
+                t = s + 50 * US + k * 100 * US + extra
+                b.launch(t, t + 5 * US, t + 10 * US, t + 30 * US, name="gemm")
+            arrival = s + 1200 * US + (3 * MS if i in stalled else 0)
+            mine = s + 1200 * US + extra
+            end = arrival + 100 * US
+            b.launch(mine - 5 * US, mine, mine, end, name=AR, stream=13)
+            b.nvtx(s, end + 10 * US, "train_step")
+        paths.append(b.write(tmp_path / f"rank{rank}.sqlite"))
+    return paths
+
+
+def test_ranks_command_names_the_straggler_and_its_cause(tmp_path, capsys):
+    import json
+
+    from nsysdiag.cli.main import main
+
+    paths = _training_ranks(tmp_path)
+    assert main(["--no-cache", "ranks", *map(str, paths)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("STRAGGLER: rank 1 arrived last at 3 of 100 collectives")
+    assert "the others waited 9 ms for it (100% of all waits)" in out
+    assert "Its own cause: CPU - a host stall between launches" in out
+    assert main(["--no-cache", "ranks", "--json", *map(str, paths)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["straggler"] == "rank 1"
+    assert doc["collectives"]["summary"]["straggler"] == 1
+    assert doc["collectives"]["summary"]["per_rank"][0]["waited_ns"] == 9 * MS
+    verdict = doc["straggler_diagnosis"]["verdict"]
+    assert (verdict["layer"], verdict["mechanism"]) == ("cpu", "host_stall")
+
+
+def test_ranks_command_refuses_a_missing_export(tmp_path, capsys):
+    from nsysdiag.cli.main import main
+
+    paths = _two_exports(tmp_path, late=0)
+    assert main(["ranks", str(paths[0]), str(tmp_path / "nope.sqlite")]) == 2
+    assert "nope.sqlite" in capsys.readouterr().err
