@@ -80,6 +80,31 @@ def test_skewed_clocks_are_placed_by_the_collectives_ends(tmp_path):
     assert r.straggler == 1 and r.per_rank[1].caused_wait_ns == 1200 * US
 
 
+def test_a_drifting_clock_is_fitted_and_taken_out(tmp_path):
+    # rank1's clock runs 100 ppm fast: 200 us ahead after 2 s; every 4th step it is
+    # 500 us late
+    steps = [i * 100 * MS for i in range(1, 21)]
+    paths = []
+    for rank in (0, 1):
+        b = TraceBuilder(pid=40 + rank)
+        b.session_start(UTC0)
+        clock = (lambda t: t + t // 10_000) if rank else (lambda t: t)
+        for i, s in enumerate(steps):
+            late = 500 * US if i % 4 == 0 else 0
+            a = s + (late if rank else 0)
+            e = s + late + 200 * US
+            b.launch(clock(a - 5 * US), clock(a), clock(a), clock(e), name=AR, stream=13)
+        paths.append(b.write(tmp_path / f"rank{rank}.sqlite"))
+    with ReportSet(paths, cache=False) as rs:
+        r = collectives.run(rs)
+    assert r.alignment == "collective_ends"
+    assert r.drift_ppm[1] - r.drift_ppm[0] == pytest.approx(100, abs=0.5)
+    assert r.clock_residual_ns <= 1 * US
+    # 5 late steps of 500 us: after the fit, rank0 waited 2.5 ms (within a few us)
+    assert r.straggler == 1 and r.per_rank[1].times_last >= 5
+    assert r.per_rank[0].waited_ns == pytest.approx(2.5 * MS, abs=20 * US)
+
+
 def test_no_session_start_uses_the_ends(tmp_path):
     paths = _two_exports(tmp_path, late=300 * US, record_start=False)
     with ReportSet(paths, cache=False) as rs:
@@ -215,3 +240,46 @@ def test_ranks_command_refuses_a_missing_export(tmp_path, capsys):
     paths = _two_exports(tmp_path, late=0)
     assert main(["ranks", str(paths[0]), str(tmp_path / "nope.sqlite")]) == 2
     assert "nope.sqlite" in capsys.readouterr().err
+
+
+def test_ranks_command_without_collectives_exits_4(tmp_path, capsys):
+    from nsysdiag.cli.main import main
+
+    b = TraceBuilder()
+    b.launch(0, 5 * US, 10 * US, 20 * US, name="gemm")
+    p = b.write(tmp_path / "plain.sqlite")
+    assert main(["--no-cache", "ranks", str(p)]) == 4
+    err = capsys.readouterr().err
+    assert "no NCCL kernels in these exports" in err and len(err.strip().splitlines()) <= 2
+
+
+def test_overlap_equals_the_direct_sum_over_kernel_pairs(tmp_path):
+    """The sorted look-ups (cover(end) - cover(start)) against the definition: for each
+    NCCL kernel, its intersection with the union of the rank's other kernels, computed
+    here point by point on a 1 us grid."""
+    import random
+
+    rng = random.Random(3)
+    b = TraceBuilder(pid=9)
+    nccl, other = [], []
+    for _ in range(60):
+        s = rng.randrange(0, 2000) * US
+        d = rng.randrange(1, 80) * US
+        if rng.random() < 0.3:
+            nccl.append((s, s + d))
+            b.kernel(s, s + d, name=AR, stream=13, pid=9)
+        else:
+            other.append((s, s + d))
+            b.kernel(s, s + d, name="gemm", pid=9)
+    b.kernel(0, US, name=AR, stream=13, pid=10, device=1)  # a second rank, not counted
+    b.kernel(0, US, name="gemm", pid=9)
+    other.append((0, US))
+    busy = set()
+    for s, e in other:
+        busy.update(range(s // US, e // US))
+    want = sum(sum(1 for t in range(s // US, e // US) if t in busy) for s, e in nccl) * US
+    with ReportSet([b.write(tmp_path / "mix.sqlite")], cache=False) as rs:
+        r = collectives.run(rs)
+    got = next(o for o in r.overlap if o.rank == 0)
+    assert got.nccl_overlapped_ns == want
+    assert got.nccl_ns == sum(e - s for s, e in nccl)

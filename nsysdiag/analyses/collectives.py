@@ -10,14 +10,15 @@ rank caused the others' waits. ``docs/analyses/collectives.md`` explains the fig
 Clock alignment: exports are placed by their session starts (``ReportSet``); the
 collectives' ends then check it, since a collective's kernels end together on every
 rank. Where an export records no session start, or the ends disagree by more than
-``Settings.rank_clock_tolerance_ns``, each export is shifted by the median difference of
-its ranks' ends from the instances' median end (``alignment = "collective_ends"``).
+``Settings.rank_clock_tolerance_ns``, each export's clock error is fitted as a line over
+time (offset and drift: least squares on its kernels' end - the instance's median end)
+and taken out (``alignment = "collective_ends"``). Pairing is by sequence, not by time,
+so a clock error never pairs the wrong instances.
 """
 
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
@@ -79,9 +80,12 @@ class CollectivesResult(AnalysisResult):
     alignment: str = figure("how the exports were placed on one timeline: session_start, "
                             "collective_ends or one_timeline (a single export)", "one_timeline")
     offsets_ns: tuple[int, ...] = figure("per export, the shift applied to its times, ns", ())
+    drift_ppm: tuple[float, ...] = figure(
+        "per export, the clock drift taken out with the collectives' ends (parts per million "
+        "of elapsed time; 0 where placed by session start)", ())
     clock_residual_ns: int | None = figure(
-        "after alignment, the median over ranks of |their collectives' median end - the "
-        "instances' median end|, ns: how well the clocks agree", None)
+        "after alignment, the largest over exports of |the median of (its kernels' end - "
+        "the instance's median end)|, ns: how well the clocks agree", None)
     instances: int = figure("collective instances every rank took part in", 0)
     unpaired: int = figure("NCCL kernels left out: their (communicator, collective, sequence) "
                            "is missing on some rank (the captures cover different stretches)", 0)
@@ -150,12 +154,22 @@ def label_ranks(paths: Sequence[str | Path], found: Sequence[tuple[int, int, int
             for i, (e, pid, dev) in enumerate(ordered)]
 
 
-def _shift(kernels: pa.Table, offsets: list[int]) -> pa.Table:
-    off = pc.take(pa.array(offsets, pa.int64()), kernels.column("export"))
-    return kernels.set_column(kernels.schema.get_field_index("start_ns"), "start_ns",
-                              pc.add(kernels.column("start_ns"), off)) \
-                  .set_column(kernels.schema.get_field_index("end_ns"), "end_ns",
-                              pc.add(kernels.column("end_ns"), off))
+def _shift(kernels: pa.Table, offsets: list[int], fits: list[tuple[float, float]] | None = None
+           ) -> pa.Table:
+    """Times moved by each export's offset, then (``fits``) less its clock error
+    ``a + b * t`` at that time."""
+    export = kernels.column("export")
+    off = pc.take(pa.array(offsets, pa.int64()), export)
+    out = kernels
+    for col in ("start_ns", "end_ns"):
+        t = pc.add(kernels.column(col), off)
+        if fits is not None:
+            a = pc.take(pa.array([f[0] for f in fits], pa.float64()), export)
+            b = pc.take(pa.array([f[1] for f in fits], pa.float64()), export)
+            err = pc.add(a, pc.multiply(b, pc.cast(t, pa.float64())))
+            t = pc.subtract(t, pc.cast(pc.round(err), pa.int64()))
+        out = out.set_column(out.schema.get_field_index(col), col, t)
+    return out
 
 
 def _complete(con, kernels: pa.Table, n_ranks: int) -> pa.Table:
@@ -167,16 +181,31 @@ def _complete(con, kernels: pa.Table, n_ranks: int) -> pa.Table:
         params={"n": n_ranks}).to_arrow_table()
 
 
+_ENDS = """
+    SELECT export, end_ns - m AS r, m
+    FROM (SELECT export, end_ns, median(end_ns) OVER (PARTITION BY comm, kind, seq) AS m
+          FROM a)"""
+
+
 def _end_residuals(con, arrivals: pa.Table, n_exports: int) -> list[int | None]:
     """Per export: the median over its kernels of (end - the instance's median end), ns."""
     con.register("a", arrivals)
-    rows = con.sql(
-        "SELECT export, median(end_ns - m)::BIGINT FROM ("
-        "  SELECT export, end_ns, median(end_ns) OVER (PARTITION BY comm, kind, seq) AS m FROM a)"
-        " GROUP BY export").fetchall()
     out: list[int | None] = [None] * n_exports
-    for e, r in rows:
+    for e, r in con.sql(f"SELECT export, median(r)::BIGINT FROM ({_ENDS}) GROUP BY export"
+                        ).fetchall():
         out[e] = int(r)
+    return out
+
+
+def _end_fits(con, arrivals: pa.Table, n_exports: int) -> list[tuple[float, float]]:
+    """Per export: its clock's error against the run's as a line ``a + b * t`` (offset and
+    drift), fitted by least squares to (end - the instance's median end) over t."""
+    con.register("a", arrivals)
+    out = [(0.0, 0.0)] * n_exports
+    for e, a, b in con.sql(
+            f"SELECT export, regr_intercept(r, m), coalesce(regr_slope(r, m), 0) "
+            f"FROM ({_ENDS}) GROUP BY export").fetchall():
+        out[e] = (float(a) if a is not None else 0.0, float(b))
     return out
 
 
@@ -197,14 +226,17 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
             session = reports.session_offsets_ns()
             alignment = "session_start" if None not in session else "collective_ends"
             offsets = [s or 0 for s in session]
+        drift = [0.0] * n_exports
         arrivals = _complete(con, _shift(kernels, offsets), len(ranks))
         residual = _end_residuals(con, arrivals, n_exports) if arrivals.num_rows else []
         known = [abs(r) for r in residual if r is not None]
         if n_exports > 1 and known and (alignment == "collective_ends"
                                          or max(known) > settings.rank_clock_tolerance_ns):
             alignment = "collective_ends"
-            offsets = [o - (r or 0) for o, r in zip(offsets, residual)]
-            arrivals = _complete(con, _shift(kernels, offsets), len(ranks))
+            fits = _end_fits(con, arrivals, n_exports)
+            drift = [b for _, b in fits]
+            arrivals = _complete(con, _shift(kernels, offsets, fits), len(ranks))
+            offsets = [o - round(a) for o, (a, _) in zip(offsets, fits)]
             residual = _end_residuals(con, arrivals, n_exports)
         if not arrivals.num_rows:
             return CollectivesResult(status=EMPTY, ranks=tuple(ranks), alignment=alignment,
@@ -223,11 +255,11 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
     top = max(range(len(per_rank)), key=caused.__getitem__)
     share = 100.0 * caused[top] / total_caused if total_caused else 0.0
     straggler = per_rank[top].rank if share > settings.straggler_share_pct else None
-    residual_ns = (int(statistics.median(abs(r) for r in residual if r is not None))
-                   if any(r is not None for r in residual) else None)
+    known = [abs(r) for r in residual if r is not None]
     return CollectivesResult(
         ranks=tuple(ranks), alignment=alignment, offsets_ns=tuple(offsets),
-        clock_residual_ns=residual_ns, instances=inst.num_rows,
+        drift_ppm=tuple(round(b * 1e6, 3) for b in drift),
+        clock_residual_ns=max(known) if known else None, instances=inst.num_rows,
         unpaired=kernels.num_rows - arrivals.num_rows,
         collective_ns=int(pc.sum(pc.add(pc.subtract(inst.column("last_arrival_ns"),
                                                     inst.column("first_arrival_ns")),

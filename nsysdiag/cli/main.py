@@ -401,12 +401,17 @@ def ranks(settings: Settings, exports: tuple[str, ...], as_json: bool) -> None:
     EXPORTS are the run's exports, one per rank (nsys profile -o rank%q{RANK}) or one
     holding several processes and GPUs. NCCL collectives are paired across ranks; the
     rank that caused most of the waits is the straggler, and its own export is diagnosed
-    for the cause.
+    for the cause. Exit status 4 when fewer than two ranks run NCCL kernels.
     """
     from ..diagnosis.ranks import diagnose_ranks
 
     result = diagnose_ranks(list(exports), cache=settings.cache, cache_dir=settings.cache_dir,
                             nsys=settings.nsys)
+    if not result.collectives.ok:
+        raise MissingDataError(
+            f"ranks: {result.collectives.message}",
+            hint="the ranks are paired at their NCCL kernels: capture every rank with "
+                 "-t cuda (nsys profile -o rank%q{RANK} ...)")
     echo(result.to_json() if as_json else str(result))
 
 

@@ -46,8 +46,10 @@ ORDER BY n.pid, n.device_id, n.start_ns
 
 -- @query overlap
 -- Per rank: NCCL kernel time, other kernel time on the same GPU by the same process, and
--- the NCCL time during which one of those other kernels ran (the other kernels' union:
--- islands of overlapping kernels, each NCCL kernel's overlap with them summed).
+-- the NCCL time during which one of those other kernels ran. The other kernels' union is
+-- a run of disjoint islands; cover(t), the island time before t, is the islands wholly
+-- before the last island starting at or before t plus that island's part before t, and a
+-- kernel's overlapped time is cover(end) - cover(start): two sorted look-ups per kernel.
 WITH k AS (
     SELECT pid, device_id, start_ns, end_ns,
            (name ILIKE 'nccl%' OR short_name ILIKE 'nccl%') AS is_nccl
@@ -69,14 +71,28 @@ islands AS (
           FROM compute)
     GROUP BY pid, device_id, island
 ),
+covered AS (
+    SELECT pid, device_id, start_ns, end_ns,
+           coalesce(sum(end_ns - start_ns) OVER (
+               PARTITION BY pid, device_id ORDER BY start_ns
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before_ns
+    FROM islands
+),
 nccl AS (SELECT * FROM k WHERE is_nccl),
+at_end AS (
+    SELECT n.pid, n.device_id, n.start_ns, n.end_ns,
+           coalesce(c.before_ns + least(n.end_ns, c.end_ns) - c.start_ns, 0) AS cover_end
+    FROM nccl n ASOF LEFT JOIN covered c
+      ON n.pid = c.pid AND n.device_id = c.device_id AND n.end_ns >= c.start_ns
+),
 overlapped AS (
-    SELECT n.pid, n.device_id,
-           sum(least(n.end_ns, i.end_ns) - greatest(n.start_ns, i.start_ns))::BIGINT AS ns
-    FROM nccl n JOIN islands i
-      ON n.pid = i.pid AND n.device_id = i.device_id
-     AND i.start_ns < n.end_ns AND n.start_ns < i.end_ns
-    GROUP BY n.pid, n.device_id
+    SELECT e.pid, e.device_id,
+           sum(e.cover_end
+               - coalesce(c.before_ns + least(e.start_ns, c.end_ns) - c.start_ns, 0))::BIGINT
+               AS ns
+    FROM at_end e ASOF LEFT JOIN covered c
+      ON e.pid = c.pid AND e.device_id = c.device_id AND e.start_ns >= c.start_ns
+    GROUP BY e.pid, e.device_id
 )
 SELECT r.pid, r.device_id,
        (SELECT coalesce(sum(end_ns - start_ns), 0)::BIGINT FROM nccl
