@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fixtures.nsysbuild import TraceBuilder  # noqa: E402
-
 import make_large  # noqa: E402
+
+from fixtures.nsysbuild import TraceBuilder  # noqa: E402
 
 US, MS = 1_000, 1_000_000
 AR = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.ranks):
-            src = tile(r, args.ranks, args.steps, args.straggler).write(Path(tmp) / f"tile{r}.sqlite")
+            src = Path(tmp) / f"tile{r}.sqlite"
+            tile(r, args.ranks, args.steps, args.straggler).write(src)
             make_large.main(["--src", str(src), "--kernels", str(args.kernels),
                              "--out", str(out / f"rank{r}.sqlite")])
     return 0

@@ -232,6 +232,15 @@ def test_ranks_command_names_the_straggler_and_its_cause(tmp_path, capsys):
     assert doc["collectives"]["summary"]["per_rank"][0]["waited_ns"] == 9 * MS
     verdict = doc["straggler_diagnosis"]["verdict"]
     assert (verdict["layer"], verdict["mechanism"]) == ("cpu", "host_stall")
+    html = tmp_path / "ranks.html"
+    assert main(["--no-cache", "ranks", "--html", str(html), *map(str, paths)]) == 0
+    page = html.read_text()
+    # the headline, a bar per rank, and the 3 stalled steps' timelines (2 lanes each)
+    assert "STRAGGLER: rank 1 arrived last at 3 of 100" in page
+    assert page.count("rank 1 - waits it caused: 9 ms") == 1
+    assert page.count("<h3>allreduce #") == 3
+    assert page.count("(communicator 0): the others waited 3 ms for rank 1</h3>") == 3
+    assert page.count("rank 0 waited 3 ms") == 3
 
 
 def test_ranks_command_refuses_a_missing_export(tmp_path, capsys):

@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 
 SETTINGS = ("rank_clock_tolerance_ns", "straggler_share_pct")
 
+#: the instances with the longest waits whose every rank's arrival and end is kept
+#: (table ``slowest``), for the timeline of the slowest collectives
+SLOWEST = 5
+
 
 @dataclass(frozen=True)
 class RankId:
@@ -247,6 +251,8 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
         con.register("instances", inst)
         per_rank = records(con.sql(load_sql("collectives")["per_rank"]).to_arrow_table(),
                            RankFigures)
+        slowest = con.sql(load_sql("collectives")["slowest"],
+                          params={"n": SLOWEST}).to_arrow_table()
     finally:
         con.close()
     overlap = _overlap(reports, ranks)
@@ -266,7 +272,7 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
                                         inst.column("transfer_ns"))).as_py()),
         wait_ns=int(sum(r.waited_ns for r in per_rank)), per_rank=tuple(per_rank),
         overlap=tuple(overlap), straggler=straggler, straggler_share_pct=round(share, 1),
-        tables={"instances": inst}, main="instances",
+        tables={"instances": inst, "slowest": slowest}, main="instances",
         message=f"{inst.num_rows} collective instances over {len(ranks)} ranks")
 
 

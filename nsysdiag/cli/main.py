@@ -394,8 +394,12 @@ def diff_cmd(
 @click.argument("exports", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=True, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report (waits per rank, a timeline of "
+                   "the slowest collectives) to this file.")
 @pass_settings
-def ranks(settings: Settings, exports: tuple[str, ...], as_json: bool) -> None:
+def ranks(settings: Settings, exports: tuple[str, ...], as_json: bool,
+          html_out: str | None) -> None:
     """One diagnosis over a distributed run: which rank the others wait for, and why.
 
     EXPORTS are the run's exports, one per rank (nsys profile -o rank%q{RANK}) or one
@@ -412,6 +416,10 @@ def ranks(settings: Settings, exports: tuple[str, ...], as_json: bool) -> None:
             f"ranks: {result.collectives.message}",
             hint="the ranks are paired at their NCCL kernels: capture every rank with "
                  "-t cuda (nsys profile -o rank%q{RANK} ...)")
+    if html_out:
+        from ..render.ranks_html import write_ranks_html
+
+        write_ranks_html(result, html_out)
     echo(result.to_json() if as_json else str(result))
 
 

@@ -92,9 +92,10 @@ if TYPE_CHECKING:
     from ..diagnosis.model import Diagnosis
     from ..report import Report
 
-__all__ = ["TEMPLATES", "collect_timelines", "render_html", "write_html"]
+__all__ = ["TEMPLATES", "collect_timelines", "render_html", "write_html", "write_text_atomic"]
 
-#: the templates of the page, in the package's ``render/templates`` folder
+#: the templates of the pages (the diagnosis report; ``ranks.html.j2`` is
+#: ``nsysdiag ranks``'), in the package's ``render/templates`` folder
 TEMPLATES = (
     "report.html.j2",
     "_macros.html.j2",
@@ -110,6 +111,7 @@ TEMPLATES = (
     "culprit.html.j2",
     "findings.html.j2",
     "captured.html.j2",
+    "ranks.html.j2",
 )
 
 LAYER_COLORS = {
@@ -443,7 +445,12 @@ def write_html(
     """
     if timelines is None and report is not None:
         timelines = collect_timelines(report, diagnosis)
-    text = render_html(diagnosis, timelines=timelines, title=title)
+    return write_text_atomic(render_html(diagnosis, timelines=timelines, title=title), path)
+
+
+def write_text_atomic(text: str, path: str | os.PathLike[str]) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file in its directory that
+    then replaces it (:func:`os.replace`), so a reader never sees a half-written file."""
     dest = Path(path)
     directory = dest.parent if str(dest.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=directory)

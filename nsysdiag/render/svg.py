@@ -645,6 +645,7 @@ def timeline(
     lane_height: float = 22,
     label_width: float = 150,
     cls: str = "timeline",
+    x_label: str = "time since the unit started",
 ) -> str:
     """Lanes of spans over ``[t0, t1]`` with a time axis relative to ``t0``."""
     if t1 <= t0:
@@ -666,7 +667,7 @@ def timeline(
         _text(
             (label_width + width - mr) / 2,
             height - 4,
-            "time since the unit started",
+            x_label,
             cls="axis-label",
         )
     )

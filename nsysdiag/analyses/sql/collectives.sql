@@ -134,3 +134,11 @@ SELECT a.rank,
 FROM arrivals a JOIN instances i USING (comm, kind, seq)
 GROUP BY a.rank
 ORDER BY a.rank
+
+-- @query slowest
+-- Every rank's arrival and end at the $n instances with the longest waits.
+SELECT i.comm, i.kind, i.seq, i.wait_ns, i.last_rank, a.rank, a.start_ns, a.end_ns
+FROM (SELECT * FROM instances WHERE wait_ns > 0
+      ORDER BY wait_ns DESC, first_arrival_ns LIMIT $n) i
+JOIN arrivals a USING (comm, kind, seq)
+ORDER BY i.wait_ns DESC, i.comm, i.kind, i.seq, a.rank
