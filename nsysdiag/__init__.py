@@ -34,8 +34,17 @@ def diagnose(target, **kwargs):  # noqa: ANN001, ANN201 - documented in diagnosi
     return _diagnose(target, **kwargs)
 
 
+def diagnose_ranks(paths, **kwargs):  # noqa: ANN001, ANN201 - documented in diagnosis.ranks
+    """Diagnose a distributed run from its exports: the straggler at the collectives, what
+    it cost and its own cause; see :func:`nsysdiag.diagnosis.ranks.diagnose_ranks`."""
+    from .diagnosis.ranks import diagnose_ranks as _diagnose_ranks
+
+    return _diagnose_ranks(paths, **kwargs)
+
+
 __all__ = [
     "diagnose",
+    "diagnose_ranks",
     "InputError",
     "MissingDataError",
     "NsysdiagError",

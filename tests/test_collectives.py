@@ -292,3 +292,13 @@ def test_overlap_equals_the_direct_sum_over_kernel_pairs(tmp_path):
     got = next(o for o in r.overlap if o.rank == 0)
     assert got.nccl_overlapped_ns == want
     assert got.nccl_ns == sum(e - s for s, e in nccl)
+
+
+def test_python_api_matches_the_command(tmp_path):
+    import nsysdiag
+
+    paths = _training_ranks(tmp_path)
+    r = nsysdiag.diagnose_ranks(paths, cache=False)
+    assert r.straggler_label == "rank 1"
+    assert r.collectives.per_rank[1].caused_wait_ns == 9 * MS
+    assert r.headline().startswith("STRAGGLER: rank 1 arrived last at 3 of 100 collectives")
