@@ -302,3 +302,19 @@ def test_python_api_matches_the_command(tmp_path):
     assert r.straggler_label == "rank 1"
     assert r.collectives.per_rank[1].caused_wait_ns == 9 * MS
     assert r.headline().startswith("STRAGGLER: rank 1 arrived last at 3 of 100 collectives")
+
+
+def test_every_corpus_export_is_judged_without_error():
+    """No corpus export holds NCCL kernels: each, alone and (the two-GPU Jacobi run) with
+    its two devices, says so instead of pairing anything."""
+    from conftest import _CORPUS_CACHE, corpus_sqlite_files
+
+    files = corpus_sqlite_files()
+    if not files:
+        pytest.skip("shared corpus not present")
+    for path in files:
+        with ReportSet([path], cache_dir=_CORPUS_CACHE) as rs:
+            r = collectives.run(rs)
+        assert r.status == "empty", path
+        assert r.message in ("no NCCL kernels in these exports",
+                             "fewer than two ranks run NCCL kernels: nothing to pair"), path
