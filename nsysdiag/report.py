@@ -25,6 +25,7 @@ from .config import cache_dir as default_cache_dir
 from .engine.database import connect, environment_error, lock_down, refuse_writes
 from .engine.workspace import Workspace
 from .errors import InputError, ResourceError, UsageError
+from .fileio import content_identity
 from .formatting import (
     cuda_version,
     driver_version,
@@ -34,7 +35,6 @@ from .formatting import (
     html_table,
 )
 from .views.build import VIEW_FORMAT, ViewStore
-from .views.cache import content_identity
 from .views.definitions import VIEWS
 from .views.probe import Probe, cached_probe
 
@@ -164,7 +164,7 @@ class Report:
         self.tracer = tracer
         self._tmp: str | None = None
         try:
-            #: the input's content identity when opened (``views.cache.content_identity``)
+            #: the input's content identity when opened (``fileio.content_identity``)
             self.identity = content_identity(self.source.path)
         except OSError as exc:
             self.source.close()

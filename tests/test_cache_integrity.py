@@ -16,7 +16,8 @@ from conftest import ROOT, TraceBuilder, standard
 
 import nsysdiag
 from nsysdiag.errors import InputError
-from nsysdiag.views.cache import ViewFiles, content_identity
+from nsysdiag.fileio import content_identity
+from nsysdiag.views.cache import ViewFiles
 
 
 @pytest.fixture(autouse=True)

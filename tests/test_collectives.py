@@ -217,9 +217,12 @@ def _training_ranks(tmp_path, stalled=(40, 60, 80)):
 def test_ranks_command_names_the_straggler_and_its_cause(tmp_path, capsys):
     import json
 
+    from test_bad_inputs import fingerprint
+
     from nsysdiag.cli.main import main
 
     paths = _training_ranks(tmp_path)
+    before = [fingerprint(str(p)) for p in paths]
     assert main(["--no-cache", "ranks", *map(str, paths)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("STRAGGLER: rank 1 arrived last at 3 of 100 collectives")
@@ -232,7 +235,8 @@ def test_ranks_command_names_the_straggler_and_its_cause(tmp_path, capsys):
     assert doc["collectives"]["summary"]["per_rank"][0]["waited_ns"] == 9 * MS
     verdict = doc["straggler_diagnosis"]["verdict"]
     assert (verdict["layer"], verdict["mechanism"]) == ("cpu", "host_stall")
-    html = tmp_path / "ranks.html"
+    (tmp_path / "out").mkdir()
+    html = tmp_path / "out" / "ranks.html"
     assert main(["--no-cache", "ranks", "--html", str(html), *map(str, paths)]) == 0
     page = html.read_text()
     # the headline, a bar per rank, and the 3 stalled steps' timelines (2 lanes each)
@@ -241,6 +245,7 @@ def test_ranks_command_names_the_straggler_and_its_cause(tmp_path, capsys):
     assert page.count("<h3>allreduce #") == 3
     assert page.count("(communicator 0): the others waited 3 ms for rank 1</h3>") == 3
     assert page.count("rank 0 waited 3 ms") == 3
+    assert [fingerprint(str(p)) for p in paths] == before  # the inputs are never touched
 
 
 def test_ranks_command_refuses_a_missing_export(tmp_path, capsys):

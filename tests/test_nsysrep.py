@@ -390,3 +390,21 @@ def test_missing_input_is_input_error(tmp_path: Path) -> None:
         export_report(tmp_path / "absent.nsys-rep", cache_dir=tmp_path / "cache")
     with pytest.raises(InputError, match="not a regular file"):
         export_report(tmp_path, cache_dir=tmp_path / "cache")
+
+
+def test_a_report_rewritten_with_its_size_and_mtime_is_exported_again(tmp_path: Path) -> None:
+    """The export cache is keyed by content identity: a report rewritten in place with
+    the same size and its mtime put back (``cp`` over it, then ``touch -r``) is not the
+    report whose export is cached."""
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"A" * 300_000)
+    st = report.stat()
+    first = nsysrep.cached_export_path(report, cache_dir=tmp_path / "cache")
+    assert nsysrep.cached_export_path(report, cache_dir=tmp_path / "cache") == first
+    with open(report, "r+b") as fh:
+        fh.seek(150_000)
+        fh.write(b"B")
+    os.utime(report, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert report.stat().st_size == st.st_size
+    assert report.stat().st_mtime_ns == st.st_mtime_ns
+    assert nsysrep.cached_export_path(report, cache_dir=tmp_path / "cache") != first

@@ -18,8 +18,9 @@ from fixtures.make_fixtures import standard
 from fixtures.parquetdir import sqlite_to_parquet_dir
 from nsysdiag.cli.main import cli, main
 
-#: commands that take no PATH of an export or are covered elsewhere
-_NOT_PER_INPUT = {"info", "sql", "diagnose", "diff", "batch", "cache"}
+#: commands that take no PATH of an export or are covered elsewhere (``ranks`` pairs
+#: several exports' collectives: tests/test_collectives.py checks its inputs untouched)
+_NOT_PER_INPUT = {"info", "sql", "diagnose", "diff", "batch", "cache", "ranks"}
 
 
 def analysis_commands() -> list[str]:

@@ -35,6 +35,7 @@ from pathlib import Path
 from .. import config
 from ..engine import threads
 from ..errors import InputError, NsysNotFoundError
+from ..fileio import content_identity
 
 #: Bumped when the layout or the way exports are made changes, so old cache entries are
 #: not reused.
@@ -158,8 +159,8 @@ def find_nsys(explicit: str | None = None) -> str | None:
 # ------------------------------------------------------------------ exporting
 
 
-def _cache_key(resolved: Path, st: os.stat_result) -> str:
-    ident = f"{CACHE_KEY_VERSION}\n{resolved}\n{st.st_size}\n{st.st_mtime_ns}"
+def _cache_key(identity: str) -> str:
+    ident = f"{CACHE_KEY_VERSION}\n{identity}"
     return hashlib.sha256(ident.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
@@ -176,16 +177,16 @@ def _safe_stem(path: Path) -> str:
 def cached_export_path(path: Path, *, cache_dir: Path | None = None) -> Path:
     """Where :func:`export_report` keeps (or will keep) the SQLite export of ``path``.
 
-    Keyed by the input's identity (resolved path, size, mtime in ns): a report that is
-    changed or moved is exported again.
+    Keyed by the input's content identity (:func:`nsysdiag.fileio.content_identity`:
+    resolved path, device, inode, size, mtime, ctime and sampled bytes): a report that is
+    changed, replaced (even with the same size and mtime) or moved is exported again.
     """
-    p = Path(path)
-    return _export_path(p, p.stat(), cache_dir)
+    return _export_path(Path(path), content_identity(Path(path)), cache_dir)
 
 
-def _export_path(src: Path, st: os.stat_result, cache_dir: Path | None) -> Path:
+def _export_path(src: Path, identity: str, cache_dir: Path | None) -> Path:
     root = Path(cache_dir) if cache_dir is not None else config.cache_dir() / "exports"
-    return root / f"{_safe_stem(src)}-{_cache_key(src.resolve(), st)}.sqlite"
+    return root / f"{_safe_stem(src)}-{_cache_key(identity)}.sqlite"
 
 
 def _meaningful_lines(text: str) -> list[str]:
@@ -304,8 +305,12 @@ def export_report(
         raise InputError(f"cannot be read ({exc.strerror})", path=str(src)) from None
     if not stat.S_ISREG(st.st_mode):
         raise InputError("not a regular file", path=str(src))
+    try:
+        identity = content_identity(src)
+    except OSError as exc:
+        raise InputError(f"cannot be read ({exc.strerror or exc})", path=str(src)) from None
 
-    out = _export_path(src, st, cache_dir)
+    out = _export_path(src, identity, cache_dir)
     root = out.parent
     if out.is_file():
         return out
@@ -342,8 +347,11 @@ def export_report(
             raise InputError(
                 f"cannot copy the report for export ({exc.strerror})", path=str(src)
             ) from None
-        after = src.stat()
-        if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
+        try:
+            same = content_identity(src) == identity
+        except OSError:
+            same = False
+        if not same:
             raise InputError(
                 "the report changed while it was being read",
                 path=str(src),

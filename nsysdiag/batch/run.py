@@ -36,8 +36,7 @@ import pyarrow.parquet as pq
 
 from ..engine import threads
 from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_RESOURCE, StageTimeout, UsageError
-from ..fileio import write_atomic
-from ..views.cache import content_identity
+from ..fileio import content_identity, write_atomic
 
 #: crashes (a worker or the batch dying during the report) after which a report is
 #: recorded as crashing rather than tried again
@@ -133,7 +132,7 @@ def expand_inputs(inputs: Iterable[str]) -> list[Path]:
 
 def report_key(path: Path) -> str:
     """Identity of an input for resuming: its content identity
-    (``views.cache.content_identity``: resolved path, inode, size, mtime, ctime, sampled
+    (``fileio.content_identity``: resolved path, inode, size, mtime, ctime, sampled
     bytes)."""
     try:
         ident = content_identity(path)
