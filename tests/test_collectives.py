@@ -222,6 +222,7 @@ def test_ranks_command_names_the_straggler_and_its_cause(tmp_path, capsys):
     from nsysdiag.cli.main import main
 
     paths = _training_ranks(tmp_path)
+    (tmp_path / "out").mkdir()
     before = [fingerprint(str(p)) for p in paths]
     assert main(["--no-cache", "ranks", *map(str, paths)]) == 0
     out = capsys.readouterr().out
@@ -235,7 +236,6 @@ def test_ranks_command_names_the_straggler_and_its_cause(tmp_path, capsys):
     assert doc["collectives"]["summary"]["per_rank"][0]["waited_ns"] == 9 * MS
     verdict = doc["straggler_diagnosis"]["verdict"]
     assert (verdict["layer"], verdict["mechanism"]) == ("cpu", "host_stall")
-    (tmp_path / "out").mkdir()
     html = tmp_path / "out" / "ranks.html"
     assert main(["--no-cache", "ranks", "--html", str(html), *map(str, paths)]) == 0
     page = html.read_text()
