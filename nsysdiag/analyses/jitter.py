@@ -113,8 +113,8 @@ def run(report: Report, *, top: int | None = None, slow: float | None = None,
     missing = not_captured("jitter", report, "kernels")
     if missing:
         return missing
-    keyed = "by_config" if report.probe.present("kernel_configs") else "by_name"
-    with temp_views(report, {"jitter_kernels": load_sql("jitter")[keyed]}, ("jitter_kernels",)):
+    with temp_views(report, {"jitter_kernels": load_sql("jitter")[_keyed(report)]},
+                    ("jitter_kernels",)):
         per = run_query(report, "jitter", "per_kernel", {"top": top, "slow": slow})
     conc = _concurrency(report, settings)
     rows = per.to_pylist()
@@ -143,6 +143,16 @@ def run(report: Report, *, top: int | None = None, slow: float | None = None,
     )
     return JitterResult(status=OK, message=msg, tables={"per_kernel": per, "concurrency": conc},
                         main="per_kernel", **summary)
+
+
+def _keyed(report: Report) -> str:
+    """The query giving each kernel its configuration: ``by_position`` where the two views
+    are aligned row for row, ``by_config`` (a join on the keys) where not, ``by_name`` (no
+    configuration) where the export records none."""
+    if not report.probe.present("kernel_configs"):
+        return "by_name"
+    aligned = run_query(report, "jitter", "aligned").column(0)[0].as_py()
+    return "by_position" if aligned else "by_config"
 
 
 def _concurrency(report: Report, settings: Settings) -> pa.Table:

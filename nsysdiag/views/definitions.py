@@ -225,6 +225,8 @@ FROM raw_kernel_config k""",
         "static_shared_bytes": "static shared memory per block, bytes",
         "dynamic_shared_bytes": "dynamic shared memory per block, bytes",
     },
+    # jitter reads it beside kernels row for row (a positional join)
+    in_export_order=True,
     source_tables=("CUPTI_ACTIVITY_KIND_KERNEL",),
     capture_hint="nsys profile --trace=cuda",
 )
