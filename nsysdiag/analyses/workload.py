@@ -41,10 +41,12 @@ import pyarrow.compute as pc
 from scipy import stats as sps
 from scipy.optimize import isotonic_regression
 
-from ..engine.steps import registered
+from ..engine.accelerate import pick
+from ..engine.steps import bind, registered
 from ..formatting import fmt_ns, fmt_ratio
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, records, run_query
+from . import intervals
+from .base import OK, AnalysisResult, figure, load_sql, records, run_query
 from .interference import slow_count
 from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
@@ -329,8 +331,9 @@ def run(report: Report, *, settings: Settings | None = None,
         compare = run_query(report, NAME, "compare", {"slow_n": slow_n, "scope": ranges.scope})
         relation = run_query(report, NAME, "relation")
         bins = run_query(report, NAME, "bins")
-    with registered(report, "_workload_instances", all_instances):
-        every_size = run_query(report, NAME, "sizes", {"scope": ranges.scope})
+    rows = report.probe["api_calls"].source_rows if report.probe.present("api_calls") else 0
+    every_size = pick(sizes_method, sizes_accelerated, rows)(report, all_instances,
+                                                             ranges.scope)
     sizes = every_size.filter(every_size.column("counted")).drop_columns(["counted"])
     c = compare.to_pylist()[0]
     rel = relation.to_pylist()[0]
@@ -355,6 +358,82 @@ def run(report: Report, *, settings: Settings | None = None,
     return WorkloadResult(status=OK, main="bins", tables=tables,
                           message=f"{result.kind}: {result.line()}"
                           + (f"; {size}" if size else ""), **figures)
+
+
+def sizes_method(report: Report, units: pa.Table, scope: str) -> pa.Table:
+    """The ``sizes`` table of ``units`` (every unit, with the columns ``run`` selects), by
+    the SQL method."""
+    with registered(report, "_workload_instances", units):
+        return run_query(report, NAME, "sizes", {"scope": scope})
+
+
+def sizes_accelerated(report: Report, units: pa.Table, scope: str) -> pa.Table:
+    """:func:`sizes_method`'s table, each call placed by a search among the sorted starts
+    of its key's units (``np.searchsorted``) instead of DuckDB's ASOF join, which sorts
+    every call (workload.sql, ``size_calls``, says what is read)."""
+    covered = pc.invert(pc.fill_null(pc.equal(units.column("cuda_covered"), False), False))
+    u = units.filter(covered)
+    pid, pid_ok = _ints(u.column("pid"))
+    if scope == "process":
+        k, k_ok = np.zeros(len(pid), dtype=np.int64), np.ones(len(pid), dtype=bool)
+    else:
+        k, k_ok = _ints(u.column("tid"))
+    start, start_ok = _ints(u.column("start_ns"))
+    end, end_ok = _ints(u.column("end_ns"))
+    instance = _ints(u.column("instance"))[0]
+    keyed = np.flatnonzero(pid_ok & k_ok & start_ok)
+    keys, code = np.unique(np.stack([pid[keyed], k[keyed]], axis=1), axis=0,
+                           return_inverse=True)
+    code = code.ravel()
+    # the units of each key by start (ties: the later instance last, the one an equal
+    # start finds)
+    order = np.lexsort((instance[keyed], start[keyed], code))
+    rows = keyed[order]
+    u_code, u_start, u_instance = code[order], start[rows], instance[rows]
+    u_end, u_end_ok = end[rows], end_ok[rows]
+    heads = np.searchsorted(u_code, np.arange(len(keys) + 1))
+    n = len(u_instance)
+    htod, dtoh = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    launches = np.zeros(n, dtype=np.int64)
+    key_table = pa.table({"pid": keys[:, 0], "k": keys[:, 1],
+                          "code": np.arange(len(keys), dtype=np.int64)})
+    with registered(report, "_workload_keys", key_table):
+        sql = load_sql(NAME)["size_calls"]
+        reader = report.sql(sql, bind(sql, {"scope": scope})).to_arrow_reader(1 << 20)
+        for batch in reader:
+            c = _ints(batch.column("code"))[0]
+            t = _ints(batch.column("call_ns"))[0]
+            # the unit of each call: the last of its key's to start at or before it
+            j = np.empty(len(c), dtype=np.int64)
+            for kc, at in intervals.by_code(c, len(keys)):
+                lo, hi = heads[kc], heads[kc + 1]
+                j[at] = np.searchsorted(u_start[lo:hi], t[at], side="right") + (lo - 1)
+                j[at[j[at] < lo]] = -1
+            inside = j >= 0
+            inside[inside] = u_end_ok[j[inside]] & (t[inside] <= u_end[j[inside]])
+            placed = j[inside]
+            launch = batch.column("launch").to_numpy(zero_copy_only=False)[inside]
+            launches += np.bincount(placed[launch.astype(bool)], minlength=n)
+            for column, total in (("htod_bytes", htod), ("dtoh_bytes", dtoh)):
+                b, b_ok = _ints(batch.column(column))
+                b_ok &= inside
+                np.add.at(total, j[b_ok], b[b_ok])
+    work = pa.table({"instance": u_instance, "htod_bytes": htod, "dtoh_bytes": dtoh,
+                     "launch_calls": launches})
+    with registered(report, "_workload_instances", units), \
+            registered(report, "_workload_unit_work", work):
+        return run_query(report, NAME, "sizes_of")
+
+
+def _ints(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column as int64 values (0 where NULL) and where it is set."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.null_count == 0:
+        return column.cast(pa.int64()).to_numpy(zero_copy_only=False), \
+            np.ones(len(column), dtype=bool)
+    return (column.fill_null(0).cast(pa.int64()).to_numpy(zero_copy_only=False),
+            column.is_valid().to_numpy(zero_copy_only=False))
 
 
 #: a measure the slow units hold this many times more of is named among what is bigger
