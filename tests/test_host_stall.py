@@ -132,7 +132,6 @@ def _with_waits(path, waits):
     thread of the builder's process."""
     import sqlite3
 
-    from fixtures.nsysbuild import global_tid
     db = sqlite3.connect(path)
     (top,), = db.execute("SELECT coalesce(max(id), 0) FROM StringIds")
     names = {n: top + 1 + i for i, n in enumerate(sorted({n for *_, n in waits}))}
