@@ -293,28 +293,35 @@ def accelerated(report: Report, units: pa.Table, every: pa.Table,
         waits = (report.sql(load_sql(NAME)["pass_waits"], {"waits": WAITS}).fetchnumpy()
                  if has_osrt else None)
     heads = _segments(cc, n_threads)
+    # each unit's calls: the slice [a, b) of the sorted calls (from lo to its end); f: the
+    # first call from its start
+    a, b, f = (np.zeros(len(start), dtype=np.int64) for _ in range(3))
+    for k, rows in intervals.by_code(np.maximum(ucode, 0), max(n_threads, 1)):
+        rows = rows[ucode[rows] >= 0]
+        if k < n_threads and len(rows):
+            ts = cs[heads[k]:heads[k + 1]]
+            for out, at in ((a, lo), (b, end), (f, start)):
+                out[rows] = heads[k] + np.searchsorted(ts, at[rows], side="left")
+    # blocked's hi: the first call from the unit's start, else its end
+    first_call = end.copy()
+    first_call[f < b] = cs[f[f < b]]
     rows_i, rows_ns, rows_lead, rows_ov = [], [], [], []
-    first_call = end.copy()  # blocked's hi: the first call from the unit's start, else end
     for i in np.flatnonzero(ucode >= 0):
-        h0, h1 = heads[ucode[i]], heads[ucode[i] + 1]
-        ts = cs[h0:h1]
-        a, b, f = h0 + np.searchsorted(ts, (lo[i], end[i], start[i]), side="left")
-        if f < b:
-            first_call[i] = cs[f]
+        a_i, b_i = a[i], b[i]
         # the lead: from the start to the first call from lo on (the whole unit without one)
         rows_i.append(inst[i]), rows_lead.append(True)
-        rows_ns.append((cs[a] if b > a else end[i]) - start[i])
+        rows_ns.append((cs[a_i] if b_i > a_i else end[i]) - start[i])
         rows_ov.append(max(0, busy[i] - start[i]) if busy[i] != _INT64_MIN else 0)
-        if b <= a or not ce_ok[a:b].any():
+        if b_i <= a_i or not ce_ok[a_i:b_i].any():
             continue
-        e = np.where(ce_ok[a:b], ce[a:b], _INT64_MIN)
+        e = np.where(ce_ok[a_i:b_i], ce[a_i:b_i], _INT64_MIN)
         reach = np.maximum.accumulate(e)
         if reach[-1] < end[i]:  # the tail: from the last return to the end
             rows_i.append(inst[i]), rows_lead.append(False), rows_ns.append(end[i] - reach[-1])
             rows_ov.append(0)
         # each call's gap: its start less the furthest end among the calls before it
         before = reach[:-1]
-        gap = cs[a + 1:b][before != _INT64_MIN] - before[before != _INT64_MIN]
+        gap = cs[a_i + 1:b_i][before != _INT64_MIN] - before[before != _INT64_MIN]
         gap = gap[gap > 0]
         rows_i.extend([inst[i]] * len(gap)), rows_ns.extend(gap.tolist())
         rows_lead.extend([False] * len(gap)), rows_ov.extend([0] * len(gap))
@@ -366,11 +373,15 @@ def _busy_until(start: np.ndarray, end: np.ndarray, ucode: np.ndarray, ecode: np
     codes, sorted_ends = ecode[keep][order], ends[keep][order]
     heads = _segments(codes, n_threads)
     out = np.full(len(start), _INT64_MIN, dtype=np.int64)
-    for i in np.flatnonzero(ucode >= 0):
-        h0, h1 = heads[ucode[i]], heads[ucode[i] + 1]
-        j = h0 + np.searchsorted(sorted_ends[h0:h1], end[i], side="left") - 1
-        if j >= h0 and sorted_ends[j] > start[i]:
-            out[i] = sorted_ends[j]
+    for k, rows in intervals.by_code(np.maximum(ucode, 0), max(n_threads, 1)):
+        rows = rows[ucode[rows] >= 0]
+        if k >= n_threads or not len(rows):
+            continue
+        h0, h1 = heads[k], heads[k + 1]
+        j = h0 + np.searchsorted(sorted_ends[h0:h1], end[rows], side="left") - 1
+        inside = j >= h0
+        inside[inside] = sorted_ends[j[inside]] > start[rows[inside]]
+        out[rows[inside]] = sorted_ends[j[inside]]
     return out
 
 
