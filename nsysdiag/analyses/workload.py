@@ -38,8 +38,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import stats as sps
-from scipy.optimize import isotonic_regression
 
 from ..engine.accelerate import pick
 from ..engine.steps import bind, registered
@@ -469,6 +467,8 @@ def expected_latency(bins: pa.Table, measure: str, x: np.ndarray) -> np.ndarray 
     rows = [r for r in bins.to_pylist() if r["measure"] == measure]
     if len(rows) < 2:
         return None
+    from scipy.optimize import isotonic_regression  # scipy only where a fit runs
+
     fitted = isotonic_regression([r["p50_ns"] for r in rows],
                                  weights=[float(r["units"]) for r in rows]).x
     return np.interp(x, [r["x_median"] for r in rows], fitted)
@@ -511,6 +511,8 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
     unit's size gives ``normalized_p99_over_p50``, and the units of a new size are
     compared with it (:func:`new_sizes`).
     """
+    from scipy.stats import spearmanr  # scipy only where a relation is measured
+
     d = _column(sizes, "duration_ns")
     rows: list[dict] = []
     figures: dict = {}
@@ -532,7 +534,7 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
         what, side = SIZE_MEASURES[name]
         s_mean, m_mean = float(x[slow].mean()), float(x[band].mean())
         varies = np.ptp(x) > 0
-        rho = float(sps.spearmanr(x, d).statistic) if varies else None
+        rho = float(spearmanr(x, d).statistic) if varies else None
         slope = float(np.polyfit(x, d, 1)[0]) if varies else None
         expected = expected_latency(bins, name, x) if varies else None
         explains = (float(max(0.0, min(1.0, (expected[slow].mean()
