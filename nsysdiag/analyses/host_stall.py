@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..engine.accelerate import accelerate
+from ..engine.database import stored_order
 from ..engine.steps import registered
 from . import intervals
 from .base import load_sql, run_query
@@ -400,23 +401,37 @@ def _calls_inside(report: Report, start: np.ndarray, end: np.ndarray, ucode: np.
     for k in range(n_threads):
         reach[heads[k]:heads[k + 1]] = np.maximum.accumulate(reach[heads[k]:heads[k + 1]])
     kept: list[tuple[np.ndarray, ...]] = []
-    for batch in report.sql(load_sql(NAME)["pass_calls"]).to_arrow_reader(1 << 20):
-        c = batch.column("code").to_numpy(zero_copy_only=False).astype(np.int64)
-        s = batch.column("start_ns").to_numpy(zero_copy_only=False).astype(np.int64)
-        e_col = batch.column("end_ns")
-        e_ok = (np.ones(len(c), dtype=bool) if e_col.null_count == 0
-                else e_col.is_valid().to_numpy(zero_copy_only=False))
-        e = e_col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        inside = np.zeros(len(c), dtype=bool)
-        for k, rows in intervals.by_code(c, n_threads):
-            h0, h1 = heads[k], heads[k + 1]
-            j = h0 + np.searchsorted(ws[h0:h1], s[rows], side="right") - 1
-            inside[rows] = (j >= h0) & (s[rows] < reach[np.maximum(j, h0)])
-        if inside.any():
-            kept.append((c[inside], s[inside], e[inside], e_ok[inside]))
+    with stored_order(report, load_sql(NAME)["pass_calls"], batch_rows=1 << 20) as reader:
+        for batch in reader:
+            c = _int64(batch.column("code"))
+            s = _int64(batch.column("start_ns"))
+            e_col = batch.column("end_ns")
+            e_ok = (np.ones(len(c), dtype=bool) if e_col.null_count == 0
+                    else e_col.is_valid().to_numpy(zero_copy_only=False))
+            e = _int64(e_col.fill_null(0) if e_col.null_count else e_col)
+            inside = np.zeros(len(c), dtype=bool)
+            for k, rows in intervals.by_code(c, n_threads):
+                h0, h1 = heads[k], heads[k + 1]
+                t = s if n_threads == 1 else s[rows]
+                j = h0 + np.searchsorted(ws[h0:h1], t, side="right") - 1
+                inside[rows] = (j >= h0) & (t < reach[np.maximum(j, h0)])
+            if inside.all():
+                kept.append((c, s, e, e_ok))
+            elif inside.any():
+                kept.append((c[inside], s[inside], e[inside], e_ok[inside]))
     if not kept:
         empty = np.empty(0, dtype=np.int64)
         return empty, empty, empty, np.empty(0, dtype=bool)
     c, s, e, e_ok = (np.concatenate(x) for x in zip(*kept))
-    order = np.lexsort((np.where(e_ok, e, np.iinfo(np.int64).max), s, c))
+    last = np.where(e_ok, e, np.iinfo(np.int64).max)
+    # stored in start order (the view keeps the export's), they need no sort
+    same_c, same_s = c[1:] == c[:-1], s[1:] == s[:-1]
+    if ((c[1:] > c[:-1]) | same_c & ((s[1:] > s[:-1]) | same_s & (last[1:] >= last[:-1]))).all():
+        return c, s, e, e_ok
+    order = np.lexsort((last, s, c))
     return c[order], s[order], e[order], e_ok[order]
+
+
+def _int64(column: pa.Array) -> np.ndarray:
+    """An integer column without NULLs as int64 values (no copy where it is int64)."""
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
