@@ -177,3 +177,38 @@ def test_own_captures_sizes_pass_equals_the_method(labelled):
             for scope in ("thread", "process"):
                 pair = sizes_both(rep, scope)
                 assert pair is not None and pair[1].equals(pair[0]), name
+
+
+def test_sizes_pass_when_an_id_is_not_one_run(builder, tmp_path, monkeypatch):
+    """The pass groups the calls of one (process, correlation id) as runs of the stored
+    order; where an id's calls are apart (a call of another thread between a runtime call
+    and its driver call) or ids fall, it starts over on DuckDB's aggregate: the table is
+    the method's either way, and the fallback is taken."""
+    b = builder()
+    for k in range(30):
+        t = 1_000_000 + k * 2_000_000
+        b.nvtx(t, t + 1_000_000, "step")
+        c = b.api(t + 100, t + 400, "cudaLaunchKernel_v7000")
+        b.api(t + 120, t + 130, "cudaMemcpyAsync_v3020", tid=b.tid + 1)  # between the two
+        b.api(t + 150, t + 350, "cuLaunchKernel", corr=c, driver=True)
+        b.kernel(t + 500, t + 900, corr=c)
+        if k == 10:  # an id lower than those before it
+            c = b.api(t + 5000, t + 5100, "cudaMemcpyAsync_v3020", corr=3)
+            b.memcpy(t + 5200, t + 5300, 4096, corr=c)
+    taken = []
+    runs = workload._numpy_groups
+
+    def spy(*a):
+        try:
+            yield from runs(*a)
+        except workload._NotRuns:
+            taken.append("duckdb")
+            raise
+
+    monkeypatch.setattr(workload, "_numpy_groups", spy)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        for scope in ("thread", "process"):
+            sql, fast = sizes_both(rep, scope)
+            assert fast.equals(sql), scope
+            assert sorted(set(fast.column("launch_calls").to_pylist())) == [1]
+    assert taken == ["duckdb", "duckdb"]

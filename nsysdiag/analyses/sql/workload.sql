@@ -189,6 +189,21 @@ LEFT JOIN copied m USING (global_pid, correlation_id)
 WHERE c.call_ns IS NOT NULL
 
 
+-- @query size_call_rows
+-- (where the pass groups the calls itself, in numpy: they come stored in start order, so in
+-- correlation order in each process) the rows `calls` groups, with the copies' bytes of
+-- each (process, correlation id) apart in size_copies
+SELECT global_tid, correlation_id, start_ns, category IN ('launch', 'graph_launch') AS launch
+FROM api_calls WHERE category IN ('launch', 'graph_launch', 'memcpy')
+
+-- @query size_copies
+SELECT global_pid, correlation_id,
+       sum(bytes) FILTER (WHERE copy_kind = 'HtoD') AS htod_bytes,
+       sum(bytes) FILTER (WHERE copy_kind = 'DtoH') AS dtoh_bytes
+FROM memcpys WHERE global_pid IS NOT NULL AND correlation_id IS NOT NULL
+GROUP BY global_pid, correlation_id
+
+
 -- @query sizes_of
 -- `sizes` from the units' work the accelerated pass summed (_workload_unit_work)
 WITH u AS (
