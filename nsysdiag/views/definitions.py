@@ -192,8 +192,9 @@ FROM {_timed('raw_kernel')} k""",
     capture_hint="nsys profile --trace=cuda",
 )
 
-# Launch configurations live apart from ``kernels``: no analysis needs them, and reading
-# nine more columns of the biggest table would double the time to build ``kernels``.
+# Launch configurations live apart from ``kernels``: only jitter reads them (row for row
+# beside kernels, both in the export's order), and every other reader of ``kernels`` would
+# pay for nine more columns of the biggest table (docs/performance.md).
 KERNEL_CONFIGS = ViewSpec(
     name="kernel_configs",
     description="Launch configuration of each kernel execution (join kernels on "
