@@ -2,11 +2,12 @@
 
 Check D1 of the method. Kernels are told apart by name and launch configuration (grid
 and block, when the export records them): one name run at two grids is two kernels whose
-durations differ by design, not jitter. A kernel whose p99 is far above its median, or a sizeable share
-of launches beyond 1.5x the median, means GPU execution time is intermittently inflated
-(contention with other GPU work, clocks, memory behaviour). ``concurrency`` gives the share
-of kernel time during which two or more kernels overlapped on a device (another stream or
-process competing for SMs), as measured by the overlap analysis.
+durations differ by design, not jitter. A kernel whose p99 is far above its median, or a
+sizeable share of launches beyond 1.5x the median, means GPU execution time is
+intermittently inflated (contention with other GPU work, clocks, memory behaviour).
+``concurrency`` gives the share of kernel time during which two or more kernels overlapped
+on a device (another stream or process competing for SMs), as measured by the overlap
+analysis.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..settings import DEFAULTS, Settings
 from ..engine.steps import temp_views
+from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 
 if TYPE_CHECKING:
