@@ -100,3 +100,146 @@ def test_no_runtime_times_measures_no_layout(tmp_path):
                                           column="start", value=None, fraction=0.0)],
                       tmp_path / "t.sqlite")
     assert exercise(path, full=True, tolerate=known_bug) == []
+
+
+# -- the accelerated pass (host_stall.accelerated) against the SQL (host_stall.method) ------
+
+def _sorted(table) -> list[tuple]:
+    return sorted(tuple(r.values()) for r in table.to_pylist()) if table is not None else []
+
+
+def both_ways(rep, ranges):
+    """(method's tables, the pass's) on the units host_stall.measure would measure: the
+    slow ones and the median band (here simply every counted unit and a sample of them)."""
+    import pyarrow as pa
+
+    from nsysdiag.engine.steps import registered
+    t = ranges.tables["instances"]
+    t = t.filter(t.column("counted"))
+    cols = ["instance", "start_ns", "end_ns", "pid", "tid"]
+    every = pa.table({c: t.column(c).cast(pa.int64()) for c in cols})
+    units = every.take(pa.array(range(0, every.num_rows, 3)))
+    osrt = rep.probe.present("os_runtime")
+    assert host_stall._passable(units, every)
+    with registered(rep, "hs_units", units), registered(rep, "hs_all", every):
+        want = host_stall.method(rep, osrt)
+        got = host_stall.accelerated(rep, units, every, osrt)
+    return [_sorted(x) for x in want], [_sorted(x) for x in got]
+
+
+def _with_waits(path, waits):
+    """The export with an OSRT_API table of ``waits``: (start, end, name) on the main
+    thread of the builder's process."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    (top,), = db.execute("SELECT coalesce(max(id), 0) FROM StringIds")
+    names = {n: top + 1 + i for i, n in enumerate(sorted({n for *_, n in waits}))}
+    db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, n) for n, i in names.items()])
+    db.execute('CREATE TABLE OSRT_API (start INTEGER, "end" INTEGER, globalTid INTEGER, '
+               "nameId INTEGER, eventClass INTEGER, returnValue INTEGER, nestingLevel INTEGER, "
+               "callchainId INTEGER)")
+    (gtid,), = db.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1")
+    db.executemany("INSERT INTO OSRT_API VALUES (?, ?, ?, ?, 27, 0, 0, NULL)",
+                   [(s, e, gtid, names[n]) for s, e, n in waits])
+    db.commit()
+    db.close()
+    return path
+
+
+@pytest.mark.parametrize("mechanism", ["between", "before", "queueing"])
+def test_the_pass_gives_the_method_rows(builder, tmp_path, mechanism):
+    """The three layouts, plus OS calls on the thread: a wait holding each slow unit's
+    start (queueing: 1 ms of its lead), a read (no wait) holding it, and waits inside the
+    units (their own): the pass's stretches and blocked rows are the method's, and a slow
+    unit's blocked time is, by hand, the wait's 1 ms after its start where its lead is
+    longer (queueing and a stall before: 3 ms + 50 us), else its whole 50 us lead."""
+    path = build(builder, tmp_path, mechanism)
+    waits = []
+    for i in range(100):
+        s = i * (2 if mechanism == "queueing" else 10) * MS
+        start = s - 3 * MS if (i in SLOW and mechanism == "queueing") else s
+        if i in SLOW:
+            waits.append((start - 500_000, start + MS, "pthread_cond_wait"))
+            waits.append((start - 200_000, start + 100, "read"))
+        waits.append((s + 60_000, s + 70_000, "futex"))
+    _with_waits(path, waits)
+    with nsysdiag.open(path, cache=False) as rep:
+        r = rep.analysis("ranges", range_name="request")
+        want, got = both_ways(rep, r)
+        assert got == want
+        blocked = dict(want[1])
+        units = {row["instance"]: row for row in r.tables["instances"].to_pylist()}
+        for inst, ns in blocked.items():
+            slow = units[inst]["start_ns"] in {
+                i * (2 if mechanism == "queueing" else 10) * MS
+                - (3 * MS if mechanism == "queueing" else 0) for i in SLOW}
+            assert ns == ((MS if mechanism != "between" else 50_000) if slow else 0)
+
+
+def test_measure_is_the_same_either_way(builder, tmp_path, monkeypatch):
+    path = build(builder, tmp_path, "queueing")
+    got = {}
+    for how in ("never", "always"):
+        monkeypatch.setenv("NSYSDIAG_ACCELERATE", how)
+        got[how] = measure(path)[1]
+    assert got["always"] == got["never"] and got["never"].layout is Layout.QUEUED
+
+
+def test_overlapping_units_and_calls_without_an_end(builder, tmp_path):
+    """Units that overlap on the thread (the later one waits for the earlier one's end),
+    calls nested in calls, ties of start, and calls whose end is missing: the pass's rows
+    are the method's."""
+    b = builder("current")
+    for i in range(40):
+        s = i * 10 * MS
+        b.nvtx(s, s + 2 * MS, "request")
+        if i % 4 == 1:  # a second unit opening inside this one
+            b.nvtx(s + MS, s + 4 * MS, "request")
+        for k in range(6):
+            t = s + 100_000 + k * 300_000
+            b.launch(t, t + 50_000, t + 60_000, t + 70_000)
+            if k == 2:
+                b.api(t + 10_000, t + 20_000, "cudaGetLastError")  # nested in the launch
+                b.api(t, t + 5_000, "cudaPeekAtLastError")  # same start, shorter
+    path = b.write(tmp_path / "overlap.sqlite")
+    import sqlite3
+    db = sqlite3.connect(path)
+    db.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = NULL WHERE rowid % 17 = 3')
+    db.commit()
+    db.close()
+    with nsysdiag.open(path, cache=False) as rep:
+        r = rep.analysis("ranges", range_name="request")
+        want, got = both_ways(rep, r)
+    assert got == want
+    assert any(ov > 0 for *_, ov in want[0])  # some unit waited for the one before
+
+
+def _corpus():
+    from conftest import corpus_sqlite_files
+    return corpus_sqlite_files()
+
+
+@pytest.mark.parametrize("path", _corpus(), ids=lambda p: p.stem)
+def test_corpus_pass_equals_the_method(path):
+    from conftest import open_corpus
+
+    from nsysdiag.analyses.ranges import RangesResult
+    with open_corpus(path) as rep:
+        r = rep.analysis("ranges")
+        if not isinstance(r, RangesResult) or not r.ok or "counted" not in \
+                r.tables["instances"].column_names or not rep.probe.present("api_calls"):
+            pytest.skip("no units with host times")
+        want, got = both_ways(rep, r)
+        assert got == want
+
+
+def test_own_captures_pass_equals_the_method(labelled):
+    from nsysdiag.analyses.ranges import RangesResult
+    for name, path in labelled.items():
+        with nsysdiag.open(path, cache=False) as rep:
+            r = rep.analysis("ranges")
+            if not isinstance(r, RangesResult) or not r.ok:
+                continue
+            want, got = both_ways(rep, r)
+            assert got == want, name

@@ -49,6 +49,15 @@ def test_a_commands_modules_leave_numba_to_its_loops():
     assert "numba" not in loaded and "llvmlite" not in loaded
 
 
+def test_the_diagnosis_modules_leave_scipy_stats_to_workload():
+    """The diagnosis imports workload (its result class and rules) but scipy.stats and
+    scipy.optimize only when workload measures sizes: a healthy tail never pays them."""
+    code = ("import nsysdiag.diagnosis.engine, nsysdiag.analyses.workload\n"
+            "assert 'scipy.stats' not in sys.modules, 'scipy.stats'\n"
+            "assert 'scipy.optimize' not in sys.modules, 'scipy.optimize'")
+    loaded_after(code)
+
+
 def test_a_compiled_loop_compiles_on_first_call_with_the_loops_it_calls():
     """find_keys calls _before: both become numba dispatchers on the first call."""
     code = ("from nsysdiag.views import _compiled as c\nimport numba, numpy as np\n"

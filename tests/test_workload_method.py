@@ -2,14 +2,18 @@
 ASOF joins, not by comparing each unit with each copy. These tests hold it equal to the
 direct statement (every unit against every copy call of its thread or process) on
 hand-built traces whose answers are computed by hand, on the corpus and on the project's
-own captures, in both scopes."""
+own captures, in both scopes. Likewise the ``sizes`` table of the accelerated pass
+(``workload.sizes_accelerated``: each call placed by a search among its key's units) is
+held equal to the SQL method's (an ASOF join of every call)."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from conftest import corpus_sqlite_files, open_corpus
 
 import nsysdiag
+from nsysdiag.analyses import workload
 from nsysdiag.analyses.base import load_sql
 from nsysdiag.analyses.ranges import RangesResult
 from nsysdiag.engine.steps import bind, registered
@@ -92,3 +96,119 @@ def test_own_captures_compare_equals_the_direct_rule(labelled):
             for scope in ("thread", "process"):
                 pair = both(rep, scope)
                 assert pair is not None and pair[0] == pair[1], name
+
+
+SIZE_COLUMNS = ["instance", "pid", "tid", "start_ns", "end_ns", "duration_ns", "n_kernels",
+                "own_kernel_total_ns", "cuda_covered", "counted"]
+
+
+def sizes_both(rep: nsysdiag.Report, scope: str):
+    """(the SQL method's sizes, the accelerated pass's) of every unit, or None."""
+    r = rep.analysis("ranges")
+    if not isinstance(r, RangesResult) or not r.ok:
+        return None
+    t = r.tables["instances"]
+    units = t.select([c for c in SIZE_COLUMNS if c in t.column_names])
+    for c in ("cuda_covered", "counted"):
+        if c not in units.column_names:
+            units = units.append_column(c, pa.nulls(units.num_rows, pa.bool_()))
+    units = units.append_column("oneoff", pa.nulls(units.num_rows, pa.bool_())) \
+        .append_column("host_ns", pa.nulls(units.num_rows, pa.float64()))
+    return (workload.sizes_method(rep, units, scope),
+            workload.sizes_accelerated(rep, units, scope))
+
+
+def test_sizes_placed_by_hand(builder, tmp_path):
+    """30 units of 1 ms on one thread. Unit k: a runtime launch with its driver call inside
+    (one launch), a second launch at its very end (counted), a copy of (k + 1) KB HtoD and
+    one of 100 bytes DtoH; between units, a launch (in no unit); on a second thread, a
+    launch inside the unit's time (its thread's: only in the process scope). Units 0-4 also
+    hold a unit that starts inside them and ends after (an overlapping one of the same
+    name): the calls after its start go to it, the most recently started unit."""
+    b = builder()
+    for k in range(30):
+        t = 1_000_000 + k * 2_000_000
+        b.nvtx(t, t + 1_000_000, "step")
+        c = b.api(t + 100, t + 400, "cudaLaunchKernel_v7000")
+        b.api(t + 150, t + 350, "cuLaunchKernel", corr=c, driver=True)
+        b.kernel(t + 500, t + 900, corr=c)
+        b.launch(t + 1_000_000, t + 1_000_010, t + 1_000_020, t + 1_000_030)
+        c = b.api(t + 1000, t + 1100, "cudaMemcpyAsync_v3020")
+        b.memcpy(t + 1200, t + 1300, (k + 1) * 1024, corr=c)
+        c = b.api(t + 2000, t + 2100, "cudaMemcpyAsync_v3020")
+        b.memcpy(t + 2200, t + 2300, 100, kind="DtoH", corr=c)
+        b.launch(t + 1_500_000, t + 1_500_100, t + 1_500_200, t + 1_500_300)
+        b.launch(t + 3000, t + 3100, t + 3200, t + 3300, tid=b.tid + 1)
+        if k < 5:
+            b.nvtx(t + 500_000, t + 1_400_000, "step")
+            b.launch(t + 600_000, t + 600_100, t + 600_200, t + 600_300)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        for scope in ("thread", "process"):
+            pair = sizes_both(rep, scope)
+            assert pair is not None
+            sql, fast = pair
+            assert fast.equals(sql), scope
+            rows = {r["start_ns"]: r for r in fast.to_pylist()}
+            for k in range(30):
+                t = 1_000_000 + k * 2_000_000
+                row = rows[t]
+                late = k < 5  # the late launch goes to the overlapping unit started later
+                other = 1 if scope == "process" else 0
+                assert row["launch_calls"] == 2 - late + other, (scope, k)
+                assert row["htod_bytes"] == (k + 1) * 1024
+                assert row["dtoh_bytes"] == 100
+                if k < 5:
+                    assert rows[t + 500_000]["launch_calls"] == 2
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_corpus_sizes_pass_equals_the_method(path):
+    with open_corpus(path) as rep:
+        for scope in ("thread", "process"):
+            pair = sizes_both(rep, scope)
+            if pair is None:
+                pytest.skip("no units")
+            assert pair[1].equals(pair[0]), scope
+
+
+def test_own_captures_sizes_pass_equals_the_method(labelled):
+    for name, path in labelled.items():
+        with nsysdiag.open(path, cache=False) as rep:
+            for scope in ("thread", "process"):
+                pair = sizes_both(rep, scope)
+                assert pair is not None and pair[1].equals(pair[0]), name
+
+
+def test_sizes_pass_when_an_id_is_not_one_run(builder, tmp_path, monkeypatch):
+    """The pass groups the calls of one (process, correlation id) as runs of the stored
+    order; where an id's calls are apart (a call of another thread between a runtime call
+    and its driver call) or ids fall, it starts over on DuckDB's aggregate: the table is
+    the method's either way, and the fallback is taken."""
+    b = builder()
+    for k in range(30):
+        t = 1_000_000 + k * 2_000_000
+        b.nvtx(t, t + 1_000_000, "step")
+        c = b.api(t + 100, t + 400, "cudaLaunchKernel_v7000")
+        b.api(t + 120, t + 130, "cudaMemcpyAsync_v3020", tid=b.tid + 1)  # between the two
+        b.api(t + 150, t + 350, "cuLaunchKernel", corr=c, driver=True)
+        b.kernel(t + 500, t + 900, corr=c)
+        if k == 10:  # an id lower than those before it
+            c = b.api(t + 5000, t + 5100, "cudaMemcpyAsync_v3020", corr=3)
+            b.memcpy(t + 5200, t + 5300, 4096, corr=c)
+    taken = []
+    runs = workload._numpy_groups
+
+    def spy(*a):
+        try:
+            yield from runs(*a)
+        except workload._NotRuns:
+            taken.append("duckdb")
+            raise
+
+    monkeypatch.setattr(workload, "_numpy_groups", spy)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        for scope in ("thread", "process"):
+            sql, fast = sizes_both(rep, scope)
+            assert fast.equals(sql), scope
+            assert sorted(set(fast.column("launch_calls").to_pylist())) == [1]
+    assert taken == ["duckdb", "duckdb"]

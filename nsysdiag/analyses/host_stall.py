@@ -25,8 +25,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from ..engine.accelerate import accelerate
+from ..engine.database import stored_order
 from ..engine.steps import registered
-from .base import run_query
+from . import intervals
+from .base import load_sql, run_query
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -34,8 +37,10 @@ if TYPE_CHECKING:
 
 NAME = "host_stall"
 #: the most (measured unit, CUDA call of its thread) pairs the SQL may compare: its join
-#: on the thread tests every call of the thread against every measured unit, so past this
-#: the layout is not measured (None) rather than run for minutes (docs/analyses/host_stall.md)
+#: on the thread tests every call of the thread against every measured unit, so where the
+#: accelerated pass does not run (NSYSDIAG_ACCELERATE=never, units the pass does not take)
+#: past this the layout is not measured (None) rather than run for minutes
+#: (docs/analyses/host_stall.md)
 MAX_PAIRS = 1_000_000_000
 #: OS calls in which a thread waits rather than works (queues, locks, sleeps, polls)
 WAITS = (r"^(pthread_cond_(timed)?wait|pthread_mutex_(timed)?lock|pthread_join|"
@@ -136,50 +141,297 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
     with registered(report, "hs_units", units), registered(report, "hs_all", every):
         (calls,), = report.execute("SELECT count(*) FROM api_calls WHERE (pid, tid) IN "
                                    "(SELECT (pid, tid) FROM hs_units)")
-        if units.num_rows * calls > MAX_PAIRS:
+        if accelerate(calls) and _passable(units, every):
+            tables = accelerated(report, units, every, has_osrt)
+        elif units.num_rows * calls > MAX_PAIRS:
             return None
-        rows = run_query(report, NAME, "stretches").to_pydict()
-        blocked = ({r["instance"]: r["blocked_ns"] for r in
-                    run_query(report, NAME, "blocked", {"waits": WAITS}).to_pylist()}
-                   if has_osrt else {})
-    stretches: dict[int, list[tuple[float, bool]]] = {}
-    overlap: dict[int, float] = {}
-    for inst, ns, lead, ov in zip(rows["instance"], rows["stretch_ns"], rows["lead"],
-                                  rows["overlap_ns"]):
-        stretches.setdefault(inst, []).append((float(ns), bool(lead)))
-        if lead:
-            overlap[inst] = float(ov)
-    ids_slow = [t["instance"][i] for i in slow]
-    ids_band = [t["instance"][i] for i in band]
-
-    def longest(inst: int) -> float:
-        return max((ns for ns, _ in stretches.get(inst, ())), default=0.0)
-
-    longest_median = float(np.mean([longest(k) for k in ids_band]))
+        else:
+            tables = method(report, has_osrt)
+    ids_slow = np.asarray([t["instance"][i] for i in slow], dtype=np.int64)
+    ids_band = np.asarray([t["instance"][i] for i in band], dtype=np.int64)
+    per = _per_instance(tables[0], tables[1] if has_osrt else None)
+    longest_median = float(np.mean(per.of(ids_band, per.longest)))
     threshold = max(MIN_LONG_NS, ratio * longest_median)
-
-    def long_sum(inst: int, lead_only: bool = False) -> float:
-        return sum(ns for ns, lead in stretches.get(inst, ())
-                   if ns >= threshold and (lead or not lead_only))
-
-    def queued(inst: int) -> float:
-        return max(overlap.get(inst, 0.0), float(blocked.get(inst, 0) or 0))
-
-    long_slow = float(np.mean([long_sum(k) for k in ids_slow]))
-    lead_slow = float(np.mean([long_sum(k, True) for k in ids_slow]))
+    long_ns, long_lead_ns, long_n = per.long(threshold)
+    long_slow = float(np.mean(per.of(ids_slow, long_ns)))
+    lead_slow = float(np.mean(per.of(ids_slow, long_lead_ns)))
+    queued = np.maximum(per.overlap, per.blocked)
     outside = np.asarray(t["cpu_outside_cuda_ns"], dtype=float)
     return HostStall(
         slow_n=int(slow.size), median_n=int(band.size),
         duration_growth_ns=float(d[slow].mean() - d[band].mean()),
         outside_growth_ns=float(np.nanmean(outside[slow]) - np.nanmean(outside[band])),
-        longest_slow_ns=float(np.mean([longest(k) for k in ids_slow])),
+        longest_slow_ns=float(np.mean(per.of(ids_slow, per.longest))),
         longest_median_ns=longest_median,
         threshold_ns=float(threshold),
         long_slow_ns=long_slow,
-        long_median_ns=float(np.mean([long_sum(k) for k in ids_band])),
-        long_count=float(np.mean([sum(ns >= threshold for ns, _ in stretches.get(k, ()))
-                                  for k in ids_slow])),
-        queued_growth_ns=float(np.mean([queued(k) for k in ids_slow])
-                               - np.mean([queued(k) for k in ids_band])),
+        long_median_ns=float(np.mean(per.of(ids_band, long_ns))),
+        long_count=float(np.mean(per.of(ids_slow, long_n))),
+        queued_growth_ns=float(np.mean(per.of(ids_slow, queued))
+                               - np.mean(per.of(ids_band, queued))),
         lead_share=lead_slow / long_slow if long_slow > 0 else 0.0,
     )
+
+
+@dataclass(frozen=True)
+class _PerInstance:
+    """The stretches and blocked time of the measured units, per instance (``ids``,
+    sorted): the longest stretch, the part of the lead other units held (overlap) or an OS
+    wait did (blocked), and each stretch with its instance's place (``at``)."""
+
+    ids: np.ndarray
+    at: np.ndarray
+    ns: np.ndarray
+    lead: np.ndarray
+    longest: np.ndarray
+    overlap: np.ndarray
+    blocked: np.ndarray
+
+    def of(self, instances: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """``values`` (one per instance of ``ids``) of ``instances``, 0 for one with no
+        stretch."""
+        i = np.minimum(np.searchsorted(self.ids, instances), max(len(self.ids) - 1, 0))
+        found = (self.ids[i] == instances) if len(self.ids) else np.zeros(len(instances), bool)
+        return np.where(found, values[i] if len(self.ids) else 0.0, 0.0)
+
+    def long(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per instance: its stretches of at least ``threshold`` summed, those of the lead
+        summed, and their count. (Stretches are whole nanoseconds: float sums of them are
+        exact in any order.)"""
+        is_long = self.ns >= threshold
+        n = len(self.ids)
+        return (np.bincount(self.at, weights=np.where(is_long, self.ns, 0.0), minlength=n),
+                np.bincount(self.at, weights=np.where(is_long & self.lead, self.ns, 0.0),
+                            minlength=n),
+                np.bincount(self.at, weights=is_long.astype(float), minlength=n))
+
+
+def _per_instance(stretches: pa.Table, blocked: pa.Table | None) -> _PerInstance:
+    inst = stretches.column("instance").to_numpy(zero_copy_only=False).astype(np.int64)
+    ns = stretches.column("stretch_ns").to_numpy(zero_copy_only=False).astype(float)
+    lead = stretches.column("lead").to_numpy(zero_copy_only=False).astype(bool)
+    ov = stretches.column("overlap_ns").to_numpy(zero_copy_only=False).astype(float)
+    ids, at = np.unique(inst, return_inverse=True)
+    at = at.ravel()
+    longest = np.zeros(len(ids))
+    np.maximum.at(longest, at, ns)  # every stretch is >= 0
+    overlap = np.zeros(len(ids))
+    overlap[at[lead]] = ov[lead]
+    waited = np.zeros(len(ids))
+    if blocked is not None and blocked.num_rows:
+        b_inst = blocked.column("instance").to_numpy(zero_copy_only=False).astype(np.int64)
+        b_ns = blocked.column("blocked_ns").fill_null(0).to_numpy(
+            zero_copy_only=False).astype(float)
+        i = np.searchsorted(ids, b_inst)
+        ok = i < len(ids)
+        ok[ok] = ids[i[ok]] == b_inst[ok]
+        waited[i[ok]] = b_ns[ok]
+    return _PerInstance(ids, at, ns, lead, longest, overlap, waited)
+
+
+def method(report: Report, has_osrt: bool) -> tuple[pa.Table, pa.Table | None]:
+    """The queries ``stretches`` and ``blocked`` (the latter with ``has_osrt`` only) of the
+    units hs_units among hs_all, as host_stall.sql states them."""
+    stretches = run_query(report, NAME, "stretches")
+    blocked = run_query(report, NAME, "blocked", {"waits": WAITS}) if has_osrt else None
+    return stretches, blocked
+
+
+def _passable(units: pa.Table, every: pa.Table) -> bool:
+    """Whether the accelerated pass gives the method's rows for these units: each measured
+    once, every unit's bounds set and in order (the pass takes a unit that ends inside
+    another as starting before that one ends)."""
+    if len(set(units.column("instance").to_pylist())) != units.num_rows:
+        return False
+    for t in (units, every):
+        start, end = (t.column(c).to_numpy(zero_copy_only=False) for c in ("start_ns", "end_ns"))
+        if t.column("start_ns").null_count or t.column("end_ns").null_count \
+                or (end < start).any():
+            return False
+    return True
+
+
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+def _codes(table: pa.Table, threads: dict[tuple[int, int], int]) -> np.ndarray:
+    """Each row's thread code in ``threads`` ((pid, tid) -> code), -1 for any other."""
+    return np.array([threads.get((p, t), -1) if p is not None and t is not None else -1
+                     for p, t in zip(table.column("pid").to_pylist(),
+                                     table.column("tid").to_pylist())], dtype=np.int64)
+
+
+def _segments(codes: np.ndarray, n: int) -> np.ndarray:
+    """Where each code's rows begin in ``codes`` (sorted), and the end: n + 1 bounds."""
+    return np.searchsorted(codes, np.arange(n + 1))
+
+
+def accelerated(report: Report, units: pa.Table, every: pa.Table,
+                has_osrt: bool) -> tuple[pa.Table, pa.Table | None]:
+    """:func:`method`'s tables by searches among sorted arrays instead of comparing every
+    unit with every call of its thread: the calls inside some measured unit of their
+    thread, sorted by thread, start and end, hold each unit's calls as one slice; the
+    units' ends sorted per thread give the latest end inside a unit by one search; the
+    units' starts sorted per thread give the units whose start a wait holds as one slice.
+    Rows come in another order than the SQL's (the diagnosis reads them as sets)."""
+    pairs = sorted({(p, t) for p, t in zip(units.column("pid").to_pylist(),
+                                           units.column("tid").to_pylist())
+                    if p is not None and t is not None})
+    threads = {pt: c for c, pt in enumerate(pairs)}
+    n_threads = len(pairs)
+    ucode = _codes(units, threads)
+    inst, start, end = (units.column(c).to_numpy(zero_copy_only=False).astype(np.int64)
+                        for c in ("instance", "start_ns", "end_ns"))
+    busy = _busy_until(start, end, ucode, _codes(every, threads),
+                       every.column("end_ns").to_numpy(zero_copy_only=False).astype(np.int64),
+                       n_threads)
+    lo = np.maximum(busy, start)
+    thread_table = pa.table({"pid": pa.array([p for p, _ in pairs], pa.int64()),
+                             "tid": pa.array([t for _, t in pairs], pa.int64()),
+                             "code": pa.array(range(n_threads), pa.int64())})
+    with registered(report, "hs_threads", thread_table):
+        cc, cs, ce, ce_ok = _calls_inside(report, start, end, ucode, n_threads)
+        waits = (report.sql(load_sql(NAME)["pass_waits"], {"waits": WAITS}).fetchnumpy()
+                 if has_osrt else None)
+    heads = _segments(cc, n_threads)
+    # each unit's calls: the slice [a, b) of the sorted calls (from lo to its end); f: the
+    # first call from its start
+    a, b, f = (np.zeros(len(start), dtype=np.int64) for _ in range(3))
+    for k, rows in intervals.by_code(np.maximum(ucode, 0), max(n_threads, 1)):
+        rows = rows[ucode[rows] >= 0]
+        if k < n_threads and len(rows):
+            ts = cs[heads[k]:heads[k + 1]]
+            for out, at in ((a, lo), (b, end), (f, start)):
+                out[rows] = heads[k] + np.searchsorted(ts, at[rows], side="left")
+    # blocked's hi: the first call from the unit's start, else its end
+    first_call = end.copy()
+    first_call[f < b] = cs[f[f < b]]
+    rows_i, rows_ns, rows_lead, rows_ov = [], [], [], []
+    for i in np.flatnonzero(ucode >= 0):
+        a_i, b_i = a[i], b[i]
+        # the lead: from the start to the first call from lo on (the whole unit without one)
+        rows_i.append(inst[i]), rows_lead.append(True)
+        rows_ns.append((cs[a_i] if b_i > a_i else end[i]) - start[i])
+        rows_ov.append(max(0, busy[i] - start[i]) if busy[i] != _INT64_MIN else 0)
+        if b_i <= a_i or not ce_ok[a_i:b_i].any():
+            continue
+        e = np.where(ce_ok[a_i:b_i], ce[a_i:b_i], _INT64_MIN)
+        reach = np.maximum.accumulate(e)
+        if reach[-1] < end[i]:  # the tail: from the last return to the end
+            rows_i.append(inst[i]), rows_lead.append(False), rows_ns.append(end[i] - reach[-1])
+            rows_ov.append(0)
+        # each call's gap: its start less the furthest end among the calls before it
+        before = reach[:-1]
+        gap = cs[a_i + 1:b_i][before != _INT64_MIN] - before[before != _INT64_MIN]
+        gap = gap[gap > 0]
+        rows_i.extend([inst[i]] * len(gap)), rows_ns.extend(gap.tolist())
+        rows_lead.extend([False] * len(gap)), rows_ov.extend([0] * len(gap))
+    # units of no measured thread: the lead is the whole unit (no call, no other unit)
+    for i in np.flatnonzero(ucode < 0):
+        rows_i.append(inst[i]), rows_lead.append(True), rows_ns.append(end[i] - start[i])
+        rows_ov.append(0)
+    stretches = pa.table({"instance": pa.array(rows_i, pa.int64()),
+                          "stretch_ns": pa.array(rows_ns, pa.int64()),
+                          "lead": pa.array(rows_lead, pa.bool_()),
+                          "overlap_ns": pa.array(rows_ov, pa.int64())})
+    if waits is None:
+        return stretches, None
+    return stretches, pa.table({
+        "instance": pa.array(inst, pa.int64()),
+        "blocked_ns": pa.array(_blocked(waits, start, first_call, ucode, n_threads),
+                               pa.int64())})
+
+
+def _blocked(waits: dict, start: np.ndarray, hi: np.ndarray, ucode: np.ndarray,
+             n_threads: int) -> np.ndarray:
+    """Per unit, the time from its start to ``hi`` inside the waits of its thread that
+    began before its start and end after it."""
+    order = np.lexsort((start, ucode))
+    order = order[ucode[order] >= 0]
+    starts, heads = start[order], _segments(ucode[order], n_threads)
+    wc, ws, we = (np.asarray(waits[c], dtype=np.int64) for c in ("code", "start_ns", "end_ns"))
+    r0, r1 = np.zeros(len(wc), dtype=np.int64), np.zeros(len(wc), dtype=np.int64)
+    for k, rows in intervals.by_code(wc, n_threads):
+        seg = starts[heads[k]:heads[k + 1]]
+        # the units whose start lies strictly inside the wait: a slice of the sorted starts
+        r0[rows] = heads[k] + np.searchsorted(seg, ws[rows], side="right")
+        r1[rows] = heads[k] + np.searchsorted(seg, we[rows], side="left")
+    out = np.zeros(len(start), dtype=np.int64)
+    for w in np.flatnonzero(r1 > r0):
+        held = order[r0[w]:r1[w]]
+        out[held] += np.minimum(we[w], hi[held]) - start[held]
+    return out
+
+
+def _busy_until(start: np.ndarray, end: np.ndarray, ucode: np.ndarray, ecode: np.ndarray,
+                ends: np.ndarray, n_threads: int) -> np.ndarray:
+    """Per measured unit, the latest end among the units of its thread (codes ``ecode``,
+    ends ``ends``) that end inside it (after its start, before its end), else INT64_MIN.
+    Units end no earlier than they start (``_passable``), so a unit ending before this one
+    ends is another, which began before this one ends."""
+    keep = ecode >= 0
+    order = np.lexsort((ends[keep], ecode[keep]))
+    codes, sorted_ends = ecode[keep][order], ends[keep][order]
+    heads = _segments(codes, n_threads)
+    out = np.full(len(start), _INT64_MIN, dtype=np.int64)
+    for k, rows in intervals.by_code(np.maximum(ucode, 0), max(n_threads, 1)):
+        rows = rows[ucode[rows] >= 0]
+        if k >= n_threads or not len(rows):
+            continue
+        h0, h1 = heads[k], heads[k + 1]
+        j = h0 + np.searchsorted(sorted_ends[h0:h1], end[rows], side="left") - 1
+        inside = j >= h0
+        inside[inside] = sorted_ends[j[inside]] > start[rows[inside]]
+        out[rows[inside]] = sorted_ends[j[inside]]
+    return out
+
+
+def _calls_inside(report: Report, start: np.ndarray, end: np.ndarray, ucode: np.ndarray,
+                  n_threads: int) -> tuple[np.ndarray, ...]:
+    """(thread code, start, end, end set) of the calls (query pass_calls) that start inside
+    some measured unit of their thread, sorted by code, start and end (NULL ends last, as
+    DuckDB orders them)."""
+    # the measured units of each thread by start, with the furthest end so far: a call
+    # lies inside one when that reach, at the last unit to start at or before it, is after it
+    order = np.lexsort((start, ucode))
+    order = order[ucode[order] >= 0]
+    wcode, ws = ucode[order], start[order]
+    heads = _segments(wcode, n_threads)
+    reach = end[order].copy()
+    for k in range(n_threads):
+        reach[heads[k]:heads[k + 1]] = np.maximum.accumulate(reach[heads[k]:heads[k + 1]])
+    kept: list[tuple[np.ndarray, ...]] = []
+    with stored_order(report, load_sql(NAME)["pass_calls"], batch_rows=1 << 20) as reader:
+        for batch in reader:
+            c = _int64(batch.column("code"))
+            s = _int64(batch.column("start_ns"))
+            e_col = batch.column("end_ns")
+            e_ok = (np.ones(len(c), dtype=bool) if e_col.null_count == 0
+                    else e_col.is_valid().to_numpy(zero_copy_only=False))
+            e = _int64(e_col.fill_null(0) if e_col.null_count else e_col)
+            inside = np.zeros(len(c), dtype=bool)
+            for k, rows in intervals.by_code(c, n_threads):
+                h0, h1 = heads[k], heads[k + 1]
+                t = s if n_threads == 1 else s[rows]
+                j = h0 + np.searchsorted(ws[h0:h1], t, side="right") - 1
+                inside[rows] = (j >= h0) & (t < reach[np.maximum(j, h0)])
+            if inside.all():
+                kept.append((c, s, e, e_ok))
+            elif inside.any():
+                kept.append((c[inside], s[inside], e[inside], e_ok[inside]))
+    if not kept:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty, np.empty(0, dtype=bool)
+    c, s, e, e_ok = (np.concatenate(x) for x in zip(*kept))
+    last = np.where(e_ok, e, np.iinfo(np.int64).max)
+    # stored in start order (the view keeps the export's), they need no sort
+    same_c, same_s = c[1:] == c[:-1], s[1:] == s[:-1]
+    if ((c[1:] > c[:-1]) | same_c & ((s[1:] > s[:-1]) | same_s & (last[1:] >= last[:-1]))).all():
+        return c, s, e, e_ok
+    order = np.lexsort((last, s, c))
+    return c[order], s[order], e[order], e_ok[order]
+
+
+def _int64(column: pa.Array) -> np.ndarray:
+    """An integer column without NULLs as int64 values (no copy where it is int64)."""
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)

@@ -2,11 +2,12 @@
 
 Check D1 of the method. Kernels are told apart by name and launch configuration (grid
 and block, when the export records them): one name run at two grids is two kernels whose
-durations differ by design, not jitter. A kernel whose p99 is far above its median, or a sizeable share
-of launches beyond 1.5x the median, means GPU execution time is intermittently inflated
-(contention with other GPU work, clocks, memory behaviour). ``concurrency`` gives the share
-of kernel time during which two or more kernels overlapped on a device (another stream or
-process competing for SMs), as measured by the overlap analysis.
+durations differ by design, not jitter. A kernel whose p99 is far above its median, or a
+sizeable share of launches beyond 1.5x the median, means GPU execution time is
+intermittently inflated (contention with other GPU work, clocks, memory behaviour).
+``concurrency`` gives the share of kernel time during which two or more kernels overlapped
+on a device (another stream or process competing for SMs), as measured by the overlap
+analysis.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..settings import DEFAULTS, Settings
 from ..engine.steps import temp_views
+from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 
 if TYPE_CHECKING:
@@ -113,8 +114,8 @@ def run(report: Report, *, top: int | None = None, slow: float | None = None,
     missing = not_captured("jitter", report, "kernels")
     if missing:
         return missing
-    keyed = "by_config" if report.probe.present("kernel_configs") else "by_name"
-    with temp_views(report, {"jitter_kernels": load_sql("jitter")[keyed]}, ("jitter_kernels",)):
+    with temp_views(report, {"jitter_kernels": load_sql("jitter")[_keyed(report)]},
+                    ("jitter_kernels",)):
         per = run_query(report, "jitter", "per_kernel", {"top": top, "slow": slow})
     conc = _concurrency(report, settings)
     rows = per.to_pylist()
@@ -143,6 +144,16 @@ def run(report: Report, *, top: int | None = None, slow: float | None = None,
     )
     return JitterResult(status=OK, message=msg, tables={"per_kernel": per, "concurrency": conc},
                         main="per_kernel", **summary)
+
+
+def _keyed(report: Report) -> str:
+    """The query giving each kernel its configuration: ``by_position`` where the two views
+    are aligned row for row, ``by_config`` (a join on the keys) where not, ``by_name`` (no
+    configuration) where the export records none."""
+    if not report.probe.present("kernel_configs"):
+        return "by_name"
+    aligned = run_query(report, "jitter", "aligned").column(0)[0].as_py()
+    return "by_position" if aligned else "by_config"
 
 
 def _concurrency(report: Report, settings: Settings) -> pa.Table:

@@ -32,19 +32,21 @@ Definitions: docs/analyses/workload.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from scipy import stats as sps
-from scipy.optimize import isotonic_regression
 
-from ..engine.steps import registered
+from ..engine.accelerate import pick
+from ..engine.database import stored_order
+from ..engine.steps import bind, registered
 from ..formatting import fmt_ns, fmt_ratio
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, records, run_query
+from . import intervals
+from .base import OK, AnalysisResult, figure, load_sql, records, run_query
 from .interference import slow_count
 from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
@@ -329,8 +331,9 @@ def run(report: Report, *, settings: Settings | None = None,
         compare = run_query(report, NAME, "compare", {"slow_n": slow_n, "scope": ranges.scope})
         relation = run_query(report, NAME, "relation")
         bins = run_query(report, NAME, "bins")
-    with registered(report, "_workload_instances", all_instances):
-        every_size = run_query(report, NAME, "sizes", {"scope": ranges.scope})
+    rows = report.probe["api_calls"].source_rows if report.probe.present("api_calls") else 0
+    every_size = pick(sizes_method, sizes_accelerated, rows)(report, all_instances,
+                                                             ranges.scope)
     sizes = every_size.filter(every_size.column("counted")).drop_columns(["counted"])
     c = compare.to_pylist()[0]
     rel = relation.to_pylist()[0]
@@ -355,6 +358,199 @@ def run(report: Report, *, settings: Settings | None = None,
     return WorkloadResult(status=OK, main="bins", tables=tables,
                           message=f"{result.kind}: {result.line()}"
                           + (f"; {size}" if size else ""), **figures)
+
+
+def sizes_method(report: Report, units: pa.Table, scope: str) -> pa.Table:
+    """The ``sizes`` table of ``units`` (every unit, with the columns ``run`` selects), by
+    the SQL method."""
+    with registered(report, "_workload_instances", units):
+        return run_query(report, NAME, "sizes", {"scope": scope})
+
+
+def sizes_accelerated(report: Report, units: pa.Table, scope: str) -> pa.Table:
+    """:func:`sizes_method`'s table, each call placed by a search among the sorted starts
+    of its key's units (``np.searchsorted``) instead of DuckDB's ASOF join, which sorts
+    every call (workload.sql, ``size_calls``, says what is read)."""
+    covered = pc.invert(pc.fill_null(pc.equal(units.column("cuda_covered"), False), False))
+    u = units.filter(covered)
+    pid, pid_ok = _ints(u.column("pid"))
+    if scope == "process":
+        k, k_ok = np.zeros(len(pid), dtype=np.int64), np.ones(len(pid), dtype=bool)
+    else:
+        k, k_ok = _ints(u.column("tid"))
+    start, start_ok = _ints(u.column("start_ns"))
+    end, end_ok = _ints(u.column("end_ns"))
+    instance = _ints(u.column("instance"))[0]
+    keyed = np.flatnonzero(pid_ok & k_ok & start_ok)
+    keys, code = np.unique(np.stack([pid[keyed], k[keyed]], axis=1), axis=0,
+                           return_inverse=True)
+    code = code.ravel()
+    # the units of each key by start (ties: the later instance last, the one an equal
+    # start finds)
+    order = np.lexsort((instance[keyed], start[keyed], code))
+    rows = keyed[order]
+    u_code, u_start, u_instance = code[order], start[rows], instance[rows]
+    u_end, u_end_ok = end[rows], end_ok[rows]
+    heads = np.searchsorted(u_code, np.arange(len(keys) + 1))
+    n = len(u_instance)
+
+    def place(batches: Iterable[pa.RecordBatch]) -> tuple[np.ndarray, ...]:
+        htod, dtoh = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        launches = np.zeros(n, dtype=np.int64)
+        for batch in batches:
+            c = _ints(batch.column("code"))[0]
+            t = _ints(batch.column("call_ns"))[0]
+            # the unit of each call: the last of its key's to start at or before it
+            j = np.empty(len(c), dtype=np.int64)
+            for kc, at in intervals.by_code(c, len(keys)):
+                lo, hi = heads[kc], heads[kc + 1]
+                j[at] = np.searchsorted(u_start[lo:hi], t[at], side="right") + (lo - 1)
+                j[at[j[at] < lo]] = -1
+            inside = j >= 0
+            inside[inside] = u_end_ok[j[inside]] & (t[inside] <= u_end[j[inside]])
+            placed = j[inside]
+            launch = batch.column("launch").to_numpy(zero_copy_only=False)[inside]
+            launches += np.bincount(placed[launch.astype(bool)], minlength=n)
+            for column, total in (("htod_bytes", htod), ("dtoh_bytes", dtoh)):
+                b, b_ok = _ints(batch.column(column))
+                b_ok &= inside
+                np.add.at(total, j[b_ok], b[b_ok])
+        return htod, dtoh, launches
+
+    # the calls grouped per (process, correlation id) in numpy as they stream, where they
+    # come in runs of one id; else by DuckDB (the query size_calls)
+    try:
+        htod, dtoh, launches = place(_numpy_groups(report, scope, keys))
+    except _NotRuns:
+        key_table = pa.table({"pid": keys[:, 0], "k": keys[:, 1],
+                              "code": np.arange(len(keys), dtype=np.int64)})
+        with registered(report, "_workload_keys", key_table):
+            sql = load_sql(NAME)["size_calls"]
+            htod, dtoh, launches = place(
+                report.sql(sql, bind(sql, {"scope": scope})).to_arrow_reader(1 << 20))
+    work = pa.table({"instance": u_instance, "htod_bytes": htod, "dtoh_bytes": dtoh,
+                     "launch_calls": launches})
+    with registered(report, "_workload_instances", units), \
+            registered(report, "_workload_unit_work", work):
+        return run_query(report, NAME, "sizes_of")
+
+
+class _NotRuns(Exception):
+    """The calls of one (process, correlation id) do not come together."""
+
+
+def _numpy_groups(report: Report, scope: str, keys: np.ndarray) -> Iterator[pa.RecordBatch]:
+    """The rows of workload.sql's ``size_calls`` (code, call_ns, launch, htod_bytes,
+    dtoh_bytes) in batches, the calls grouped per (process, correlation id) as they stream
+    in their stored order (start order, so correlation order in each process): a group is
+    a run of one key, with the earliest start, whether any call launches, and the first
+    call's thread (the query's ``any_value``: the calls of one id are one thread's).
+    Raises ``_NotRuns`` (perhaps after some batches) where a key would make two runs (ids
+    not rising in a process) or a call lacks its thread or id: the caller starts over on
+    DuckDB's aggregate."""
+    index = {(int(p), int(t)): c for c, (p, t) in enumerate(keys)}
+    copies = run_query(report, NAME, "size_copies")
+    copied = {}  # process -> (sorted ids, their row in copies)
+    c_pid = copies.column("global_pid").to_numpy(zero_copy_only=False).astype(np.int64)
+    c_corr = copies.column("correlation_id").to_numpy(zero_copy_only=False).astype(np.int64)
+    for g in np.unique(c_pid):
+        rows = np.flatnonzero(c_pid == g)
+        rows = rows[np.argsort(c_corr[rows], kind="stable")]
+        copied[int(g)] = (c_corr[rows], rows)
+    moved = {c: _ints(copies.column(c)) for c in ("htod_bytes", "dtoh_bytes")}
+    last_id: dict[int, int] = {}  # the last id seen of each process
+    pending = None  # the last run of the previous batch: (gtid, corr, start, timed, launch)
+    with stored_order(report, load_sql(NAME)["size_call_rows"]) as reader:
+        for batch in reader:
+            if not batch.num_rows:
+                continue
+            if batch.column("global_tid").null_count or batch.column("correlation_id").null_count:
+                raise _NotRuns
+            gtid = _ints(batch.column("global_tid"))[0]
+            corr = _ints(batch.column("correlation_id"))[0]
+            start, timed = _ints(batch.column("start_ns"))
+            launch = batch.column("launch").fill_null(False).to_numpy(zero_copy_only=False)
+            if pending is not None:
+                gtid, corr, start, timed, launch = (np.r_[p, x] for p, x in zip(
+                    pending, (gtid, corr, start, timed, launch)))
+            gpid = gtid & -16777216
+            new = np.ones(len(gtid), dtype=bool)
+            new[1:] = (gpid[1:] != gpid[:-1]) | (corr[1:] != corr[:-1])
+            heads = np.flatnonzero(new)
+            # the last run may go on in the next batch
+            tail = heads[-1]
+            pending = (gtid[tail:tail + 1], corr[tail:tail + 1],
+                       np.array([np.where(timed[tail:], start[tail:], _BIG).min()]),
+                       np.array([timed[tail:].any()]), np.array([launch[tail:].any()]))
+            heads = heads[:-1]
+            if len(heads):
+                yield _sized(_groups(gtid[:tail], gpid[:tail], corr[:tail], start[:tail],
+                                     timed[:tail], launch[:tail], heads, last_id),
+                             scope, index, copied, moved)
+    if pending is not None:
+        gtid, corr, start, timed, launch = pending
+        yield _sized(_groups(gtid, gtid & -16777216, corr, start, timed, launch,
+                             np.zeros(1, dtype=np.int64), last_id), scope, index, copied, moved)
+
+
+def _sized(groups: tuple[np.ndarray, ...], scope: str, index: dict, copied: dict,
+           moved: dict) -> pa.RecordBatch:
+    """The ``size_calls`` rows of ``groups`` (as ``_groups`` gives them): those of a unit's
+    key and with a start, with their key's code and their copies' bytes."""
+    first, g_pid, g_corr, call, timed_, launches = groups
+    pid = (first >> 24) & 16777215
+    k = np.zeros(len(first), dtype=np.int64) if scope == "process" else first & 16777215
+    codes, distinct = intervals.run_codes((pid, k))
+    code = np.array([index.get((int(p), int(t)), -1) for p, t in distinct],
+                    dtype=np.int64)[codes]
+    keep = np.flatnonzero((code >= 0) & timed_)
+    columns = {"code": code[keep], "call_ns": call[keep], "launch": launches[keep]}
+    for c, (values, ok) in moved.items():
+        got, got_ok = np.zeros(len(keep), dtype=np.int64), np.zeros(len(keep), dtype=bool)
+        for g, (ids, rows) in copied.items():
+            mine = np.flatnonzero(g_pid[keep] == g)
+            j = np.searchsorted(ids, g_corr[keep][mine])
+            hit = j < len(ids)
+            hit[hit] = ids[j[hit]] == g_corr[keep][mine[hit]]
+            row = rows[j[hit]]
+            got[mine[hit]] = values[row]
+            got_ok[mine[hit]] = ok[row]
+        columns[c] = pa.array(got, mask=~got_ok)
+    return pa.RecordBatch.from_pydict(columns)
+
+
+_BIG = np.iinfo(np.int64).max
+
+
+def _groups(gtid: np.ndarray, gpid: np.ndarray, corr: np.ndarray, start: np.ndarray,
+            timed: np.ndarray, launch: np.ndarray, heads: np.ndarray,
+            last_id: dict[int, int]) -> tuple[np.ndarray, ...]:
+    """The runs starting at ``heads`` (the rows up to the end are the last run): the first
+    call's thread key, process, id, earliest start, whether any start is set, whether any
+    call launches. Raises ``_NotRuns`` where a process' ids do not rise from run to run
+    (``last_id`` carries each process' last id between batches)."""
+    g_pid, g_corr = gpid[heads], corr[heads]
+    proc, procs = intervals.run_codes((g_pid,))
+    for code, rows in intervals.by_code(proc, len(procs)):
+        ids = g_corr[rows]
+        before = last_id.get(int(procs[code, 0]))
+        if (np.diff(ids) <= 0).any() or (before is not None and ids[0] <= before):
+            raise _NotRuns
+        last_id[int(procs[code, 0])] = int(ids[-1])
+    call = np.minimum.reduceat(np.where(timed, start, _BIG), heads)
+    return (gtid[heads], g_pid, g_corr, call, np.logical_or.reduceat(timed, heads),
+            np.logical_or.reduceat(launch, heads))
+
+
+def _ints(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column as int64 values (0 where NULL) and where it is set."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.null_count == 0:
+        return column.cast(pa.int64()).to_numpy(zero_copy_only=False), \
+            np.ones(len(column), dtype=bool)
+    return (column.fill_null(0).cast(pa.int64()).to_numpy(zero_copy_only=False),
+            column.is_valid().to_numpy(zero_copy_only=False))
 
 
 #: a measure the slow units hold this many times more of is named among what is bigger
@@ -390,6 +586,8 @@ def expected_latency(bins: pa.Table, measure: str, x: np.ndarray) -> np.ndarray 
     rows = [r for r in bins.to_pylist() if r["measure"] == measure]
     if len(rows) < 2:
         return None
+    from scipy.optimize import isotonic_regression  # scipy only where a fit runs
+
     fitted = isotonic_regression([r["p50_ns"] for r in rows],
                                  weights=[float(r["units"]) for r in rows]).x
     return np.interp(x, [r["x_median"] for r in rows], fitted)
@@ -432,6 +630,8 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
     unit's size gives ``normalized_p99_over_p50``, and the units of a new size are
     compared with it (:func:`new_sizes`).
     """
+    from scipy.stats import spearmanr  # scipy only where a relation is measured
+
     d = _column(sizes, "duration_ns")
     rows: list[dict] = []
     figures: dict = {}
@@ -453,7 +653,7 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
         what, side = SIZE_MEASURES[name]
         s_mean, m_mean = float(x[slow].mean()), float(x[band].mean())
         varies = np.ptp(x) > 0
-        rho = float(sps.spearmanr(x, d).statistic) if varies else None
+        rho = float(spearmanr(x, d).statistic) if varies else None
         slope = float(np.polyfit(x, d, 1)[0]) if varies else None
         expected = expected_latency(bins, name, x) if varies else None
         explains = (float(max(0.0, min(1.0, (expected[slow].mean()

@@ -38,7 +38,7 @@ from .enums import ENUM_TABLES, enum_table
 from .launch import LaunchCalls, arrow_values
 
 #: bump when a view's columns or meaning change, so old caches are not reused
-VIEW_FORMAT = 10
+VIEW_FORMAT = 11
 
 #: How views are written. zstd level 1: faster to write than the default level 3 for a few
 #: percent more bytes (snappy is as fast with twice the bytes). Format version 2 (delta

@@ -192,8 +192,9 @@ FROM {_timed('raw_kernel')} k""",
     capture_hint="nsys profile --trace=cuda",
 )
 
-# Launch configurations live apart from ``kernels``: no analysis needs them, and reading
-# nine more columns of the biggest table would double the time to build ``kernels``.
+# Launch configurations live apart from ``kernels``: only jitter reads them (row for row
+# beside kernels, both in the export's order), and every other reader of ``kernels`` would
+# pay for nine more columns of the biggest table (docs/performance.md).
 KERNEL_CONFIGS = ViewSpec(
     name="kernel_configs",
     description="Launch configuration of each kernel execution (join kernels on "
@@ -225,6 +226,8 @@ FROM raw_kernel_config k""",
         "static_shared_bytes": "static shared memory per block, bytes",
         "dynamic_shared_bytes": "dynamic shared memory per block, bytes",
     },
+    # jitter reads it beside kernels row for row (a positional join)
+    in_export_order=True,
     source_tables=("CUPTI_ACTIVITY_KIND_KERNEL",),
     capture_hint="nsys profile --trace=cuda",
 )

@@ -67,3 +67,19 @@ FROM lead l LEFT JOIN os_runtime o
      AND regexp_matches(o.name, $waits)
 GROUP BY l.instance
 ORDER BY l.instance
+
+
+-- @query pass_calls
+-- The accelerated pass (host_stall.py: stretches_accelerated, blocked_accelerated) reads
+-- the CUDA calls of the measured units' threads, each with its thread's code in
+-- hs_threads (pid, tid, code), and places them in the units by searches among the calls
+-- sorted by thread and time, instead of comparing every unit with every call.
+SELECT t.code, a.start_ns, a.end_ns
+FROM api_calls a JOIN hs_threads t ON a.pid = t.pid AND a.tid = t.tid
+WHERE a.start_ns IS NOT NULL
+
+-- @query pass_waits
+-- (the accelerated pass of blocked) the OS waits of the measured units' threads
+SELECT t.code, o.start_ns, o.end_ns
+FROM os_runtime o JOIN hs_threads t ON o.pid = t.pid AND o.tid = t.tid
+WHERE o.start_ns IS NOT NULL AND o.end_ns IS NOT NULL AND regexp_matches(o.name, $waits)

@@ -151,12 +151,70 @@ moved AS (
     FROM placed p JOIN memcpys m USING (global_pid, correlation_id)
     GROUP BY p.instance),
 launched AS (
-    SELECT instance, count(*) AS launch_calls FROM placed WHERE launch GROUP BY instance)
+    SELECT instance, count(*) AS launch_calls FROM placed WHERE launch GROUP BY instance),
+-- (the accelerated pass computes moved and launched itself, as _workload_unit_work, and
+-- gives it to the query sizes_of below)
+unit_work AS (
+    SELECT instance, htod_bytes, dtoh_bytes, launch_calls
+    FROM moved FULL JOIN launched USING (instance))
 SELECT u.instance, u.start_ns, u.duration_ns,
-       coalesce(moved.htod_bytes, 0)::DOUBLE AS htod_bytes,
-       coalesce(moved.dtoh_bytes, 0)::DOUBLE AS dtoh_bytes, u.n_kernels, u.kernel_ns,
-       coalesce(launched.launch_calls, 0) AS launch_calls, u.host_ns, u.oneoff, u.counted
-FROM u LEFT JOIN moved USING (instance) LEFT JOIN launched USING (instance)
+       coalesce(w.htod_bytes, 0)::DOUBLE AS htod_bytes,
+       coalesce(w.dtoh_bytes, 0)::DOUBLE AS dtoh_bytes, u.n_kernels, u.kernel_ns,
+       coalesce(w.launch_calls, 0) AS launch_calls, u.host_ns, u.oneoff, u.counted
+FROM u LEFT JOIN unit_work w USING (instance)
+ORDER BY u.instance
+
+
+-- @query size_calls
+-- The accelerated pass of `sizes` reads its `calls`, one row per (process, correlation
+-- id), with the bytes each way of the copies with that id (`moved` before it is summed per
+-- unit) and the code of the call's key (process and thread, or process) among the units'
+-- keys, _workload_keys (pid, k, code): calls of no unit's key cannot be placed and are
+-- left out. It places each call in the most recently started unit of its key, as `placed`,
+-- by a search among the units' starts, and sums per unit.
+WITH calls AS (
+    SELECT global_pid, correlation_id, any_value(pid) AS pid,
+           any_value(CASE WHEN $scope = 'process' THEN 0 ELSE tid END) AS k,
+           min(start_ns) AS call_ns, bool_or(category IN ('launch', 'graph_launch')) AS launch
+    FROM api_calls WHERE category IN ('launch', 'graph_launch', 'memcpy')
+    GROUP BY global_pid, correlation_id),
+copied AS (
+    SELECT global_pid, correlation_id,
+           sum(bytes) FILTER (WHERE copy_kind = 'HtoD') AS htod_bytes,
+           sum(bytes) FILTER (WHERE copy_kind = 'DtoH') AS dtoh_bytes
+    FROM memcpys GROUP BY global_pid, correlation_id)
+SELECT w.code, c.call_ns, c.launch, m.htod_bytes, m.dtoh_bytes
+FROM calls c JOIN _workload_keys w ON w.pid = c.pid AND w.k = c.k
+LEFT JOIN copied m USING (global_pid, correlation_id)
+WHERE c.call_ns IS NOT NULL
+
+
+-- @query size_call_rows
+-- (where the pass groups the calls itself, in numpy: they come stored in start order, so in
+-- correlation order in each process) the rows `calls` groups, with the copies' bytes of
+-- each (process, correlation id) apart in size_copies
+SELECT global_tid, correlation_id, start_ns, category IN ('launch', 'graph_launch') AS launch
+FROM api_calls WHERE category IN ('launch', 'graph_launch', 'memcpy')
+
+-- @query size_copies
+SELECT global_pid, correlation_id,
+       sum(bytes) FILTER (WHERE copy_kind = 'HtoD') AS htod_bytes,
+       sum(bytes) FILTER (WHERE copy_kind = 'DtoH') AS dtoh_bytes
+FROM memcpys WHERE global_pid IS NOT NULL AND correlation_id IS NOT NULL
+GROUP BY global_pid, correlation_id
+
+
+-- @query sizes_of
+-- `sizes` from the units' work the accelerated pass summed (_workload_unit_work)
+WITH u AS (
+    SELECT instance, duration_ns, start_ns, n_kernels, own_kernel_total_ns AS kernel_ns,
+           host_ns, oneoff, counted
+    FROM _workload_instances WHERE cuda_covered IS NOT FALSE)
+SELECT u.instance, u.start_ns, u.duration_ns,
+       coalesce(w.htod_bytes, 0)::DOUBLE AS htod_bytes,
+       coalesce(w.dtoh_bytes, 0)::DOUBLE AS dtoh_bytes, u.n_kernels, u.kernel_ns,
+       coalesce(w.launch_calls, 0) AS launch_calls, u.host_ns, u.oneoff, u.counted
+FROM u LEFT JOIN _workload_unit_work w USING (instance)
 ORDER BY u.instance
 
 
