@@ -68,13 +68,13 @@ def gil_holder(stop, dose, seed=13):
             time.sleep(burst)
 
 
-def gpu_process(seconds, dose):
+def gpu_process(seconds, dose, stop):
     dev = torch.device("cuda:0")
     a = torch.randn(6144, 6144, device=dev, dtype=torch.float16)
     b = torch.randn(6144, 6144, device=dev, dtype=torch.float16)
     rng = random.Random(21)
     end = time.time() + seconds
-    while time.time() < end:
+    while time.time() < end and not stop.is_set():
         if rng.random() < dose:
             for _ in range(3):
                 a = (a @ b) / 80
@@ -83,13 +83,13 @@ def gpu_process(seconds, dose):
             time.sleep(0.003)
 
 
-def pcie_process(seconds, dose):
+def pcie_process(seconds, dose, stop):
     dev = torch.device("cuda:0")
     host = torch.randn(8 * 1024 * 1024 // 4)
     devbuf = torch.empty_like(host, device=dev)
     rng = random.Random(23)
     end = time.time() + seconds
-    while time.time() < end:
+    while time.time() < end and not stop.is_set():
         if rng.random() < dose:
             devbuf.copy_(host)
             host.copy_(devbuf)
@@ -206,12 +206,15 @@ def main():
     stop = threading.Event()
     threads, procs = [], []
     ctx = mp.get_context("spawn")
+    # the other processes stop when asked and exit on their own, so that nsys flushes
+    # their CUDA events (a terminated process keeps a handful)
+    proc_stop = ctx.Event()
     if mech == "gil" and dose > 0:
         threads.append(threading.Thread(target=gil_holder, args=(stop, dose), daemon=True))
     if mech == "gpu" and dose > 0:
-        procs.append(ctx.Process(target=gpu_process, args=(90, dose), daemon=True))
+        procs.append(ctx.Process(target=gpu_process, args=(90, dose, proc_stop), daemon=True))
     if mech == "pcie" and dose > 0:
-        procs.append(ctx.Process(target=pcie_process, args=(90, dose), daemon=True))
+        procs.append(ctx.Process(target=pcie_process, args=(90, dose, proc_stop), daemon=True))
     for p in procs:
         p.start()
     if procs:
@@ -267,8 +270,11 @@ def main():
     for t in threads:
         t.join(timeout=5)
     torch.cuda.synchronize()
+    proc_stop.set()
     for p in procs:
-        p.terminate()
+        p.join(timeout=30)
+        if p.is_alive():
+            p.terminate()
     lat.sort()
     n = len(lat)
     print(f"program={prog} mechanism={mech} dose={dose} n={n} p50_ms={lat[n // 2] * 1e3:.3f} "
