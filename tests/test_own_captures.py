@@ -94,6 +94,8 @@ WORKLOAD2 = [
     # the other process was killed at the end, so nsys kept 3 of its CUDA events: its
     # kernels are not in the export, only the waits they caused
     ("cnn_gpu_0.2", "gpu", {"other_gpu_work", "gpu_pending"}),
+    # the same mechanism, the other process exiting on its own: its kernels are in the export
+    ("tf_gpu_0.15", "gpu", {"other_gpu_work"}),
     ("tf_sizes_1", "workload", {"new_sizes", "more_work"}),
 ]
 
