@@ -10,8 +10,9 @@ Baselines are real exports with a repeated NVTX unit: the project's own captures
 plant nothing (``fixtures/h200/{baseline,pageable,graph}``, ``fixtures/h100/{openloop,
 coldstart,tf_clean_0,cnn_clean_0}``: two models, a transformer serving loop and a conv-net
 training loop, unlike the others' MLP), corpus exports with clear units
-(``/work/shared/corpus``, skipped when absent) and any ``--baseline``. Each clean baseline, whole and cut into
-halves (the same run's natural jitter twice more), is diagnosed as it is: a verdict other
+(``/work/shared/corpus``, skipped when absent) and any ``--baseline``. Each clean
+baseline, whole and cut into halves (the same run's natural jitter twice more), is
+diagnosed as it is: a verdict other
 than healthy, or a warning about a cause (cpu, gpu, pcie, workload), is a false alarm.
 
 Into a copy of each baseline every mechanism of :mod:`bench.plant` is planted at graded
@@ -103,6 +104,8 @@ class Row:
     base_ratio: float = float("nan")  #: the clean baseline's own P99/P50
     run_warnings: str = ""  #: clean only: whole-run warnings (C1 launch overhead, E1
     #: transfers), true of the run, not a claim about its tail: counted apart
+    level: str = ""  #: the tail's level (normal, elevated, abnormal)
+    best: str = ""  #: the best-scoring cause layer and its score, "cpu:0.41"
 
 
 def mechanism_of(verdict) -> str:
@@ -153,11 +156,20 @@ def judge(baseline: str, mechanism: str, dose: float, path: str, unit: str | Non
                  if warnings else "")
         return Row(baseline, mechanism, dose, ratio, v.layer, named, v.confidence,
                    v.layer == "healthy", v.layer == "healthy", bool(alarm), alarm,
-                   run_warnings=run)
+                   run_warnings=run, level=d.tail.level, best=_best(v))
     layer, accepted = EXPECTED[mechanism]
     layer_right = v.layer == layer
     return Row(baseline, mechanism, dose, ratio, v.layer, named, v.confidence,
-               layer_right and named in accepted, layer_right, False, "", base_ratio)
+               layer_right and named in accepted, layer_right, False, "", base_ratio,
+               level=d.tail.level, best=_best(v))
+
+
+def _best(verdict) -> str:
+    scores = getattr(verdict, "scores", None) or {}
+    if not scores:
+        return ""
+    layer = max(scores, key=lambda k: scores[k])
+    return f"{layer}:{scores[layer]:.2f}"
 
 
 def planted(task: tuple[str, str, str, str, float, int, str]) -> Row | None:

@@ -83,5 +83,5 @@ def labelled(tmp_path_factory) -> dict[str, Path]:
         with tarfile.open(tar) as tf:
             member = next(m for m in tf.getmembers() if m.name.endswith(".sqlite"))
             tf.extract(member, out, filter="data")
-            paths[tar.name.split(".")[0]] = out / member.name
+            paths[tar.name.removesuffix(".tar.xz")] = out / member.name
     return paths

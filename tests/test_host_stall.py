@@ -100,3 +100,34 @@ def test_no_runtime_times_measures_no_layout(tmp_path):
                                           column="start", value=None, fraction=0.0)],
                       tmp_path / "t.sqlite")
     assert exercise(path, full=True, tolerate=known_bug) == []
+
+
+def test_a_stall_after_the_input_copy_is_before_the_work(builder, tmp_path):
+    """A training step: an input copy 20 us in, then 5 launches, a 1 ms wait in every step
+    (the backward pass on another thread), 5 more launches. Three steps stall 2.5 ms after
+    their copy, before their first kernel launch (data loading). The median band's longest
+    stretch is the 1 ms wait (threshold 3 ms), but before the first launch its longest is
+    the 25 us from the copy to the launch (threshold max(50 us, 3 x 25 us) = 75 us): the
+    2.525 ms stretch is long there, and the copy belongs to the step's start."""
+    b = builder("current")
+    for i in range(100):
+        s = i * 10 * MS
+        stall = 2_500_000 if i in SLOW else 0
+        corr = b.api(s + 20_000, s + 25_000, "cudaMemcpyAsync_v3020")
+        b.memcpy(s + 30_000, s + 40_000, 4096, corr=corr)
+        t = s + 50_000 + stall
+        for k in range(10):
+            b.launch(t, t + 5_000, t + 10_000, t + 30_000)
+            t += 100_000 + (1_000_000 if k == 4 else 0)
+        b.nvtx(s, t, "step")
+    path = b.write(tmp_path / "loader.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        r = rep.analysis("ranges", range_name="step")
+        hs = host_stall.measure(rep, r, rep.probe.present("os_runtime"), 3.0)
+    assert hs.threshold_ns == pytest.approx(3 * 1_095_000)
+    assert hs.lead_threshold_ns == pytest.approx(75_000)
+    assert hs.long_slow_ns == pytest.approx(2_525_000) and hs.lead_share == 1.0
+    assert hs.layout is Layout.STALL_BEFORE
+    d = nsysdiag.diagnose(path, range_name="step", cache=False)
+    assert d.verdict.mechanism.value == "host_stall_before_work", d.verdict.summary
+    assert "before its first kernel launch" in d.verdict.summary

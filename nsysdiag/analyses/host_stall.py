@@ -4,8 +4,9 @@ The tail attribution (ranges) says *which component* of the slow units grew; whe
 the host's time outside CUDA, this says *how*, which names the mechanism:
 
 - one long stretch of the launching thread without a CUDA call (the longest stretch grew
-  by most of what the units grew), before the unit's first launch (input preparation,
-  data loading in the launching thread) or between its launches (another thread holding
+  by most of what the units grew), before the unit's first kernel launch (input
+  preparation, data loading in the launching thread; the copy of the input that may come
+  first is part of the unit's start) or between its launches (another thread holding
   the GIL, garbage collection, Python work);
 - the unit opened but its work began late while the thread was busy with the previous
   unit or waiting in the OS (a queue, a lock, a sleep): queueing;
@@ -49,7 +50,7 @@ class Layout(str, enum.Enum):
     """How the slow units' extra host time is laid out."""
 
     QUEUED = "queued"  #: the work began late: the thread was busy or waiting
-    STALL_BEFORE = "stall_before"  #: one long stretch before the first CUDA call
+    STALL_BEFORE = "stall_before"  #: one long stretch before the first kernel launch
     STALL_BETWEEN = "stall_between"  #: one long stretch between CUDA calls
     SPREAD = "spread"  #: many short stretches
 
@@ -60,7 +61,8 @@ class HostStall:
 
     A *long stretch* is one without a CUDA call of at least ``threshold_ns``: the
     stretch-ratio times the median band's longest (at least 50 us), so no stretch of an
-    ordinary unit is one."""
+    ordinary unit is one; before the unit's first launch, the stretch-ratio times the
+    median band's longest there is enough (``lead_threshold_ns``)."""
 
     slow_n: int  #: slow units measured
     median_n: int  #: median-band units measured
@@ -73,7 +75,8 @@ class HostStall:
     long_median_ns: float  #: the median band's
     long_count: float  #: long stretches per slow unit
     queued_growth_ns: float  #: growth of the wait before the work began (busy or blocked)
-    lead_share: float  #: share of the slow units' long-stretch time before the 1st call
+    lead_share: float  #: share of the slow units' long-stretch time before the 1st launch
+    lead_threshold_ns: float = 0.0  #: from this a stretch before the first launch is long
 
     @property
     def long_growth_ns(self) -> float:
@@ -147,8 +150,8 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
     for inst, ns, lead, ov in zip(rows["instance"], rows["stretch_ns"], rows["lead"],
                                   rows["overlap_ns"]):
         stretches.setdefault(inst, []).append((float(ns), bool(lead)))
-        if lead:
-            overlap[inst] = float(ov)
+        if ov:  # the stretch from the unit's start carries it (others carry 0)
+            overlap[inst] = max(overlap.get(inst, 0.0), float(ov))
     ids_slow = [t["instance"][i] for i in slow]
     ids_band = [t["instance"][i] for i in band]
 
@@ -157,10 +160,19 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
 
     longest_median = float(np.mean([longest(k) for k in ids_band]))
     threshold = max(MIN_LONG_NS, ratio * longest_median)
+    # a stretch before the first launch is measured against the median band's own stretches
+    # there: a step whose thread waits mid-unit (for a backward pass on another thread)
+    # has a long stretch there in every unit, none before its first launch
+    lead_median = float(np.mean([max((ns for ns, lead in stretches.get(k, ()) if lead),
+                                     default=0.0) for k in ids_band]))
+    lead_threshold = min(threshold, max(MIN_LONG_NS, ratio * lead_median))
+
+    def is_long(ns: float, lead: bool) -> bool:
+        return ns >= (lead_threshold if lead else threshold)
 
     def long_sum(inst: int, lead_only: bool = False) -> float:
         return sum(ns for ns, lead in stretches.get(inst, ())
-                   if ns >= threshold and (lead or not lead_only))
+                   if is_long(ns, lead) and (lead or not lead_only))
 
     def queued(inst: int) -> float:
         return max(overlap.get(inst, 0.0), float(blocked.get(inst, 0) or 0))
@@ -177,9 +189,10 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
         threshold_ns=float(threshold),
         long_slow_ns=long_slow,
         long_median_ns=float(np.mean([long_sum(k) for k in ids_band])),
-        long_count=float(np.mean([sum(ns >= threshold for ns, _ in stretches.get(k, ()))
+        long_count=float(np.mean([sum(is_long(ns, lead) for ns, lead in stretches.get(k, ()))
                                   for k in ids_slow])),
         queued_growth_ns=float(np.mean([queued(k) for k in ids_slow])
                                - np.mean([queued(k) for k in ids_band])),
         lead_share=lead_slow / long_slow if long_slow > 0 else 0.0,
+        lead_threshold_ns=float(lead_threshold),
     )

@@ -481,7 +481,7 @@ class Evidence:
                     "open while the thread was busy with the previous unit or blocked in "
                     "the OS)")
         else:
-            where = ("before its first CUDA call" if mech is Mechanism.HOST_STALL_BEFORE_WORK
+            where = ("before its first kernel launch" if mech is Mechanism.HOST_STALL_BEFORE_WORK
                      else "between two CUDA calls")
             many = (f"in {hs.long_count:.1f} stretches of {fmt_ns(hs.threshold_ns)} or more"
                     if hs.long_count >= 1.5 else "in one stretch")
