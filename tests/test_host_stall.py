@@ -131,3 +131,22 @@ def test_a_stall_after_the_input_copy_is_before_the_work(builder, tmp_path):
     d = nsysdiag.diagnose(path, range_name="step", cache=False)
     assert d.verdict.mechanism.value == "host_stall_before_work", d.verdict.summary
     assert "before its first kernel launch" in d.verdict.summary
+
+
+def test_a_unit_queued_behind_its_predecessors_gpu_work_is_queueing(builder, tmp_path):
+    """Units every 2 ms, each a launch 50 us in of a 1.9 ms kernel, the range closing at
+    1.97 ms. Three units' ranges open 1.9 ms early, while the previous unit's range is open
+    and its kernel runs: their window holds 1.86 ms of the program's own earlier GPU work
+    (GPU other, own stream) and little idle time, so the GPU side's growth alone would name
+    a GPU-bound run. That work is what they queued behind, not a GPU cause: the queued
+    wait (1.87 of the 1.9 ms) makes the verdict queueing."""
+    b = builder("current")
+    for i in range(100):
+        s = i * 2 * MS
+        start = s - 1_900_000 if i in SLOW else s
+        b.launch(s + 50_000, s + 55_000, s + 60_000, s + 1_960_000)
+        b.nvtx(start, s + 1_970_000, "request")
+    path = b.write(tmp_path / "queued.sqlite")
+    d = nsysdiag.diagnose(path, range_name="request", cache=False)
+    assert d.analyses["ranges"].top_gpu_component.value == "gpu_other"
+    assert (d.verdict.layer, d.verdict.mechanism.value) == ("cpu", "queueing"), d.verdict.summary

@@ -347,13 +347,32 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
     """Rule: a named cause is no surer than the slow units, judged one by one, support it
     (:mod:`.support`): its confidence is at most the 90% lower bound of the share of them
     that carry it, and the verdict says on how many it rests when that bound lowers it
-    (2 units: at most 0.55, however large their growth)."""
+    (2 units: at most 0.55, however large their growth). A cause that fewer than half of
+    them carry (at least 3 judged) is the cause of a few units, not of the tail: the
+    verdict is undetermined and says what the units carry."""
     r = ev.measured("ranges", RangesResult)
     if verdict.layer not in (*CAUSE_LAYERS, "workload") or r is None:
         return verdict
     found = support.measure(r, verdict.layer, settings, ev.pageable_dominant())
     if found is None or verdict.confidence <= found.bound:
         return verdict
+    if found.judged >= 3 and 2 * found.carried < found.judged:
+        # the slow units' mean names a cause most of them do not carry: a few units (or
+        # one) carry the mean, and the cause is theirs, not the tail's
+        others = {layer: s for layer in (*CAUSE_LAYERS, "workload") if layer != verdict.layer
+                  and (s := support.measure(r, layer, settings, ev.pageable_dominant()))
+                  is not None and 2 * s.carried >= s.judged > 0}
+        carry = "; ".join(f"{s.carried} carry {layer}" for layer, s in others.items())
+        return dataclasses.replace(
+            verdict, layer="undetermined", mechanism=None,
+            confidence=round(float(found.bound), 3),
+            summary=f"The {tail.level} tail of '{tail.unit}' ({_ratio_text(tail)}) is not "
+            f"settled: the slowest units' mean points at {verdict.layer} "
+            f"({verdict.mechanism.words.split(':')[0] if verdict.mechanism else 'its growth'}"
+            "), but "
+            f"judged one by one {found.text()}"
+            + (f" ({carry})" if carry else "")
+            + ": a few units carry the mean, and what they carry is not the tail's cause.")
     return dataclasses.replace(
         verdict, confidence=round(float(found.bound), 3),
         summary=verdict.summary + f" The cause rests on {found.carried} "

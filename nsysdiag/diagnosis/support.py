@@ -9,16 +9,16 @@ outside CUDA; other work or slower kernels the device's; slower copies either), 
 workload verdict when it holds more operations than the median band; a unit that
 runs other work than the median band (``workload_ratio`` times its kernels or more, or as
 many times fewer) is no comparison for any other cause, so it carries none, unless its
-range opened while an earlier one of its thread was open (it queued, and its window holds
-that unit's kernels too).
+range overlaps another one of its thread (it queued, and its window holds that unit's
+kernels too).
 
-The units judged are the slowest ones the culprit analyses compare (the tail set, widened
-to ``culprit_min_units`` when the slowest tenth holds as many), and of them only those
-standing out of the body (``elevated_ratio`` x P50). With ``s`` of ``m`` carrying the
+The units judged are the slowest ones: the tail set, widened to ``JUDGED`` (20) when the
+slowest tenth holds as many, and of them only those standing out of the body
+(``elevated_ratio`` x P50). With ``s`` of ``m`` carrying the
 cause, the verdict's confidence is at most the lower end of the share of such units that
 carry it: the Wilson score interval's one-sided 90% bound (``Z``), ``m / (m + Z^2)`` when
 all carry it (2 units: 0.55, 3: 0.65, 6: 0.79, 10: 0.86, 20: 0.92). A cause resting on 2
-units is not confident however large their growth; one all ten slowest units carry is.
+units is not confident however large their growth; one the 20 slowest units carry is.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ from ..settings import Settings
 #: the one-sided 90% normal quantile: the support is the share of slow units carrying the
 #: cause that the data make 90% sure of
 Z = 1.2816
+#: the slowest units judged when the slowest tenth holds as many (issue 33: a verdict
+#: resting on fewer than 20 units is not confident)
+JUDGED = 20
 
 
 def wilson_lower(s: int, m: int, z: float = Z) -> float:
@@ -85,8 +88,8 @@ def _carries(delta: dict[Component, float], layer: str, pageable: bool) -> bool:
 
 
 def _overlapping(table) -> np.ndarray:
-    """Per unit: its range opened while an earlier unit of its thread was still open (it
-    queued behind it, and its window holds that unit's work too)."""
+    """Per unit: its range overlaps another unit's of its thread (one queued behind the
+    other, and its window holds that unit's work too)."""
     n = table.num_rows
     out = np.zeros(n, dtype=bool)
     if not {"start_ns", "end_ns", "pid", "tid"} <= set(table.column_names):
@@ -95,13 +98,14 @@ def _overlapping(table) -> np.ndarray:
                                        dtype=np.int64)
                             for c in ("start_ns", "end_ns", "pid", "tid"))
     order = np.lexsort((start, tid, pid))
-    reach = None
+    reach, reacher = 0, -1
     for k, i in enumerate(order):
-        if k and (pid[i], tid[i]) == (pid[order[k - 1]], tid[order[k - 1]]):
-            out[i] = start[i] < reach
-            reach = max(reach, end[i])
-        else:
-            reach = end[i]
+        if k and (pid[i], tid[i]) == (pid[order[k - 1]], tid[order[k - 1]]) \
+                and start[i] < reach:
+            out[i] = out[reacher] = True  # both: one may hold the other whole
+        if not k or (pid[i], tid[i]) != (pid[order[k - 1]], tid[order[k - 1]]) \
+                or end[i] > reach:
+            reach, reacher = end[i], i
     return out
 
 
@@ -129,7 +133,7 @@ def measure(ranges: RangesResult, layer: str, settings: Settings,
     queued = _overlapping(table)
     order = np.argsort(d, kind="stable")
     band = order[int(np.floor(0.45 * n)):int(np.ceil(0.55 * n))]
-    k = max(int(ranges.tail_n or 0), min(settings.culprit_min_units, math.ceil(n / 10)))
+    k = max(int(ranges.tail_n or 0), min(JUDGED, math.ceil(n / 10)))
     slow = order[n - min(k, n):]
     slow = slow[d[slow] > settings.elevated_ratio * float(np.median(d))]
     if slow.size == 0 or band.size == 0:
