@@ -6,7 +6,8 @@ the slowest units is judged on its own: its components' growth over the median b
 means. A unit *carries* the verdict's layer when the component that grew most on its CPU
 side or on its GPU side points at that layer (a host stall grows the thread's time
 outside CUDA; other work or slower kernels the device's; slower copies either), and a
-workload verdict when it holds more operations than the median band; a unit that
+workload verdict when it holds more operations than the median band, or
+``workload_ratio`` times its own kernel or copy time in all (a bigger input); a unit that
 runs other work than the median band (``workload_ratio`` times its kernels or more, or as
 many times fewer) is no comparison for any other cause, so it carries none, unless its
 range overlaps another one of its thread (it queued, and its window holds that unit's
@@ -141,6 +142,12 @@ def measure(ranges: RangesResult, layer: str, settings: Settings,
     base = {c: float(cols[c][band].mean()) for c in names}
     band_kernels = float(np.median(kernels[band])) if kernels is not None else 0.0
     band_ops = band_kernels + (float(np.median(copies[band])) if copies is not None else 0.0)
+    # the units' own GPU work in all (also what ran outside their window): bigger inputs
+    # take longer kernels and copies at the same count
+    totals = {c: np.nan_to_num(np.asarray(table.column(c).to_numpy(zero_copy_only=False),
+                                          dtype=float))
+              for c in ("own_kernel_total_ns", "own_copy_total_ns") if c in table.column_names}
+    band_totals = {c: float(v[band].mean()) for c, v in totals.items()}
     carried = other = 0
     for i in slow:
         if kernels is not None and band_kernels > 0 and layer != "workload" \
@@ -152,7 +159,9 @@ def measure(ranges: RangesResult, layer: str, settings: Settings,
         if layer == "workload":
             ops = (kernels[i] if kernels is not None else 0.0) \
                 + (copies[i] if copies is not None else 0.0)
-            carried += ops > band_ops
+            bigger = any(totals[c][i] >= settings.workload_ratio * band_totals[c] > 0
+                         for c in totals)
+            carried += bool(ops > band_ops or bigger)
             continue
         carried += _carries({Component(c): cols[c][i] - base[c] for c in names}, layer,
                             pageable)
