@@ -348,15 +348,15 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
     (:mod:`.support`): its confidence is at most the 90% lower bound of the share of them
     that carry it, and the verdict says on how many it rests when that bound lowers it
     (2 units: at most 0.55, however large their growth). A cause that fewer than half of
-    them carry (at least 3 judged) is the cause of a few units, not of the tail: the
-    verdict is undetermined and says what the units carry."""
+    them carry is the cause of a few units, not of the tail: the verdict is undetermined
+    and says what the units carry."""
     r = ev.measured("ranges", RangesResult)
     if verdict.layer not in (*CAUSE_LAYERS, "workload") or r is None:
         return verdict
     found = support.measure(r, verdict.layer, settings, ev.pageable_dominant())
     if found is None or verdict.confidence <= found.bound:
         return verdict
-    if found.judged >= 3 and 2 * found.carried < found.judged:
+    if 2 * found.carried < found.judged:
         # the slow units' mean names a cause most of them do not carry: a few units (or
         # one) carry the mean, and the cause is theirs, not the tail's
         others = {layer: s for layer in (*CAUSE_LAYERS, "workload") if layer != verdict.layer

@@ -14,12 +14,14 @@ range overlaps another one of its thread (it queued, and its window holds that u
 kernels too).
 
 The units judged are the slowest ones: the tail set, widened to ``JUDGED`` (20) when the
-slowest tenth holds as many, and of them only those standing out of the body
-(``elevated_ratio`` x P50). With ``s`` of ``m`` carrying the
-cause, the verdict's confidence is at most the lower end of the share of such units that
-carry it: the Wilson score interval's one-sided 90% bound (``Z``), ``m / (m + Z^2)`` when
-all carry it (2 units: 0.55, 3: 0.65, 6: 0.79, 10: 0.86, 20: 0.92). A cause resting on 2
-units is not confident however large their growth; one the 20 slowest units carry is.
+slowest tenth holds as many, and of them those in the tail's range: standing out of the
+body (``elevated_ratio`` x P50) and at least halfway from the median to the median of the
+tail set (natural jitter just above the body is not the tail the verdict explains).
+With ``s`` of ``m`` carrying the cause, the verdict's confidence is at most the lower end
+of the share of such units that carry it: the Wilson score interval's one-sided 90%
+bound (``Z``), ``m / (m + Z^2)`` when all carry it (2 units: 0.55, 3: 0.65, 6: 0.79,
+10: 0.86, 20: 0.92). A cause resting on 2 units is not confident however large their
+growth; one the 20 slowest units carry is.
 """
 
 from __future__ import annotations
@@ -136,7 +138,12 @@ def measure(ranges: RangesResult, layer: str, settings: Settings,
     band = order[int(np.floor(0.45 * n)):int(np.ceil(0.55 * n))]
     k = max(int(ranges.tail_n or 0), min(JUDGED, math.ceil(n / 10)))
     slow = order[n - min(k, n):]
-    slow = slow[d[slow] > settings.elevated_ratio * float(np.median(d))]
+    # the units in the tail's range: standing out of the body, and at least halfway from
+    # the median to the tail set's own median (the attribution's slow set; its median, as
+    # one extreme unit carries its mean)
+    p50 = float(np.median(d))
+    tail_mid = float(np.median(d[order[n - max(1, int(ranges.tail_n or 0)):]]))
+    slow = slow[d[slow] > max(settings.elevated_ratio * p50, (p50 + tail_mid) / 2)]
     if slow.size == 0 or band.size == 0:
         return Support(0, 0, 0)
     base = {c: float(cols[c][band].mean()) for c in names}
