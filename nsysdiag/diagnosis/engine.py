@@ -353,7 +353,8 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
     r = ev.measured("ranges", RangesResult)
     if verdict.layer not in (*CAUSE_LAYERS, "workload") or r is None:
         return verdict
-    found = support.measure(r, verdict.layer, settings, ev.pageable_dominant())
+    found = support.measure(r, verdict.layer, settings, ev.pageable_dominant(),
+                            queueing=verdict.mechanism is Mechanism.QUEUEING)
     if found is None or verdict.confidence <= found.bound:
         return verdict
     if 2 * found.carried < found.judged:

@@ -113,9 +113,11 @@ def _overlapping(table) -> np.ndarray:
 
 
 def measure(ranges: RangesResult, layer: str, settings: Settings,
-            pageable: bool = False) -> Support | None:
+            pageable: bool = False, queueing: bool = False) -> Support | None:
     """The support of a verdict naming ``layer`` (cpu, gpu, pcie or workload) among the
-    slowest units; None without per-unit figures."""
+    slowest units; None without per-unit figures. ``queueing``: the verdict names
+    queueing, which a unit whose range overlaps another of its thread carries (its window
+    holds the wait, and the work it waited for on either side)."""
     table = ranges.tables.get("instances")
     names = [c.value for c in Component]
     if table is None or not {f"{c}_ns" for c in names} | {"duration_ns"} \
@@ -157,6 +159,9 @@ def measure(ranges: RangesResult, layer: str, settings: Settings,
     band_totals = {c: float(v[band].mean()) for c, v in totals.items()}
     carried = other = 0
     for i in slow:
+        if queueing and queued[i]:
+            carried += 1
+            continue
         if kernels is not None and band_kernels > 0 and layer != "workload" \
                 and not queued[i]:
             ratio = kernels[i] / band_kernels
