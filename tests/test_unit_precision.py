@@ -203,3 +203,28 @@ def test_a_cause_carried_by_two_units_is_not_confident(builder, tmp_path):
     if d.verdict.layer in ("cpu", "gpu", "pcie", "workload"):
         assert "rests on 2 units: 2 of the 2 slowest units standing out carry it" \
             in d.verdict.summary
+
+
+def test_a_mean_carried_by_one_unit_is_no_cause_of_the_tail(builder, tmp_path):
+    # 300 requests of a 200 us kernel and a sync (~250 us); 10 run their kernel 400 us
+    # (~450 us), one stalls 3 ms on the host before its launch (~3.25 ms, 7x the next
+    # slowest: no lone outlier). The slowest 3 (1%): the stalled one and two slow-kernel
+    # ones, whose mean growth is mostly the stall (cpu). Judged one by one, the units in
+    # the tail's range (over max(1.3 x 250, (250 + 450) / 2) = 350 us: 11) carry the GPU's
+    # longer kernels, 1 of 11 the host stall: the cause is not the tail's, undetermined
+    b = builder("current")
+    t = 1_000_000
+    for k in range(300):
+        stall = 3_000_000 if k == 150 else 0
+        run = 400_000 if k % 30 == 15 else 200_000
+        s = t + 10_000 + stall
+        b.launch(s, s + 5_000, s + 10_000, s + 10_000 + run)
+        corr = b.api(s + 6_000, s + 20_000 + run, "cudaStreamSynchronize_v3020")
+        b.sync(s + 6_000, s + 20_000 + run, corr=corr)
+        b.nvtx(t, s + 30_000 + run, "request")
+        t = s + 1_000_000
+    d = nsysdiag.diagnose(b.write(tmp_path / "t.sqlite"), cache=False)
+    assert d.tail.lone_outlier_ns is None
+    assert d.verdict.layer == "undetermined", d.verdict.summary
+    assert "1 of the 11 slowest units standing out carry it" in d.verdict.summary
+    assert "mean points at cpu" in d.verdict.summary and "10 carry gpu" in d.verdict.summary
