@@ -70,35 +70,3 @@ def test_data_loader_stalls_in_training_are_cpu(diagnosed, name):
     if name == "trainnvtx":
         # the iteration range, not one of the thousands of aten:: operator ranges
         assert d.tail.unit == "train_step" and d.tail.n + d.tail.n_warmup == 300
-
-
-@pytest.mark.parametrize("name", ["tf_gil_0.15", "tf_gil_0.3"])
-def test_a_python_thread_holding_the_gil_is_a_host_stall_between_launches(diagnosed, name):
-    d = diagnosed(name)
-    assert (d.verdict.layer, d.verdict.mechanism.value) == ("cpu", "host_stall"), \
-        d.verdict.summary
-
-
-def test_a_data_loader_in_the_step_thread_is_a_stall_before_the_first_launch(diagnosed):
-    # each step copies its input first; 8% of steps then prepare data for 3-4 ms before
-    # their first kernel launch, while every step's thread also waits ~1.8 ms mid-step
-    # for the backward pass: the stall is measured against the steps' own time before
-    # their first launch, not against that mid-step wait
-    d = diagnosed("cnn_loader_0.08")
-    assert (d.verdict.layer, d.verdict.mechanism.value) == ("cpu", "host_stall_before_work"), \
-        d.verdict.summary
-    assert "before its first kernel launch" in d.verdict.summary
-
-
-@pytest.mark.parametrize("name", ["tf_clean_0", "cnn_clean_0"])
-def test_clean_runs_of_other_models_raise_no_cause(diagnosed, name):
-    d = diagnosed(name)
-    assert d.verdict.layer == "healthy", d.verdict.summary
-    causes = ("cpu", "gpu", "pcie", "workload")
-    assert not [f for f in d.findings if f.severity != "info" and f.layer in causes
-                and f.check not in ("C1", "E1")]
-
-
-def test_requests_of_heavy_tailed_size_are_bigger(diagnosed):
-    d = diagnosed("tf_sizes_1")
-    assert d.verdict.layer == "workload", d.verdict.summary
