@@ -349,13 +349,22 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
     that carry it, and the verdict says on how many it rests when that bound lowers it
     (2 units: at most 0.55, however large their growth). A cause that fewer than half of
     them carry is the cause of a few units, not of the tail: the verdict is undetermined
-    and says what the units carry."""
+    and says what the units carry. Where what grew decides (the layer explains at least
+    ``_DECISIVE_SHARE`` of the tail's extra latency), the verdict is as sure as that
+    bound, above the score's margin too."""
     r = ev.measured("ranges", RangesResult)
     if verdict.layer not in (*CAUSE_LAYERS, "workload") or r is None:
         return verdict
     found = support.measure(r, verdict.layer, settings, ev.pageable_dominant(),
                             queueing=verdict.mechanism is Mechanism.QUEUEING)
-    if found is None or verdict.confidence <= found.bound:
+    if found is None:
+        return verdict
+    if verdict.confidence <= found.bound:
+        # what grew decides (the layer explains most of the tail's extra latency) and the
+        # slow units, one by one, carry it: the verdict is as sure as they make it
+        if verdict.layer in CAUSE_LAYERS \
+                and _evidence_decides(verdict.layer, ev.attribution_shares()):
+            return dataclasses.replace(verdict, confidence=round(float(found.bound), 3))
         return verdict
     if 2 * found.carried < found.judged:
         # the slow units' mean names a cause most of them do not carry: a few units (or
