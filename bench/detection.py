@@ -8,11 +8,13 @@ Usage::
 
 Baselines are real exports with a repeated NVTX unit: the project's own captures that
 plant nothing (``fixtures/h200/{baseline,pageable,graph}``, ``fixtures/h100/{openloop,
-coldstart,tf_clean_0,cnn_clean_0}``: two models, a transformer serving loop and a conv-net
-training loop, unlike the others' MLP), corpus exports with clear units
-(``/work/shared/corpus``, skipped when absent) and any ``--baseline``. Each clean baseline, whole and cut into
-halves (the same run's natural jitter twice more), is diagnosed as it is: a verdict other
-than healthy, or a warning about a cause (cpu, gpu, pcie, workload), is a false alarm.
+coldstart,tf_clean_0,cnn_clean_0,cupy_clean_0,tf_pcie_1}``: a transformer serving loop, a
+conv-net training loop and a CuPy MLP, unlike the others' PyTorch MLP; tf_pcie_1 with
+another process' pageable copies that raised no tail), corpus exports with clear units
+(``/work/shared/corpus``, skipped when absent) and any ``--baseline``; a fixture this
+checkout lacks is skipped. Each clean baseline, whole and cut into halves (the same run's
+natural jitter twice more), is diagnosed as it is: a verdict other than healthy, or a
+warning about a cause (cpu, gpu, pcie, workload), is a false alarm.
 
 Into a copy of each baseline every mechanism of :mod:`bench.plant` is planted at graded
 doses: a stall, queueing wait, other GPU work, copy slowdown, extra upload or extra work
@@ -54,7 +56,8 @@ import plant  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 CLEAN_FIXTURES = ("h200/baseline", "h200/pageable", "h200/graph", "h100/openloop",
-                  "h100/coldstart", "h100/tf_clean_0", "h100/cnn_clean_0")
+                  "h100/coldstart", "h100/tf_clean_0", "h100/cnn_clean_0",
+                  "h100/cupy_clean_0", "h100/tf_pcie_1")
 CORPUS = Path("/work/shared/corpus")
 #: corpus exports with a clear repeated NVTX unit and no known cause in their tail
 CORPUS_BASELINES = ("h200/baseline.sqlite",)
@@ -103,6 +106,8 @@ class Row:
     base_ratio: float = float("nan")  #: the clean baseline's own P99/P50
     run_warnings: str = ""  #: clean only: whole-run warnings (C1 launch overhead, E1
     #: transfers), true of the run, not a claim about its tail: counted apart
+    level: str = ""  #: the tail's level (normal, elevated, abnormal)
+    best: str = ""  #: the best-scoring cause layer and its score, "cpu:0.41"
 
 
 def mechanism_of(verdict) -> str:
@@ -153,11 +158,20 @@ def judge(baseline: str, mechanism: str, dose: float, path: str, unit: str | Non
                  if warnings else "")
         return Row(baseline, mechanism, dose, ratio, v.layer, named, v.confidence,
                    v.layer == "healthy", v.layer == "healthy", bool(alarm), alarm,
-                   run_warnings=run)
+                   run_warnings=run, level=d.tail.level, best=_best(v))
     layer, accepted = EXPECTED[mechanism]
     layer_right = v.layer == layer
     return Row(baseline, mechanism, dose, ratio, v.layer, named, v.confidence,
-               layer_right and named in accepted, layer_right, False, "", base_ratio)
+               layer_right and named in accepted, layer_right, False, "", base_ratio,
+               level=d.tail.level, best=_best(v))
+
+
+def _best(verdict) -> str:
+    scores = getattr(verdict, "scores", None) or {}
+    if not scores:
+        return ""
+    layer = max(scores, key=lambda k: scores[k])
+    return f"{layer}:{scores[layer]:.2f}"
 
 
 def planted(task: tuple[str, str, str, str, float, int, str]) -> Row | None:
@@ -221,6 +235,9 @@ def baselines(args, work: str) -> list[tuple[str, str]]:
     out = []
     for name in CLEAN_FIXTURES[:2] if args.quick else CLEAN_FIXTURES:
         group, scen = name.split("/")
+        if not (FIXTURES / group / f"{scen}.tar.xz").exists():
+            print(f"{name}: not in this checkout, skipped")
+            continue
         with tarfile.open(FIXTURES / group / f"{scen}.tar.xz") as tar:
             member = next(m for m in tar.getmembers() if m.name.endswith(".sqlite"))
             member.name = f"{group}_{scen}.sqlite"

@@ -66,6 +66,24 @@ def test_complete_capture(builder, tmp_path):
     assert r.blocking_waits == 2
 
 
+def test_launches_recorded_into_a_graph_are_not_lost(builder, tmp_path):
+    # 2 launches with kernels; a stream capture (begin 1000, end 2000) records 3 launches
+    # into a graph (no kernel records: they run when the graph is launched); then one launch
+    # call outside the capture whose kernel was not recorded: 3 counted calls, 2 kernels,
+    # 1 lost (1 of 3), the captured ones neither counted nor lost
+    b = builder("current")
+    b.launch(0, 100, 200, 300)
+    b.launch(400, 500, 600, 700)
+    b.api(1000, 1010, "cudaStreamBeginCapture_v10000")
+    for t in (1100, 1300, 1500):
+        b.api(t, t + 50, "cudaLaunchKernel_v7000")
+    b.api(1900, 2000, "cudaStreamEndCapture_v10000")
+    b.api(2100, 2200, "cudaGraphLaunch_v10000")
+    b.api(3000, 3100, "cudaLaunchKernel_v7000")
+    r = run(b, tmp_path)
+    assert (r.launch_calls, r.kernels, r.launches_without_kernel) == (3, 2, 1)
+
+
 def test_no_kernel_records_at_all(builder, tmp_path):
     b = builder("current")
     for i in range(4):

@@ -243,3 +243,58 @@ def test_own_captures_pass_equals_the_method(labelled):
                 continue
             want, got = both_ways(rep, r)
             assert got == want, name
+
+
+def test_a_stall_after_the_input_copy_is_before_the_work(builder, tmp_path):
+    """A training step: an input copy 20 us in, then 5 launches, a 1 ms wait in every step
+    (the backward pass on another thread), 5 more launches. Three steps stall 2.5 ms after
+    their copy, before their first kernel launch (data loading). The median band's longest
+    stretch is the 1 ms wait (threshold 3 ms), but before the first launch its longest is
+    the 25 us from the copy to the launch (threshold max(50 us, 3 x 25 us) = 75 us): the
+    2.525 ms stretch is long there, and the copy belongs to the step's start."""
+    b = builder("current")
+    for i in range(100):
+        s = i * 10 * MS
+        stall = 2_500_000 if i in SLOW else 0
+        corr = b.api(s + 20_000, s + 25_000, "cudaMemcpyAsync_v3020")
+        b.memcpy(s + 30_000, s + 40_000, 4096, corr=corr)
+        t = s + 50_000 + stall
+        for k in range(10):
+            b.launch(t, t + 5_000, t + 10_000, t + 30_000)
+            t += 100_000 + (1_000_000 if k == 4 else 0)
+        b.nvtx(s, t, "step")
+    path = b.write(tmp_path / "loader.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        r = rep.analysis("ranges", range_name="step")
+        hs = host_stall.measure(rep, r, rep.probe.present("os_runtime"), 3.0)
+        want, got = both_ways(rep, r)  # the pass marks the gaps before the launch alike
+    # two stretches of each unit are before its first launch: from its start to the copy,
+    # and from the copy to the launch
+    units = {inst for inst, *_ in want[0]}
+    assert got == want and sum(lead for _, _, lead, _ in want[0]) == 2 * len(units)
+    assert hs.threshold_ns == pytest.approx(3 * 1_095_000)
+    assert hs.lead_threshold_ns == pytest.approx(75_000)
+    assert hs.long_slow_ns == pytest.approx(2_525_000) and hs.lead_share == 1.0
+    assert hs.layout is Layout.STALL_BEFORE
+    d = nsysdiag.diagnose(path, range_name="step", cache=False)
+    assert d.verdict.mechanism.value == "host_stall_before_work", d.verdict.summary
+    assert "before its first kernel launch" in d.verdict.summary
+
+
+def test_a_unit_queued_behind_its_predecessors_gpu_work_is_queueing(builder, tmp_path):
+    """Units every 2 ms, each a launch 50 us in of a 1.9 ms kernel, the range closing at
+    1.97 ms. Three units' ranges open 1.9 ms early, while the previous unit's range is open
+    and its kernel runs: their window holds 1.86 ms of the program's own earlier GPU work
+    (GPU other, own stream) and little idle time, so the GPU side's growth alone would name
+    a GPU-bound run. That work is what they queued behind, not a GPU cause: the queued
+    wait (1.87 of the 1.9 ms) makes the verdict queueing."""
+    b = builder("current")
+    for i in range(100):
+        s = i * 2 * MS
+        start = s - 1_900_000 if i in SLOW else s
+        b.launch(s + 50_000, s + 55_000, s + 60_000, s + 1_960_000)
+        b.nvtx(start, s + 1_970_000, "request")
+    path = b.write(tmp_path / "queued.sqlite")
+    d = nsysdiag.diagnose(path, range_name="request", cache=False)
+    assert d.analyses["ranges"].top_gpu_component.value == "gpu_other"
+    assert (d.verdict.layer, d.verdict.mechanism.value) == ("cpu", "queueing"), d.verdict.summary

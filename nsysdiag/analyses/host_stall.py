@@ -4,8 +4,9 @@ The tail attribution (ranges) says *which component* of the slow units grew; whe
 the host's time outside CUDA, this says *how*, which names the mechanism:
 
 - one long stretch of the launching thread without a CUDA call (the longest stretch grew
-  by most of what the units grew), before the unit's first launch (input preparation,
-  data loading in the launching thread) or between its launches (another thread holding
+  by most of what the units grew), before the unit's first kernel launch (input
+  preparation, data loading in the launching thread; the copy of the input that may come
+  first is part of the unit's start) or between its launches (another thread holding
   the GIL, garbage collection, Python work);
 - the unit opened but its work began late while the thread was busy with the previous
   unit or waiting in the OS (a queue, a lock, a sleep): queueing;
@@ -54,7 +55,7 @@ class Layout(str, enum.Enum):
     """How the slow units' extra host time is laid out."""
 
     QUEUED = "queued"  #: the work began late: the thread was busy or waiting
-    STALL_BEFORE = "stall_before"  #: one long stretch before the first CUDA call
+    STALL_BEFORE = "stall_before"  #: one long stretch before the first kernel launch
     STALL_BETWEEN = "stall_between"  #: one long stretch between CUDA calls
     SPREAD = "spread"  #: many short stretches
 
@@ -65,7 +66,8 @@ class HostStall:
 
     A *long stretch* is one without a CUDA call of at least ``threshold_ns``: the
     stretch-ratio times the median band's longest (at least 50 us), so no stretch of an
-    ordinary unit is one."""
+    ordinary unit is one; before the unit's first launch, the stretch-ratio times the
+    median band's longest there is enough (``lead_threshold_ns``)."""
 
     slow_n: int  #: slow units measured
     median_n: int  #: median-band units measured
@@ -78,7 +80,8 @@ class HostStall:
     long_median_ns: float  #: the median band's
     long_count: float  #: long stretches per slow unit
     queued_growth_ns: float  #: growth of the wait before the work began (busy or blocked)
-    lead_share: float  #: share of the slow units' long-stretch time before the 1st call
+    lead_share: float  #: share of the slow units' long-stretch time before the 1st launch
+    lead_threshold_ns: float = 0.0  #: from this a stretch before the first launch is long
 
     @property
     def long_growth_ns(self) -> float:
@@ -152,7 +155,12 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
     per = _per_instance(tables[0], tables[1] if has_osrt else None)
     longest_median = float(np.mean(per.of(ids_band, per.longest)))
     threshold = max(MIN_LONG_NS, ratio * longest_median)
-    long_ns, long_lead_ns, long_n = per.long(threshold)
+    # a stretch before the first launch is measured against the median band's own stretches
+    # there: a step whose thread waits mid-unit (for a backward pass on another thread)
+    # has a long stretch there in every unit, none before its first launch
+    lead_median = float(np.mean(per.of(ids_band, per.longest_lead)))
+    lead_threshold = min(threshold, max(MIN_LONG_NS, ratio * lead_median))
+    long_ns, long_lead_ns, long_n = per.long(threshold, lead_threshold)
     long_slow = float(np.mean(per.of(ids_slow, long_ns)))
     lead_slow = float(np.mean(per.of(ids_slow, long_lead_ns)))
     queued = np.maximum(per.overlap, per.blocked)
@@ -170,6 +178,7 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
         queued_growth_ns=float(np.mean(per.of(ids_slow, queued))
                                - np.mean(per.of(ids_band, queued))),
         lead_share=lead_slow / long_slow if long_slow > 0 else 0.0,
+        lead_threshold_ns=float(lead_threshold),
     )
 
 
@@ -184,6 +193,7 @@ class _PerInstance:
     ns: np.ndarray
     lead: np.ndarray
     longest: np.ndarray
+    longest_lead: np.ndarray  #: the longest stretch before the first launch, 0 if none
     overlap: np.ndarray
     blocked: np.ndarray
 
@@ -194,11 +204,13 @@ class _PerInstance:
         found = (self.ids[i] == instances) if len(self.ids) else np.zeros(len(instances), bool)
         return np.where(found, values[i] if len(self.ids) else 0.0, 0.0)
 
-    def long(self, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per instance: its stretches of at least ``threshold`` summed, those of the lead
+    def long(self, threshold: float, lead_threshold: float
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per instance: its long stretches (of at least ``threshold``; before the first
+        launch, of at least ``lead_threshold``) summed, those before the first launch
         summed, and their count. (Stretches are whole nanoseconds: float sums of them are
         exact in any order.)"""
-        is_long = self.ns >= threshold
+        is_long = self.ns >= np.where(self.lead, lead_threshold, threshold)
         n = len(self.ids)
         return (np.bincount(self.at, weights=np.where(is_long, self.ns, 0.0), minlength=n),
                 np.bincount(self.at, weights=np.where(is_long & self.lead, self.ns, 0.0),
@@ -215,8 +227,10 @@ def _per_instance(stretches: pa.Table, blocked: pa.Table | None) -> _PerInstance
     at = at.ravel()
     longest = np.zeros(len(ids))
     np.maximum.at(longest, at, ns)  # every stretch is >= 0
+    longest_lead = np.zeros(len(ids))
+    np.maximum.at(longest_lead, at[lead], ns[lead])
     overlap = np.zeros(len(ids))
-    overlap[at[lead]] = ov[lead]
+    np.maximum.at(overlap, at, ov)  # the stretch from the unit's start carries it, others 0
     waited = np.zeros(len(ids))
     if blocked is not None and blocked.num_rows:
         b_inst = blocked.column("instance").to_numpy(zero_copy_only=False).astype(np.int64)
@@ -226,7 +240,7 @@ def _per_instance(stretches: pa.Table, blocked: pa.Table | None) -> _PerInstance
         ok = i < len(ids)
         ok[ok] = ids[i[ok]] == b_inst[ok]
         waited[i[ok]] = b_ns[ok]
-    return _PerInstance(ids, at, ns, lead, longest, overlap, waited)
+    return _PerInstance(ids, at, ns, lead, longest, longest_lead, overlap, waited)
 
 
 def method(report: Report, has_osrt: bool) -> tuple[pa.Table, pa.Table | None]:
@@ -290,7 +304,7 @@ def accelerated(report: Report, units: pa.Table, every: pa.Table,
                              "tid": pa.array([t for _, t in pairs], pa.int64()),
                              "code": pa.array(range(n_threads), pa.int64())})
     with registered(report, "hs_threads", thread_table):
-        cc, cs, ce, ce_ok = _calls_inside(report, start, end, ucode, n_threads)
+        cc, cs, ce, ce_ok, cl = _calls_inside(report, start, end, ucode, n_threads)
         waits = (report.sql(load_sql(NAME)["pass_waits"], {"waits": WAITS}).fetchnumpy()
                  if has_osrt else None)
     heads = _segments(cc, n_threads)
@@ -320,12 +334,17 @@ def accelerated(report: Report, units: pa.Table, every: pa.Table,
         if reach[-1] < end[i]:  # the tail: from the last return to the end
             rows_i.append(inst[i]), rows_lead.append(False), rows_ns.append(end[i] - reach[-1])
             rows_ov.append(0)
-        # each call's gap: its start less the furthest end among the calls before it
+        # each call's gap: its start less the furthest end among the calls before it; a gap
+        # before the first kernel launch (the first call without one) is of the lead
+        launches = cs[a_i:b_i][cl[a_i:b_i]]
+        first_launch = launches[0] if len(launches) else cs[a_i]
         before = reach[:-1]
-        gap = cs[a_i + 1:b_i][before != _INT64_MIN] - before[before != _INT64_MIN]
-        gap = gap[gap > 0]
-        rows_i.extend([inst[i]] * len(gap)), rows_ns.extend(gap.tolist())
-        rows_lead.extend([False] * len(gap)), rows_ov.extend([0] * len(gap))
+        set_ = before != _INT64_MIN
+        at = cs[a_i + 1:b_i][set_]
+        gap = at - before[set_]
+        pos = gap > 0
+        rows_i.extend([inst[i]] * int(pos.sum())), rows_ns.extend(gap[pos].tolist())
+        rows_lead.extend((at[pos] <= first_launch).tolist()), rows_ov.extend([0] * int(pos.sum()))
     # units of no measured thread: the lead is the whole unit (no call, no other unit)
     for i in np.flatnonzero(ucode < 0):
         rows_i.append(inst[i]), rows_lead.append(True), rows_ns.append(end[i] - start[i])
@@ -388,9 +407,9 @@ def _busy_until(start: np.ndarray, end: np.ndarray, ucode: np.ndarray, ecode: np
 
 def _calls_inside(report: Report, start: np.ndarray, end: np.ndarray, ucode: np.ndarray,
                   n_threads: int) -> tuple[np.ndarray, ...]:
-    """(thread code, start, end, end set) of the calls (query pass_calls) that start inside
-    some measured unit of their thread, sorted by code, start and end (NULL ends last, as
-    DuckDB orders them)."""
+    """(thread code, start, end, end set, is a kernel launch) of the calls (query
+    pass_calls) that start inside some measured unit of their thread, sorted by code,
+    start and end (NULL ends last, as DuckDB orders them)."""
     # the measured units of each thread by start, with the furthest end so far: a call
     # lies inside one when that reach, at the last unit to start at or before it, is after it
     order = np.lexsort((start, ucode))
@@ -409,6 +428,7 @@ def _calls_inside(report: Report, start: np.ndarray, end: np.ndarray, ucode: np.
             e_ok = (np.ones(len(c), dtype=bool) if e_col.null_count == 0
                     else e_col.is_valid().to_numpy(zero_copy_only=False))
             e = _int64(e_col.fill_null(0) if e_col.null_count else e_col)
+            launch = batch.column("launch").fill_null(False).to_numpy(zero_copy_only=False)
             inside = np.zeros(len(c), dtype=bool)
             for k, rows in intervals.by_code(c, n_threads):
                 h0, h1 = heads[k], heads[k + 1]
@@ -416,20 +436,20 @@ def _calls_inside(report: Report, start: np.ndarray, end: np.ndarray, ucode: np.
                 j = h0 + np.searchsorted(ws[h0:h1], t, side="right") - 1
                 inside[rows] = (j >= h0) & (t < reach[np.maximum(j, h0)])
             if inside.all():
-                kept.append((c, s, e, e_ok))
+                kept.append((c, s, e, e_ok, launch))
             elif inside.any():
-                kept.append((c[inside], s[inside], e[inside], e_ok[inside]))
+                kept.append((c[inside], s[inside], e[inside], e_ok[inside], launch[inside]))
     if not kept:
         empty = np.empty(0, dtype=np.int64)
-        return empty, empty, empty, np.empty(0, dtype=bool)
-    c, s, e, e_ok = (np.concatenate(x) for x in zip(*kept))
+        return empty, empty, empty, np.empty(0, dtype=bool), np.empty(0, dtype=bool)
+    c, s, e, e_ok, launch = (np.concatenate(x) for x in zip(*kept))
     last = np.where(e_ok, e, np.iinfo(np.int64).max)
     # stored in start order (the view keeps the export's), they need no sort
     same_c, same_s = c[1:] == c[:-1], s[1:] == s[:-1]
     if ((c[1:] > c[:-1]) | same_c & ((s[1:] > s[:-1]) | same_s & (last[1:] >= last[:-1]))).all():
-        return c, s, e, e_ok
+        return c, s, e, e_ok, launch
     order = np.lexsort((last, s, c))
-    return c[order], s[order], e[order], e_ok[order]
+    return c[order], s[order], e[order], e_ok[order], launch[order]
 
 
 def _int64(column: pa.Array) -> np.ndarray:

@@ -142,12 +142,13 @@ class Evidence:
         sides: dict[str, dict[str, float]] = {"cpu": {}, "gpu": {}}
         idle = 0.0
         pageable = self.pageable_dominant()
+        queued = self._queued_behind_own_work()
         for g in self.attribution():
             share = g.share_of_growth
             comp = g.component
             if not share or share <= 0:
                 continue
-            if comp.waits_for_host:
+            if comp.waits_for_host or (queued and comp is Component.GPU_OTHER):
                 idle += share
                 continue
             layer = comp.layer
@@ -164,6 +165,17 @@ class Evidence:
             for layer, v in layers.items():
                 shares[layer] = shares.get(layer, 0.0) + weight[side] * v / total
         return {k: round(min(1.0, v), 4) for k, v in shares.items()}
+
+    def _queued_behind_own_work(self) -> bool:
+        """The slow units queued (check C3's signature: their range opened while the thread
+        was busy with earlier units) and the GPU work that grew in their window is the
+        program's own: the work they queued behind, a consequence of the wait rather than
+        a GPU cause, so its growth weighs the CPU side as GPU idle time does."""
+        found = self.host_signature()
+        if found is None or found[0] is not Mechanism.QUEUEING:
+            return False
+        i = self.measured("interference", InterferenceResult)
+        return i is None or bool(i.own_work)
 
     def attribution_detail(self, layer: str) -> str:
         best = None
@@ -481,7 +493,7 @@ class Evidence:
                     "open while the thread was busy with the previous unit or blocked in "
                     "the OS)")
         else:
-            where = ("before its first CUDA call" if mech is Mechanism.HOST_STALL_BEFORE_WORK
+            where = ("before its first kernel launch" if mech is Mechanism.HOST_STALL_BEFORE_WORK
                      else "between two CUDA calls")
             many = (f"in {hs.long_count:.1f} stretches of {fmt_ns(hs.threshold_ns)} or more"
                     if hs.long_count >= 1.5 else "in one stretch")

@@ -43,7 +43,7 @@ from ..formatting import fmt_ns
 from ..report import Report
 from ..settings import Settings
 from ..stats.classifier import classify_tail
-from . import checks, consistency
+from . import checks, consistency, support
 from .model import (
     Diagnosis,
     Finding,
@@ -338,32 +338,56 @@ def _verdict(
         ), capture)
     verdict = (_too_few_units(tail, settings) or _nvtx_only(tail, capture)
                or _layer_verdict(tail, ev, settings, graphs_in_use))
-    verdict = _few_tail_units(_lone_outlier_note(verdict, tail), tail, settings)
+    verdict = _supported(_lone_outlier_note(verdict, tail), tail, ev, settings)
     return _incomplete_capture(verdict, capture)
 
 
-#: units that must stand out of the body (longer than ``elevated_ratio`` x P50) for a named
-#: cause to be confident
-CONFIDENT_MIN_UNITS = 20
-#: the confidence of a named cause that rests on fewer
-FEW_UNITS_CONFIDENCE = 0.55
-
-
-def _few_tail_units(verdict: Verdict, tail: TailSummary, settings: Settings) -> Verdict:
-    """Rule: a named cause that rests on fewer than ``CONFIDENT_MIN_UNITS`` units standing
-    out of the body (a tail of a handful of units, however many the body holds) is not
-    confident: its confidence is capped at ``FEW_UNITS_CONFIDENCE`` and the verdict says
-    on how many units it rests."""
-    if verdict.layer not in (*CAUSE_LAYERS, "workload") \
-            or tail.n_standing_out >= CONFIDENT_MIN_UNITS \
-            or verdict.confidence <= FEW_UNITS_CONFIDENCE:
+def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
+               settings: Settings) -> Verdict:
+    """Rule: a named cause is no surer than the slow units, judged one by one, support it
+    (:mod:`.support`): its confidence is at most the 90% lower bound of the share of them
+    that carry it, and the verdict says on how many it rests when that bound lowers it
+    (2 units: at most 0.55, however large their growth). A cause that fewer than half of
+    them carry is the cause of a few units, not of the tail: the verdict is undetermined
+    and says what the units carry. Where what grew decides (the layer explains at least
+    ``_DECISIVE_SHARE`` of the tail's extra latency), the verdict is as sure as that
+    bound, above the score's margin too."""
+    r = ev.measured("ranges", RangesResult)
+    if verdict.layer not in (*CAUSE_LAYERS, "workload") or r is None:
         return verdict
-    n = tail.n_standing_out
+    found = support.measure(r, verdict.layer, settings, ev.pageable_dominant(),
+                            queueing=verdict.mechanism is Mechanism.QUEUEING)
+    if found is None:
+        return verdict
+    if verdict.confidence <= found.bound:
+        # what grew decides (the layer explains most of the tail's extra latency) and the
+        # slow units, one by one, carry it: the verdict is as sure as they make it
+        if verdict.layer in CAUSE_LAYERS \
+                and _evidence_decides(verdict.layer, ev.attribution_shares()):
+            return dataclasses.replace(verdict, confidence=round(float(found.bound), 3))
+        return verdict
+    if 2 * found.carried < found.judged:
+        # the slow units' mean names a cause most of them do not carry: a few units (or
+        # one) carry the mean, and the cause is theirs, not the tail's
+        others = {layer: s for layer in (*CAUSE_LAYERS, "workload") if layer != verdict.layer
+                  and (s := support.measure(r, layer, settings, ev.pageable_dominant()))
+                  is not None and 2 * s.carried >= s.judged > 0}
+        carry = "; ".join(f"{s.carried} carry {layer}" for layer, s in others.items())
+        return dataclasses.replace(
+            verdict, layer="undetermined", mechanism=None,
+            confidence=round(float(found.bound), 3),
+            summary=f"The {tail.level} tail of '{tail.unit}' ({_ratio_text(tail)}) is not "
+            f"settled: the slowest units' mean points at {verdict.layer} "
+            f"({verdict.mechanism.words.split(':')[0] if verdict.mechanism else 'its growth'}"
+            "), but "
+            f"judged one by one {found.text()}"
+            + (f" ({carry})" if carry else "")
+            + ": a few units carry the mean, and what they carry is not the tail's cause.")
     return dataclasses.replace(
-        verdict, confidence=FEW_UNITS_CONFIDENCE,
-        summary=verdict.summary + f" The tail rests on {n} unit{'s' if n != 1 else ''} "
-        f"longer than {settings.elevated_ratio:g}x the median: too few for a confident "
-        f"verdict ({CONFIDENT_MIN_UNITS} or more needed).")
+        verdict, confidence=round(float(found.bound), 3),
+        summary=verdict.summary + f" The cause rests on {found.carried} "
+        f"unit{'s' if found.carried != 1 else ''}: {found.text()}; at 90% confidence at "
+        f"least {found.bound:.0%} of such units carry it.")
 
 
 def _ratio_text(tail: TailSummary) -> str:

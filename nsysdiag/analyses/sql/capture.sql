@@ -7,7 +7,10 @@
 --            global_pid          nsys process key
 --            pid                 operating-system process id
 --            launch_calls        successful kernel launch calls (api_calls category 'launch',
---                                return code 0 or not recorded)
+--                                return code 0 or not recorded), less those made while
+--                                their thread captured a stream into a CUDA graph (between
+--                                cudaStreamBeginCapture and cudaStreamEndCapture: recorded,
+--                                not run; the graph's launches run them)
 --            kernels             kernel records outside CUDA graphs
 --            launches_without_kernel  launch calls whose correlation id matches no kernel
 --                                of the process (computed only where the counts differ;
@@ -21,10 +24,21 @@
 --            the export lists, for the link table)
 
 -- @query launches
-WITH calls AS (
+WITH capturing AS (  -- stream capture: launches recorded into a graph, run by its launches
+    SELECT b.global_tid, b.start_ns AS lo,
+           (SELECT min(e.end_ns) FROM api_calls e
+            WHERE e.global_tid = b.global_tid AND e.start_ns >= b.start_ns
+              AND regexp_matches(e.name, '^cu(da)?StreamEndCapture')) AS hi
+    FROM api_calls b WHERE regexp_matches(b.name, '^cu(da)?StreamBeginCapture')),
+launched AS (
+    SELECT a.* FROM api_calls a
+    WHERE a.category = 'launch' AND coalesce(a.return_value, 0) = 0
+      AND NOT EXISTS (SELECT 1 FROM capturing c
+                      WHERE c.global_tid = a.global_tid AND a.start_ns >= c.lo
+                        AND (c.hi IS NULL OR a.start_ns <= c.hi))),
+calls AS (
     SELECT global_pid, any_value(pid) AS pid, count(*) AS launch_calls
-    FROM api_calls
-    WHERE category = 'launch' AND coalesce(return_value, 0) = 0
+    FROM launched
     GROUP BY global_pid),
 ks AS (
     SELECT global_pid, count(*) AS kernels
@@ -36,9 +50,8 @@ counts AS (
 differ AS (SELECT global_pid FROM counts WHERE launch_calls <> kernels),
 lost AS (
     SELECT a.global_pid, count(*) AS n
-    FROM api_calls a
-    WHERE a.category = 'launch' AND coalesce(a.return_value, 0) = 0
-      AND a.global_pid IN (SELECT global_pid FROM differ)
+    FROM launched a
+    WHERE a.global_pid IN (SELECT global_pid FROM differ)
       AND NOT EXISTS (SELECT 1 FROM kernels k WHERE k.global_pid = a.global_pid
                                                AND k.correlation_id = a.correlation_id)
     GROUP BY a.global_pid),

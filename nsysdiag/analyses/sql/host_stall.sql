@@ -6,8 +6,10 @@
 --                  locks, sleeps), not works.
 -- Outputs: stretches: the stretches inside each unit during which its thread made no CUDA
 --          call (calls nested in calls count once: a stretch starts where every earlier
---          call has returned), one row each: instance, stretch_ns, lead (the stretch from
---          the unit's start to its first CUDA call; the whole unit without one), and per
+--          call has returned), one row each: instance, stretch_ns, lead (a stretch before
+--          the unit's first kernel launch: the one from its start to its first CUDA call,
+--          the whole unit without one, and those between the calls that precede its first
+--          launch, such as the copy of its input; without a launch, the first only), and per
 --          instance once: overlap_ns, the part of the lead during which other instances
 --          on the thread were still open (the unit waited for them: from its start to the
 --          last end among those that overlap it and end before it does), else 0. Calls
@@ -25,7 +27,7 @@ WITH busy AS (
     GROUP BY u.instance),
 u AS (SELECT h.*, b.busy_until FROM hs_units h LEFT JOIN busy b USING (instance)),
 c AS (
-    SELECT u.instance, a.start_ns, a.end_ns
+    SELECT u.instance, a.start_ns, a.end_ns, a.category IN ('launch', 'graph_launch') AS launch
     FROM u JOIN api_calls a
       ON a.pid = u.pid AND a.tid = u.tid
          AND a.start_ns >= greatest(u.start_ns, coalesce(u.busy_until, u.start_ns))
@@ -36,7 +38,8 @@ g AS (
                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                AS gap_ns
     FROM c),
-per AS (SELECT instance, min(start_ns) AS first_ns, max(end_ns) AS last_ns
+per AS (SELECT instance, min(start_ns) AS first_ns, max(end_ns) AS last_ns,
+               min(start_ns) FILTER (WHERE launch) AS first_launch_ns
         FROM c GROUP BY instance),
 lead AS (
     SELECT u.instance, coalesce(p.first_ns, u.end_ns) - u.start_ns AS stretch_ns, true AS lead,
@@ -47,7 +50,8 @@ tail AS (
     FROM u JOIN per p USING (instance) WHERE p.last_ns < u.end_ns)
 SELECT instance, stretch_ns, lead, overlap_ns FROM lead
 UNION ALL SELECT instance, stretch_ns, lead, overlap_ns FROM tail
-UNION ALL SELECT instance, gap_ns, false, 0 FROM g WHERE gap_ns > 0
+UNION ALL SELECT g.instance, g.gap_ns, g.start_ns <= coalesce(p.first_launch_ns, p.first_ns), 0
+          FROM g JOIN per p USING (instance) WHERE g.gap_ns > 0
 ORDER BY instance, stretch_ns DESC
 
 -- @query blocked
@@ -74,7 +78,7 @@ ORDER BY l.instance
 -- the CUDA calls of the measured units' threads, each with its thread's code in
 -- hs_threads (pid, tid, code), and places them in the units by searches among the calls
 -- sorted by thread and time, instead of comparing every unit with every call.
-SELECT t.code, a.start_ns, a.end_ns
+SELECT t.code, a.start_ns, a.end_ns, a.category IN ('launch', 'graph_launch') AS launch
 FROM api_calls a JOIN hs_threads t ON a.pid = t.pid AND a.tid = t.tid
 WHERE a.start_ns IS NOT NULL
 

@@ -1,0 +1,180 @@
+"""How many of the slow units carry a named cause: the verdict's support.
+
+The tail attribution compares the *mean* of the slowest units with the median band. A
+mean of two units is no population: one unit with a huge stall can carry it. So each of
+the slowest units is judged on its own: its components' growth over the median band's
+means. A unit *carries* the verdict's layer when the component that grew most on its CPU
+side or on its GPU side points at that layer (a host stall grows the thread's time
+outside CUDA; other work or slower kernels the device's; slower copies either), and a
+workload verdict when it holds more operations than the median band, or
+``workload_ratio`` times its own kernel or copy time in all (a bigger input); a unit that
+runs other work than the median band (``workload_ratio`` times its kernels or more, or as
+many times fewer) is no comparison for any other cause, so it carries none, unless its
+range overlaps another one of its thread (it queued, and its window holds that unit's
+kernels too).
+
+The units judged are the slowest ones: the tail set, widened to ``JUDGED`` (20) when the
+slowest tenth holds as many, and of them those in the tail's range: standing out of the
+body (``elevated_ratio`` x P50) and at least halfway from the median to the median of the
+tail set (natural jitter just above the body is not the tail the verdict explains).
+With ``s`` of ``m`` carrying the cause, the verdict's confidence is at most the lower end
+of the share of such units that carry it: the Wilson score interval's one-sided 90%
+bound (``Z``), ``m / (m + Z^2)`` when all carry it (2 units: 0.55, 3: 0.65, 6: 0.79,
+10: 0.86, 20: 0.92). A cause resting on 2 units is not confident however large their
+growth; one the 20 slowest units carry is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analyses.ranges import Component, RangesResult
+from ..settings import Settings
+
+#: the one-sided 90% normal quantile: the support is the share of slow units carrying the
+#: cause that the data make 90% sure of
+Z = 1.2816
+#: the slowest units judged when the slowest tenth holds as many (issue 33: a verdict
+#: resting on fewer than 20 units is not confident)
+JUDGED = 20
+
+
+def wilson_lower(s: int, m: int, z: float = Z) -> float:
+    """The lower end of the Wilson score interval of a share ``s / m`` (0 when ``m`` is 0)."""
+    if m <= 0:
+        return 0.0
+    p = s / m
+    z2 = z * z
+    centre = p + z2 / (2 * m)
+    half = z * math.sqrt(p * (1 - p) / m + z2 / (4 * m * m))
+    return max(0.0, (centre - half) / (1 + z2 / m))
+
+
+@dataclass(frozen=True)
+class Support:
+    """How many of the slow units judged on their own carry the verdict's cause."""
+
+    carried: int  #: units whose own growth points at the verdict's layer
+    judged: int  #: slow units standing out of the body, judged one by one
+    other_work: int  #: of them, units running other work than the median band (carry none)
+
+    @property
+    def bound(self) -> float:
+        """The most confidence the units support (0..1)."""
+        return wilson_lower(self.carried, self.judged)
+
+    def text(self) -> str:
+        base = f"{self.carried} of the {self.judged} slowest units standing out carry it"
+        if self.other_work:
+            base += (f" ({self.other_work} run other work than the median band: "
+                     f"{'it is' if self.other_work == 1 else 'they are'} no comparison)")
+        return base
+
+
+def _carries(delta: dict[Component, float], layer: str, pageable: bool) -> bool:
+    """One unit carries ``layer`` when the component that grew most on one of its sides
+    (CPU: the thread's time; GPU: the device's) points at it. Waiting (host syncs, GPU
+    idle) points at no layer; with pageable copies dominant, CUDA calls' growth on the host
+    is transfer time (as in ``Evidence.attribution_shares``)."""
+    for side in ("cpu", "gpu"):
+        grown = {c: v for c, v in delta.items() if c.side == side and v > 0}
+        if not grown:
+            continue
+        top = max(grown, key=lambda c: grown[c])
+        at = "pcie" if pageable and top.layer == "cpu" and top.cuda_call else top.layer
+        if at == layer:
+            return True
+    return False
+
+
+def _overlapping(table) -> np.ndarray:
+    """Per unit: its range overlaps another unit's of its thread (one queued behind the
+    other, and its window holds that unit's work too)."""
+    n = table.num_rows
+    out = np.zeros(n, dtype=bool)
+    if not {"start_ns", "end_ns", "pid", "tid"} <= set(table.column_names):
+        return out
+    start, end, pid, tid = (np.asarray(table.column(c).to_numpy(zero_copy_only=False),
+                                       dtype=np.int64)
+                            for c in ("start_ns", "end_ns", "pid", "tid"))
+    order = np.lexsort((start, tid, pid))
+    reach, reacher = 0, -1
+    for k, i in enumerate(order):
+        if k and (pid[i], tid[i]) == (pid[order[k - 1]], tid[order[k - 1]]) \
+                and start[i] < reach:
+            out[i] = out[reacher] = True  # both: one may hold the other whole
+        if not k or (pid[i], tid[i]) != (pid[order[k - 1]], tid[order[k - 1]]) \
+                or end[i] > reach:
+            reach, reacher = end[i], i
+    return out
+
+
+def measure(ranges: RangesResult, layer: str, settings: Settings,
+            pageable: bool = False, queueing: bool = False) -> Support | None:
+    """The support of a verdict naming ``layer`` (cpu, gpu, pcie or workload) among the
+    slowest units; None without per-unit figures. ``queueing``: the verdict names
+    queueing, which a unit whose range overlaps another of its thread carries (its window
+    holds the wait, and the work it waited for on either side)."""
+    table = ranges.tables.get("instances")
+    names = [c.value for c in Component]
+    if table is None or not {f"{c}_ns" for c in names} | {"duration_ns"} \
+            <= set(table.column_names):
+        return None
+    if "counted" in table.column_names:
+        table = table.filter(table.column("counted"))
+    n = table.num_rows
+    if n < 10:
+        return None
+    cols = {c: np.nan_to_num(np.asarray(table.column(f"{c}_ns").to_numpy(
+        zero_copy_only=False), dtype=float)) for c in names}
+    d = np.asarray(table.column("duration_ns").to_numpy(zero_copy_only=False), dtype=float)
+    kernels = (np.asarray(table.column("n_kernels").to_numpy(zero_copy_only=False),
+                          dtype=float) if "n_kernels" in table.column_names else None)
+    copies = (np.asarray(table.column("n_copies").to_numpy(zero_copy_only=False),
+                         dtype=float) if "n_copies" in table.column_names else None)
+    queued = _overlapping(table)
+    order = np.argsort(d, kind="stable")
+    band = order[int(np.floor(0.45 * n)):int(np.ceil(0.55 * n))]
+    k = max(int(ranges.tail_n or 0), min(JUDGED, math.ceil(n / 10)))
+    slow = order[n - min(k, n):]
+    # the units in the tail's range: standing out of the body, and at least halfway from
+    # the median to the tail set's own median (the attribution's slow set; its median, as
+    # one extreme unit carries its mean)
+    p50 = float(np.median(d))
+    tail_mid = float(np.median(d[order[n - max(1, int(ranges.tail_n or 0)):]]))
+    slow = slow[d[slow] > max(settings.elevated_ratio * p50, (p50 + tail_mid) / 2)]
+    if slow.size == 0 or band.size == 0:
+        return Support(0, 0, 0)
+    base = {c: float(cols[c][band].mean()) for c in names}
+    band_kernels = float(np.median(kernels[band])) if kernels is not None else 0.0
+    band_ops = band_kernels + (float(np.median(copies[band])) if copies is not None else 0.0)
+    # the units' own GPU work in all (also what ran outside their window): bigger inputs
+    # take longer kernels and copies at the same count
+    totals = {c: np.nan_to_num(np.asarray(table.column(c).to_numpy(zero_copy_only=False),
+                                          dtype=float))
+              for c in ("own_kernel_total_ns", "own_copy_total_ns") if c in table.column_names}
+    band_totals = {c: float(v[band].mean()) for c, v in totals.items()}
+    carried = other = 0
+    for i in slow:
+        if queueing and queued[i]:
+            carried += 1
+            continue
+        if kernels is not None and band_kernels > 0 and layer != "workload" \
+                and not queued[i]:
+            ratio = kernels[i] / band_kernels
+            if ratio >= settings.workload_ratio or ratio <= 1 / settings.workload_ratio:
+                other += 1
+                continue
+        if layer == "workload":
+            ops = (kernels[i] if kernels is not None else 0.0) \
+                + (copies[i] if copies is not None else 0.0)
+            bigger = any(totals[c][i] >= settings.workload_ratio * band_totals[c] > 0
+                         for c in totals)
+            carried += bool(ops > band_ops or bigger)
+            continue
+        carried += _carries({Component(c): cols[c][i] - base[c] for c in names}, layer,
+                            pageable)
+    return Support(carried, int(slow.size), other)
