@@ -37,10 +37,14 @@ def test_labelled_captures(labelled, scenario, layer):
 
 
 def test_pcie_capture_with_its_warmup_kept(labelled):
-    """The pcie verdict that counted the warm-up request, kept on request."""
+    """With the warm-up request kept (29 ms: 12 ms of launch calls, 10 ms of other CUDA
+    calls, module loading), the slowest units' mean points at the transfers, but that mean
+    rests on the warm-up unit: judged one by one, the other slow requests grew in host time
+    outside CUDA (1.1 ms in the median band, 2.1-2.9 ms). No cause of the tail is named."""
     d = nsysdiag.diagnose(labelled["pcie"], cache=False,
                           settings=nsysdiag.Settings(keep_warmup=True))
-    assert d.verdict.layer == "pcie", d.verdict.summary
+    assert d.verdict.layer == "undetermined", d.verdict.summary
+    assert "mean points at pcie" in d.verdict.summary and "carry cpu" in d.verdict.summary
 
 
 def test_shared_baseline_is_healthy_with_launch_overhead_finding():
