@@ -84,9 +84,8 @@ WORKLOAD2 = [
     ("tf_gil_0.15", "cpu", {"host_stall"}),
     ("tf_gil_0.3", "cpu", {"host_stall"}),
     ("cupy_gil_0.15", "cpu", {"host_stall"}),
-    pytest.param("cnn_loader_0.08", "cpu", {"host_stall_before_work"}, marks=pytest.mark.xfail(
-        strict=True, reason="the stall after the step's input copy, before its first kernel "
-        "launch, is placed between launches (issue 35)")),
+    # the stall comes after the step's input copy, before its first kernel launch
+    ("cnn_loader_0.08", "cpu", {"host_stall_before_work"}),
     ("cnn_loader_0.25", "cpu", {"host_stall_before_work"}),
     ("cupy_loader_0.15", "cpu", {"host_stall_before_work"}),
     ("tf_queue_0.5", "cpu", {"queueing"}),
