@@ -331,3 +331,24 @@ def test_corpus_jetson_no_pcie_figures():
     (gpu,) = d.platform.gpus
     assert gpu.link_source == "integrated" and gpu.link_gbps is None
     assert not any("of the link" in e for f in d.findings for e in f.evidence)
+
+
+def test_lost_os_runtime_events_alone_leave_the_capture_whole(builder, tmp_path):
+    """nsys's "Not all OS runtime libraries events might have been collected" is a note:
+    OS runtime calls are auxiliary evidence, not work the figures count. A CUDA kind's
+    warning, where nsys's own count differs from the rows, still makes it incomplete."""
+    import nsysdiag
+
+    b = builder("current")
+    for i in range(20):
+        b.launch(i * 1000_000, i * 1000_000 + 5000, i * 1000_000 + 10_000, i * 1000_000 + 30_000)
+    b.diagnostic("Not all OS runtime libraries events might have been collected.")
+    with nsysdiag.open(b.write(tmp_path / "osrt.sqlite"), cache=False) as rep:
+        c = rep.analysis("capture")
+    assert not c.incomplete and c.dropped_warnings == 1
+    assert c.table("notes").column("kind").to_pylist() == ["os runtime libraries"]
+    b.diagnostic("Not all CUDA events might have been collected.")
+    b.diagnostic("Number of CUDA events collected: 5.")
+    with nsysdiag.open(b.write(tmp_path / "cuda.sqlite"), cache=False) as rep:
+        c = rep.analysis("capture")
+    assert c.incomplete and c.dropped_warnings == 2

@@ -91,7 +91,8 @@ class CaptureResult(AnalysisResult):
                                  "and memsets (ranges.BLOCKING_WAITS)", 0)
     nvtx_only: bool = figure("NVTX ranges captured without any CUDA trace", False)
     incomplete: bool = figure("kernel records or launch calls are missing at or above "
-                              "incomplete_pct, or nsys warns it dropped events", False)
+                              "incomplete_pct, or nsys warns it dropped events (other than "
+                              "OS runtime calls only)", False)
     driver_version: str | None = figure("NVIDIA driver version the export records")
     cuda_version: str | None = figure("CUDA version of the driver the export records")
     gpu_count: int = figure("GPUs the export lists", 0)
@@ -179,7 +180,7 @@ def run(report: Report, *, baseline: str | None = None,
     incomplete = bool(
         (missing_pct or 0.0) >= settings.incomplete_pct and lost
         or (orphan_pct or 0.0) >= settings.incomplete_pct and orphans
-        or notes.num_rows
+        or any(k not in AUXILIARY_KINDS for k in notes.column("kind").to_pylist())
     )
     result = CaptureResult(
         status=OK,
@@ -202,6 +203,10 @@ def run(report: Report, *, baseline: str | None = None,
 COLLECTED = re.compile(r"Number of (.+?) events collected:\s*(\d+)", re.IGNORECASE)
 #: a generic warning that events of a kind might not all have been collected
 MIGHT_MISS = re.compile(r"not all (.+?) events might have been collected", re.IGNORECASE)
+#: kinds of events whose loss leaves the measured work whole: OS runtime calls are
+#: auxiliary evidence (the time a thread was blocked), not work the figures count, so a
+#: warning that only they might be missing is a note, not an incomplete capture
+AUXILIARY_KINDS = frozenset({"os runtime libraries"})
 #: the views whose source rows nsys's count of a kind covers (CUDA: API calls and GPU
 #: activities)
 COUNTED_ROWS = {"nvtx": ("nvtx_ranges",), "cuda": ("api_calls", "kernels", "memcpys", "memsets"),
@@ -224,6 +229,7 @@ def _dropped(diagnostics: list[tuple[int, str]], rows_by_kind: dict[str, int] | 
             kind = m.group(1).strip().lower()
             collected[kind] = collected.get(kind, 0) + int(m.group(2))
     counts: dict[str, int] = {}
+    kinds: dict[str, str | None] = {}
     for severity, text in diagnostics:
         if severity < 2 or not DROPPED.search(text):
             continue
@@ -233,8 +239,10 @@ def _dropped(diagnostics: list[tuple[int, str]], rows_by_kind: dict[str, int] | 
                 and collected[kind] == rows_by_kind[kind]:
             continue  # nsys counted as many events as the export holds
         counts[text] = counts.get(text, 0) + 1
+        kinds[text] = kind
     return pa.table({"text": pa.array(list(counts), pa.string()),
-                     "n": pa.array(list(counts.values()), pa.int64())})
+                     "n": pa.array(list(counts.values()), pa.int64()),
+                     "kind": pa.array([kinds[t] for t in counts], pa.string())})
 
 
 def _gpus(devices: list[dict], measured):
