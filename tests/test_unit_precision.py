@@ -154,21 +154,27 @@ def test_the_programs_own_earlier_work_is_no_other_gpu_work(builder, tmp_path):
         assert d.verdict.mechanism.value == "gpu_bound"
 
 
+def _other_job_beside(builder, tmp_path, slow):
+    """300 requests of one 140 us kernel; in the requests ``slow`` another process's
+    kernel runs beside a second launch, and the request takes 2 ms instead of 0.2 ms."""
+    b = builder("current")
+    t = 1_000_000
+    for k in range(300):
+        b.nvtx(t, t + (2_000_000 if k in slow else 200_000), "request")
+        b.launch(t + 1_000, t + 5_000, t + 10_000, t + 150_000)
+        if k in slow:
+            b.kernel(t + 150_000, t + 1_900_000, name="other_job", stream=13, pid=999)
+            b.launch(t + 6_000, t + 9_000, t + 1_900_000, t + 1_990_000)
+        t += 3_000_000
+    return b.write(tmp_path / "t.sqlite")
+
+
 def test_a_cause_resting_on_a_handful_of_units_is_no_surer_than_they_are(builder, tmp_path):
     # 300 requests, 6 of them slow because another process's kernel ran beside them: the
     # slowest 10 hold 6 standing out of the body, each carrying the cause; at 90% at least
     # 6 / (6 + z^2) = 0.785 of such units carry it, and the verdict is no surer
-    b = builder("current")
-    t = 1_000_000
-    for k in range(300):
-        slow = k % 50 == 25
-        b.nvtx(t, t + (2_000_000 if slow else 200_000), "request")
-        b.launch(t + 1_000, t + 5_000, t + 10_000, t + 150_000)
-        if slow:
-            b.kernel(t + 150_000, t + 1_900_000, name="other_job", stream=13, pid=999)
-            b.launch(t + 6_000, t + 9_000, t + 1_900_000, t + 1_990_000)
-        t += 3_000_000
-    d = nsysdiag.diagnose(b.write(tmp_path / "t.sqlite"), cache=False)
+    d = nsysdiag.diagnose(_other_job_beside(builder, tmp_path, range(25, 300, 50)),
+                          cache=False)
     assert d.tail.n_standing_out == 6
     assert d.verdict.layer in ("gpu", "workload") and d.verdict.confidence <= 0.785, d.verdict
     assert "rests on 6 units: 6 of the 6 slowest units standing out carry it" \
@@ -188,17 +194,7 @@ def test_wilson_lower_bound_by_hand():
 def test_a_cause_carried_by_two_units_is_not_confident(builder, tmp_path):
     # 300 requests, 2 of them 10x slower because another process's kernel ran beside them:
     # however large their growth, 2 of 2 units support at most 2 / (2 + z^2) = 0.55
-    b = builder("current")
-    t = 1_000_000
-    for k in range(300):
-        slow = k in (100, 200)
-        b.nvtx(t, t + (2_000_000 if slow else 200_000), "request")
-        b.launch(t + 1_000, t + 5_000, t + 10_000, t + 150_000)
-        if slow:
-            b.kernel(t + 150_000, t + 1_900_000, name="other_job", stream=13, pid=999)
-            b.launch(t + 6_000, t + 9_000, t + 1_900_000, t + 1_990_000)
-        t += 3_000_000
-    d = nsysdiag.diagnose(b.write(tmp_path / "t.sqlite"), cache=False)
+    d = nsysdiag.diagnose(_other_job_beside(builder, tmp_path, (100, 200)), cache=False)
     assert d.verdict.confidence <= 0.55, d.verdict
     if d.verdict.layer in ("cpu", "gpu", "pcie", "workload"):
         assert "rests on 2 units: 2 of the 2 slowest units standing out carry it" \
