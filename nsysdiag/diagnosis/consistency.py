@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING
 
 from ..analyses.host_stall import Layout
 from ..formatting import fmt_ns
-from .model import Finding, Verdict
+from .model import CAUSE_LAYERS, Finding, Verdict
 
 if TYPE_CHECKING:
     from .checks import Evidence
 
-CAUSE_LAYERS = ("cpu", "gpu", "pcie")
 
 
 def contradicted(layer: str, ev: Evidence) -> str | None:

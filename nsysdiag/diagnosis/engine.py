@@ -45,6 +45,7 @@ from ..settings import Settings
 from ..stats.classifier import classify_tail
 from . import checks, consistency, support
 from .model import (
+    CAUSE_LAYERS,
     Diagnosis,
     Finding,
     GapSummary,
@@ -55,7 +56,6 @@ from .model import (
     Verdict,
 )
 
-CAUSE_LAYERS = ("cpu", "gpu", "pcie")
 SHAPE_LAYER = {"right_skewed": "cpu", "multimodal": "gpu", "flat_tail": "pcie"}
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 

@@ -68,6 +68,11 @@ class Finding:
         }
 
 
+#: the layers a latency tail's cause can sit in that a confidence is judged for (a
+#: workload verdict is the work itself, judged by its own rule)
+CAUSE_LAYERS = ("cpu", "gpu", "pcie")
+
+
 class Mechanism(str, enum.Enum):
     """What the verdict measured inside its layer: the mechanism, its layer, its name in
     words and what to do about it."""
