@@ -290,7 +290,7 @@ def test_templates_ship_in_a_non_editable_install(tmp_path):
         "assert pathlib.Path(h.__file__).is_relative_to(sys.argv[1]), h.__file__\n"
         "folder = r.files('nsysdiag.render').joinpath('templates')\n"
         "print(sorted(p.name for p in folder.iterdir()))\n"
-        "for name in h.TEMPLATES: h._environment().get_template(name)\n"
+        "for name in h.TEMPLATES: h.environment().get_template(name)\n"
     )
     run = subprocess.run([sys.executable, "-c", probe, str(lib)], cwd=tmp_path,
                          env={**os.environ, "PYTHONPATH": str(lib)},
@@ -304,7 +304,7 @@ def test_templates_escape_and_refuse_unknown_names():
     lacks (a renamed field) is an error, not an empty string."""
     import jinja2
 
-    env = report_html._environment()
+    env = report_html.environment()
     assert env.autoescape is True and env.undefined is jinja2.StrictUndefined
     macros = env.get_template("_macros.html.j2").module
     card = report_html.Card("<b>k</b>", "<i>v</i>", "s&")

@@ -34,6 +34,7 @@ from .base import EMPTY, OK, AnalysisResult, figure, load_sql, records, run_quer
 if TYPE_CHECKING:
     from ..reportset import ReportSet
 
+NAME = "collectives"
 SETTINGS = ("rank_clock_tolerance_ns", "straggler_share_pct")
 
 #: the instances with the longest waits whose every rank's arrival and end is kept
@@ -118,17 +119,15 @@ def _per_rank_kernels(rs: ReportSet) -> tuple[list[RankId], pa.Table]:
     for e, rep in enumerate(rs):
         if not rep.probe.present("kernels"):
             continue
-        t = run_query(rep, "collectives", "nccl_kernels")
+        t = run_query(rep, NAME, "nccl_kernels")
         tables.append(t.append_column("export", pa.array([e] * t.num_rows, pa.int64())))
     if not tables:
         return [], pa.table({})
     kernels = pa.concat_tables(tables)
-    found = sorted({(e, p, d) for e, p, d in zip(*(kernels.column(c).to_pylist()
-                                                     for c in ("export", "pid", "device_id")))})
-    ranks = label_ranks([r.path for r in rs], found)
+    keys = list(zip(*(kernels.column(c).to_pylist() for c in ("export", "pid", "device_id"))))
+    ranks = label_ranks([r.path for r in rs], sorted(set(keys)))
     index = {(r.export, r.pid, r.device_id): r.index for r in ranks}
-    rank_col = [index[k] for k in zip(*(kernels.column(c).to_pylist()
-                                        for c in ("export", "pid", "device_id")))]
+    rank_col = [index[k] for k in keys]
     return ranks, kernels.append_column("rank", pa.array(rank_col, pa.int64()))
 
 
@@ -164,12 +163,13 @@ def _shift(kernels: pa.Table, offsets: list[int], fits: list[tuple[float, float]
     ``a + b * t`` at that time."""
     export = kernels.column("export")
     off = pc.take(pa.array(offsets, pa.int64()), export)
+    if fits is not None:
+        a = pc.take(pa.array([f[0] for f in fits], pa.float64()), export)
+        b = pc.take(pa.array([f[1] for f in fits], pa.float64()), export)
     out = kernels
     for col in ("start_ns", "end_ns"):
         t = pc.add(kernels.column(col), off)
         if fits is not None:
-            a = pc.take(pa.array([f[0] for f in fits], pa.float64()), export)
-            b = pc.take(pa.array([f[1] for f in fits], pa.float64()), export)
             err = pc.add(a, pc.multiply(b, pc.cast(t, pa.float64())))
             t = pc.subtract(t, pc.cast(pc.round(err), pa.int64()))
         out = out.set_column(out.schema.get_field_index(col), col, t)
@@ -177,39 +177,19 @@ def _shift(kernels: pa.Table, offsets: list[int], fits: list[tuple[float, float]
 
 
 def _complete(con, kernels: pa.Table, n_ranks: int) -> pa.Table:
-    """The kernels of the instances every rank holds (as the table `arrivals`)."""
+    """The kernels of the instances every rank holds, registered as `arrivals`."""
     con.register("k", kernels)
-    return con.sql(
-        "SELECT rank, comm, kind, seq, start_ns, end_ns, export FROM k "
-        "QUALIFY count(*) OVER (PARTITION BY comm, kind, seq) = $n",
-        params={"n": n_ranks}).to_arrow_table()
+    arrivals = con.sql(load_sql(NAME)["complete"], params={"n": n_ranks}).to_arrow_table()
+    con.register("arrivals", arrivals)
+    return arrivals
 
 
-_ENDS = """
-    SELECT export, end_ns - m AS r, m
-    FROM (SELECT export, end_ns, median(end_ns) OVER (PARTITION BY comm, kind, seq) AS m
-          FROM a)"""
-
-
-def _end_residuals(con, arrivals: pa.Table, n_exports: int) -> list[int | None]:
-    """Per export: the median over its kernels of (end - the instance's median end), ns."""
-    con.register("a", arrivals)
-    out: list[int | None] = [None] * n_exports
-    for e, r in con.sql(f"SELECT export, median(r)::BIGINT FROM ({_ENDS}) GROUP BY export"
-                        ).fetchall():
-        out[e] = int(r)
-    return out
-
-
-def _end_fits(con, arrivals: pa.Table, n_exports: int) -> list[tuple[float, float]]:
-    """Per export: its clock's error against the run's as a line ``a + b * t`` (offset and
-    drift), fitted by least squares to (end - the instance's median end) over t."""
-    con.register("a", arrivals)
-    out = [(0.0, 0.0)] * n_exports
-    for e, a, b in con.sql(
-            f"SELECT export, regr_intercept(r, m), coalesce(regr_slope(r, m), 0) "
-            f"FROM ({_ENDS}) GROUP BY export").fetchall():
-        out[e] = (float(a) if a is not None else 0.0, float(b))
+def _per_export(con, query: str, n_exports: int, empty: Any) -> list[Any]:
+    """One row per export of ``query`` over `arrivals` (its columns after the export as a
+    tuple, or the one value), ``empty`` for an export without a row."""
+    out = [empty] * n_exports
+    for e, *values in con.sql(load_sql(NAME)[query]).fetchall():
+        out[e] = values[0] if len(values) == 1 else tuple(values)
     return out
 
 
@@ -232,27 +212,25 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
             offsets = [s or 0 for s in session]
         drift = [0.0] * n_exports
         arrivals = _complete(con, _shift(kernels, offsets), len(ranks))
-        residual = _end_residuals(con, arrivals, n_exports) if arrivals.num_rows else []
+        residual = _per_export(con, "end_residuals", n_exports, None)
         known = [abs(r) for r in residual if r is not None]
         if n_exports > 1 and known and (alignment == "collective_ends"
                                          or max(known) > settings.rank_clock_tolerance_ns):
             alignment = "collective_ends"
-            fits = _end_fits(con, arrivals, n_exports)
+            fits = [(float(a or 0.0), float(b)) for a, b in
+                    _per_export(con, "end_fits", n_exports, (0.0, 0.0))]
             drift = [b for _, b in fits]
             arrivals = _complete(con, _shift(kernels, offsets, fits), len(ranks))
             offsets = [o - round(a) for o, (a, _) in zip(offsets, fits)]
-            residual = _end_residuals(con, arrivals, n_exports)
+            residual = _per_export(con, "end_residuals", n_exports, None)
         if not arrivals.num_rows:
             return CollectivesResult(status=EMPTY, ranks=tuple(ranks), alignment=alignment,
                                      offsets_ns=tuple(offsets), unpaired=kernels.num_rows,
                                      message="no collective instance is held by every rank")
-        con.register("arrivals", arrivals)
-        inst = con.sql(load_sql("collectives")["instances"]).to_arrow_table()
+        inst = con.sql(load_sql(NAME)["instances"]).to_arrow_table()
         con.register("instances", inst)
-        per_rank = records(con.sql(load_sql("collectives")["per_rank"]).to_arrow_table(),
-                           RankFigures)
-        slowest = con.sql(load_sql("collectives")["slowest"],
-                          params={"n": SLOWEST}).to_arrow_table()
+        per_rank = records(con.sql(load_sql(NAME)["per_rank"]).to_arrow_table(), RankFigures)
+        slowest = con.sql(load_sql(NAME)["slowest"], params={"n": SLOWEST}).to_arrow_table()
     finally:
         con.close()
     overlap = _overlap(reports, ranks)
@@ -282,7 +260,7 @@ def _overlap(reports: ReportSet, ranks: list[RankId]) -> list[RankOverlap]:
     for e, rep in enumerate(reports):
         if not rep.probe.present("kernels"):
             continue
-        for row in run_query(rep, "collectives", "overlap").to_pylist():
+        for row in run_query(rep, NAME, "overlap").to_pylist():
             i = index.get((e, row["pid"], row["device_id"]))
             if i is not None:
                 out.append(RankOverlap(i, int(row["nccl_ns"]), int(row["compute_ns"]),

@@ -78,7 +78,7 @@ class RanksDiagnosis:
         lines = [self.headline(), ""]
         if c.ok:
             lines.append(f"clocks      {c.alignment.replace('_', ' ')}; the collectives' ends "
-                         f"agree to {fmt_ns(c.clock_residual_ns)} (median per rank)")
+                         f"agree to {fmt_ns(c.clock_residual_ns)} (the worst export's median)")
             lines.append(f"collectives {c.instances} instances paired over {len(c.ranks)} "
                          f"ranks, {c.unpaired} kernels unpaired; first arrival to end "
                          f"{fmt_ns(c.collective_ns)} in all, of which waiting "

@@ -351,7 +351,7 @@ class Section:
 
 
 @functools.cache
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
     """The templates' environment: autoescaping on, and an undefined name (a view field
     that was renamed) is an error, not an empty string."""
     return jinja2.Environment(
@@ -400,7 +400,7 @@ def render_html(
         Section("findings", f"Findings ({len(d.findings)})", "findings.html.j2", _findings(d)),
         Section("captured", "Captured data", "captured.html.j2", _captured(d)),
     )
-    page = _environment().get_template("report.html.j2").render(
+    page = environment().get_template("report.html.j2").render(
         title=title or f"nsysdiag: {name}",
         path=str(d.path),
         version=__version__,

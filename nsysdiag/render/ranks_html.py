@@ -13,7 +13,7 @@ from markupsafe import Markup
 from .._version import __version__
 from ..diagnosis.ranks import RanksDiagnosis
 from ..formatting import fmt_ns
-from .html import _environment, write_text_atomic
+from .html import environment, write_text_atomic
 from .svg import Lane, Span, stacked_hbars, timeline
 
 WAIT, TRANSFER, CAUSED = "#c3cad5", "#2f6fb3", "#c0392b"
@@ -40,7 +40,7 @@ def render_ranks_html(d: RanksDiagnosis) -> str:
         action = s.verdict.mechanism.action if s.verdict.mechanism is not None else ""
     clocks = (f"Clocks: {c.alignment.replace('_', ' ')}; the collectives' ends agree to "
               f"{fmt_ns(c.clock_residual_ns)}." if c.ok else "")
-    page = _environment().get_template("ranks.html.j2").render(
+    page = environment().get_template("ranks.html.j2").render(
         title="nsysdiag ranks", paths=[Path(p).name for p in d.paths], version=__version__,
         stamp=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         headline=d.headline(), cause=cause, action=action, clocks=clocks,

@@ -103,6 +103,28 @@ SELECT r.pid, r.device_id,
 FROM ranks r LEFT JOIN overlapped o USING (pid, device_id)
 ORDER BY r.pid, r.device_id
 
+-- @query complete
+-- The kernels (table k: on one timeline, with their rank) of the instances every one of
+-- the $n ranks holds: the table `arrivals` of the queries below.
+SELECT rank, comm, kind, seq, start_ns, end_ns, export FROM k
+QUALIFY count(*) OVER (PARTITION BY comm, kind, seq) = $n
+
+-- @query end_residuals
+-- Per export: the median over its kernels of (end - the instance's median end), ns: how
+-- far its clock sits from the run's, since a collective's kernels end together.
+SELECT export, median(end_ns - m)::BIGINT AS residual_ns
+FROM (SELECT export, end_ns, median(end_ns) OVER (PARTITION BY comm, kind, seq) AS m
+      FROM arrivals)
+GROUP BY export
+
+-- @query end_fits
+-- Per export: its clock's error against the run's as a line a + b * t (offset and
+-- drift), the least-squares fit of (end - the instance's median end) on t.
+SELECT export, regr_intercept(end_ns - m, m) AS a, coalesce(regr_slope(end_ns - m, m), 0) AS b
+FROM (SELECT export, end_ns, median(end_ns) OVER (PARTITION BY comm, kind, seq) AS m
+      FROM arrivals)
+GROUP BY export
+
 -- @query instances
 WITH inst AS (
     SELECT comm, kind, seq,
