@@ -298,3 +298,32 @@ def test_a_unit_queued_behind_its_predecessors_gpu_work_is_queueing(builder, tmp
     d = nsysdiag.diagnose(path, range_name="request", cache=False)
     assert d.analyses["ranges"].top_gpu_component.value == "gpu_other"
     assert (d.verdict.layer, d.verdict.mechanism.value) == ("cpu", "queueing"), d.verdict.summary
+
+
+def test_units_queued_over_their_predecessors_launches_are_queueing_not_more_work(
+        builder, tmp_path):
+    """As above, with 4 launches of 0.45 ms kernels 50 us apart, and 30 units (of 300)
+    whose ranges open 1.97 ms early, before the previous unit's launches: their window
+    holds 8 launches (the previous unit's 4 are counted in the later-opened range, and
+    the previous unit holds none), against the median band's 4 or none, at the same time
+    per kernel: taken alone, more work per unit. The launches are the previous unit's,
+    which they queued behind: the verdict is queueing, and the workload finding says so."""
+    b = builder("current")
+    slow = set(range(7, 300, 10))
+    for i in range(300):
+        s = i * 2 * MS
+        start = s - 1_970_000 if i in slow else s
+        t = s + 50_000
+        for _ in range(4):
+            b.launch(t, t + 5_000, t + 10_000, t + 460_000)
+            t += 50_000
+        b.nvtx(start, s + 1_970_000, "request")
+    path = b.write(tmp_path / "queued.sqlite")
+    d = nsysdiag.diagnose(path, range_name="request", cache=False)
+    w = d.analyses["workload"]
+    assert w.kind == "more_work" and w.slow_kernels == 8
+    assert w.kernel_ratio >= d.settings.workload_ratio
+    assert (d.verdict.layer, d.verdict.mechanism.value) == ("cpu", "queueing"), d.verdict.summary
+    (f,) = [f for f in d.findings if f.check == "D1" and "kernels" in f.title.lower()
+            or "queued behind" in f.title]
+    assert f.layer == "gpu" and "the work they queued behind" in f.title

@@ -167,6 +167,39 @@ def test_more_work_that_mostly_grows_the_gpu_idle_time_is_a_workload_tail(builde
     assert "the extra kernels explain" in d.verdict.summary
 
 
+def test_mild_extra_work_among_natural_hiccups_is_a_workload_tail(builder, tmp_path):
+    """Ten of 300 requests launch 11 kernels instead of 8 (0.25 ms each: 1.34x the
+    latency) and two of the baseline's own requests hiccup to 3.5 ms with their 8 kernels.
+    The slowest ten (the two hiccups and eight of the bigger ones) launch (2 x 8 + 8 x 11)
+    / 10 = 10.4 kernels on average, 1.3x the median band's 8, under ``workload_ratio``
+    (1.5): the mean dilutes the dose. The extra kernels still explain the slow units' extra
+    latency (about 0.25 ms per kernel x 2.4 kernels of 0.75 ms), so the tail is more work."""
+    rng = np.random.default_rng(17)
+    n = 300
+    bigger = set(rng.choice(np.arange(5, n), size=12, replace=False).tolist())
+    hiccups = set(sorted(bigger)[:2])
+    kernels = [11 if i in bigger - hiccups else 8 for i in range(n)]
+    dur = [3.5 if i in hiccups else (0.2 + 0.25 * k) * rng.uniform(1.0, 1.04)
+           for i, k in enumerate(kernels)]
+    path = _requests(builder("current"), dur, kernels=kernels,
+                     kernel_ms=[0.25] * n).write(tmp_path / "m.sqlite")
+    d = nsysdiag.diagnose(path, cache=False)
+    w = d.analyses["workload"]
+    assert w.kind == "more_work" and w.work_ratio == pytest.approx(10.4 / 8, rel=0.01)
+    assert w.work_ratio < d.settings.workload_ratio
+    assert w.kernels_explain >= d.settings.work_explains
+    assert d.verdict.layer == "workload" and d.verdict.mechanism.value == "more_work", \
+        d.verdict.summary
+    # the same run without the bigger requests: the hiccups are no workload
+    plain = [8] * n
+    dur0 = [3.5 if i in hiccups else (0.2 + 0.25 * 8) * rng.uniform(1.0, 1.04)
+            for i in range(n)]
+    path0 = _requests(builder("current"), dur0, kernels=plain,
+                      kernel_ms=[0.25] * n).write(tmp_path / "p.sqlite")
+    d0 = nsysdiag.diagnose(path0, cache=False)
+    assert d0.verdict.layer != "workload", d0.verdict.summary
+
+
 def test_explained_shares_by_hand():
     from nsysdiag.analyses.workload import explained
 

@@ -772,11 +772,16 @@ def judge(c: dict, settings: Settings) -> dict:
 
 
 def is_workload_tail(w: WorkloadResult, settings: Settings) -> bool:
-    """A workload-size tail: the growth is more work (``more_work``), the slow units launch
-    at least ``workload_ratio`` times the median band's kernel time at its speed, and their
-    kernels do not run ``slow_ratio`` times slower."""
-    return (w.kind == "more_work" and (w.work_ratio or 0) >= settings.workload_ratio
-            and (w.per_kernel_ratio or 0) < settings.slow_ratio)
+    """A workload-size tail: the growth is more work (``more_work``), their kernels do not
+    run ``slow_ratio`` times slower, and the work is large or explains the tail: the slow
+    units launch at least ``workload_ratio`` times the median band's kernel time at its
+    speed, or their extra kernels explain at least ``work_explains`` of their extra latency.
+    The second reads a dose of extra work that the slow set's mean dilutes: a few natural
+    hiccups among the slowest units lower the mean work, not the slope of latency on
+    kernels that the extra units set (issue 35)."""
+    return (w.kind == "more_work" and (w.per_kernel_ratio or 0) < settings.slow_ratio
+            and ((w.work_ratio or 0) >= settings.workload_ratio
+                 or (w.kernels_explain or 0) >= settings.work_explains))
 
 
 def is_size_tail(w: WorkloadResult, settings: Settings) -> bool:

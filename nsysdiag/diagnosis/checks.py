@@ -142,7 +142,7 @@ class Evidence:
         sides: dict[str, dict[str, float]] = {"cpu": {}, "gpu": {}}
         idle = 0.0
         pageable = self.pageable_dominant()
-        queued = self._queued_behind_own_work()
+        queued = self.queued_behind_own_work()
         for g in self.attribution():
             share = g.share_of_growth
             comp = g.component
@@ -166,7 +166,15 @@ class Evidence:
                 shares[layer] = shares.get(layer, 0.0) + weight[side] * v / total
         return {k: round(min(1.0, v), 4) for k, v in shares.items()}
 
-    def _queued_behind_own_work(self) -> bool:
+    def more_work(self) -> bool:
+        """The slow units do more work (:func:`is_workload_tail`) of their own: not when
+        they queued behind their own earlier work (C3's queueing signature), as a queued
+        unit's window holds the kernels of the work it waited for."""
+        w = self.measured("workload", WorkloadResult)
+        return (w is not None and is_workload_tail(w, self.settings)
+                and not self.queued_behind_own_work())
+
+    def queued_behind_own_work(self) -> bool:
         """The slow units queued (check C3's signature: their range opened while the thread
         was busy with earlier units) and the GPU work that grew in their window is the
         program's own: the work they queued behind, a consequence of the wait rather than
@@ -795,7 +803,8 @@ class Evidence:
         w = self.measured("workload", WorkloadResult)
         if w is None:
             return []
-        out = [f for f in (_workload_finding(w, self.settings),) if f is not None]
+        out = [f for f in (_workload_finding(w, self.settings, self.queued_behind_own_work()),)
+               if f is not None]
         if is_transfer_volume_tail(w, self.settings):
             what = "transfer volume per unit"
             self.pcie_faults = [*(self.pcie_faults or []), what]
@@ -888,8 +897,14 @@ def _interference_finding(r: InterferenceResult) -> Finding | None:
         check="D1", weight=slow_frac - median_frac)
 
 
-def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
-    if is_size_tail(w, settings) and not is_transfer_volume_tail(w, settings):
+def _workload_finding(w: WorkloadResult, settings: Settings, queued: bool
+                      ) -> Finding | None:
+    """The workload finding: a size tail, a workload tail, or what grew in the own kernel
+    time, as information. ``queued``: the slow units queued behind their own earlier work
+    (:meth:`Evidence.queued_behind_own_work`), so their windows hold that work's kernels
+    and sizes, which are no work of their own."""
+    if not queued and is_size_tail(w, settings) \
+            and not is_transfer_volume_tail(w, settings):
         size = next(r for r in w.size_relation() if r.measure == w.size_measure)
         ev = [w.size_line() or ""]
         ev += [f"{r.what}: slow {r.amount(r.slow_mean)} vs median band "
@@ -922,7 +937,7 @@ def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
     ev += [f"units with {_kernel_range(b.min_kernels, b.max_kernels)} kernels ({b.units}): "
            f"median latency {fmt_ns(b.p50_ns)}, {fmt_ns(b.mean_per_kernel_ns)} per kernel"
            for b in w.bins()]
-    if is_workload_tail(w, settings):
+    if not queued and is_workload_tail(w, settings):
         return Finding(
             "workload", "warning",
             f"Workload size: slow units launch {fmt_ratio(w.kernel_ratio)} the kernels at the "
@@ -932,7 +947,9 @@ def _workload_finding(w: WorkloadResult, settings: Settings) -> Finding | None:
             "of work.", check="D1", weight=w.work_ratio or 0)
     return Finding("gpu", "info", "More work or slower work: "
                    + {"slower_work": "the same work runs slower",
-                      "more_work": "more work, short of a workload-size tail"}.get(
+                      "more_work": "more kernels in their window, the work they queued "
+                                   "behind" if queued
+                      else "more work, short of a workload-size tail"}.get(
                           w.kind, "own kernel time did not grow"),
                    tuple(ev), check="D1", weight=0.05)
 

@@ -36,7 +36,6 @@ from ..analyses.workload import (
     is_new_size_tail,
     is_size_tail,
     is_transfer_volume_tail,
-    is_workload_tail,
 )
 from ..engine import schedule
 from ..formatting import fmt_ns
@@ -479,7 +478,7 @@ def _layer_verdict(
         and ev.check_score(best) >= settings.corroborate_check
         and (best != "cpu" or tail.shape == "right_skewed"
              or _slow_mode_decides(tail, best, attr) or signature is not None)
-    ) or (best == "cpu" and signature is not None) or _more_work(ev, settings)
+    ) or (best == "cpu" and signature is not None) or ev.more_work()
     if tail.level == "normal" or (tail.level == "elevated" and not corroborated):
         conf = 0.9 if tail.level == "normal" else _ELEVATED_HEALTHY
         if tail.shape == "tight" and tail.level == "normal":
@@ -496,7 +495,7 @@ def _layer_verdict(
     # more work per unit, measured, names the workload whatever the layers score
     more_work = next((w for layer in dict.fromkeys((best, "gpu", "cpu"))
                       if (w := _workload_explains(layer, ev, settings)) is not None), None) \
-        if _more_work(ev, settings) else None
+        if ev.more_work() else None
     if vetoed and scores[best] < settings.min_score and more_work is None:
         return Verdict(
             "undetermined",
@@ -584,13 +583,6 @@ def _signature(layer: str, mechanism: Mechanism | None, ev: checks.Evidence) -> 
     return None
 
 
-def _more_work(ev: checks.Evidence, settings: Settings) -> bool:
-    """The workload analysis measured that the slow units do more work at the median's
-    speed: evidence of its own for an elevated tail, whatever the shape."""
-    w = ev.measured("workload", WorkloadResult)
-    return w is not None and is_workload_tail(w, settings)
-
-
 def _agreeing(best: str, scores: dict[str, float], ev: checks.Evidence
               ) -> tuple[str, tuple[str, str] | None]:
     """The best-scoring layer whose own measurements do not speak against it, and (layer,
@@ -633,13 +625,14 @@ def _workload_explains(best: str, ev: checks.Evidence, settings: Settings) -> st
     latency, whichever side absorbs it), or do more work at the median's per-kernel speed
     and that work is what grew: own kernel time (gpu) or launch calls (cpu) grew most, or
     the extra kernels explain at least ``work_explains`` of the extra latency (more work
-    grows the host's time around each launch and the GPU's waits as well)."""
+    grows the host's time around each launch and the GPU's waits as well). None when the
+    slow units queued behind their own earlier work: their windows hold its kernels."""
     w = ev.measured("workload", WorkloadResult)
     r = ev.measured("ranges", RangesResult)
-    if w is None or r is None:
+    if w is None or r is None or ev.queued_behind_own_work():
         return None
     top = {"gpu": r.top_gpu_component, "cpu": r.top_cpu_component}.get(best)
-    if not is_workload_tail(w, settings) or (
+    if not ev.more_work() or (
             top not in (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH)
             and (w.kernels_explain or 0.0) < settings.work_explains):
         # slow units that are simply bigger (bytes, kernels, launch calls), whichever side
