@@ -171,8 +171,8 @@ def _other_job_beside(builder, tmp_path, slow):
 
 def test_a_cause_resting_on_a_handful_of_units_is_no_surer_than_they_are(builder, tmp_path):
     # 300 requests, 6 of them slow because another process's kernel ran beside them: the
-    # slowest 10 hold 6 standing out of the body, each carrying the cause; at 90% at least
-    # 6 / (6 + z^2) = 0.785 of such units carry it, and the verdict is no surer
+    # slowest 10 hold 6 standing out of the body, each carrying the cause; 6 units make
+    # sure no more than 6 / (6 + z^2) = 0.785, and the verdict is no surer
     d = nsysdiag.diagnose(_other_job_beside(builder, tmp_path, range(25, 300, 50)),
                           cache=False)
     assert d.tail.n_standing_out == 6
@@ -189,6 +189,26 @@ def test_wilson_lower_bound_by_hand():
     assert support.wilson_lower(9, 10) == pytest.approx(0.7175, abs=1e-3)
     assert support.wilson_lower(0, 10) == pytest.approx(0.0, abs=1e-12)
     assert support.wilson_lower(0, 0) == 0.0
+
+
+def test_support_bound_by_hand():
+    # P(share >= 1/2) under Beta(s + 1/2, m - s + 1/2): 1 of 2 and 5 of 10 are symmetric
+    # about 1/2 (0.5); 2 of 2: 1 - I_0.5(2.5, 0.5), the integral of x^1.5 (1 - x)^-0.5
+    # over [0, 1/2] / B(2.5, 0.5) = 0.0756 (numerical quadrature), so 0.924; none
+    # carrying: 0.076
+    assert support.majority(1, 2) == pytest.approx(0.5, abs=1e-9)
+    assert support.majority(5, 10) == pytest.approx(0.5, abs=1e-9)
+    assert support.majority(2, 2) == pytest.approx(0.924, abs=1e-3)
+    assert support.majority(0, 2) == pytest.approx(1 - 0.924, abs=1e-3)
+    assert support.majority(0, 0) == 0.0
+    # the bound: the majority's chance, and no more than m units make sure
+    assert support.bound(2, 2) == pytest.approx(2 / 3.6425, abs=1e-4)
+    assert support.bound(20, 20) == pytest.approx(20 / 21.6425, abs=1e-4)
+    assert support.bound(7, 11) == pytest.approx(support.majority(7, 11))
+    assert 0.8 < support.bound(7, 11) < 0.85
+    # more carrying, surer; fewer than half, under 1/2
+    assert support.bound(6, 11) < support.bound(7, 11) < support.bound(9, 11)
+    assert support.bound(4, 11) < 0.5
 
 
 def test_a_cause_carried_by_two_units_is_not_confident(builder, tmp_path):

@@ -344,9 +344,9 @@ def _verdict(
 def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
                settings: Settings) -> Verdict:
     """Rule: a named cause is no surer than the slow units, judged one by one, support it
-    (:mod:`.support`): its confidence is at most the 90% lower bound of the share of them
-    that carry it, and the verdict says on how many it rests when that bound lowers it
-    (2 units: at most 0.55, however large their growth). A cause that fewer than half of
+    (:mod:`.support`): its confidence is at most the chance that most of them carry it,
+    and no more than their number makes sure (2 units: at most 0.55, however large their
+    growth); the verdict says on how many it rests when that bound lowers it. A cause that fewer than half of
     them carry is the cause of a few units, not of the tail: the verdict is undetermined
     and says what the units carry. Where what grew decides (the layer explains at least
     ``_DECISIVE_SHARE`` of the tail's extra latency), the verdict is as sure as that
@@ -385,8 +385,8 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
     return dataclasses.replace(
         verdict, confidence=round(float(found.bound), 3),
         summary=verdict.summary + f" The cause rests on {found.carried} "
-        f"unit{'s' if found.carried != 1 else ''}: {found.text()}; at 90% confidence at "
-        f"least {found.bound:.0%} of such units carry it.")
+        f"unit{'s' if found.carried != 1 else ''}: {found.text()}, so most such units "
+        f"carry it with confidence {found.bound:.2f}.")
 
 
 def _ratio_text(tail: TailSummary) -> str:
