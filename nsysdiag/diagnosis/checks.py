@@ -17,13 +17,14 @@ from ..analyses.base import AnalysisResult
 from ..analyses.capture import CaptureResult
 from ..analyses.gpu_idle import MEANING as IDLE_MEANING
 from ..analyses.gpu_idle import GpuIdleResult, breakdown
+from ..analyses.gpu_metrics import GpuMetricsResult
 from ..analyses.graphs import GraphsResult
 from ..analyses.host_stall import HostStall, Layout
-from ..analyses.host_stall import measure as measure_host_stall
 from ..analyses.interference import InterferenceResult
 from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.launch_latency import LaunchLatencyResult
+from ..analyses.os_blocking import OsBlockingResult
 from ..analyses.overlap import OverlapResult
 from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
@@ -38,7 +39,6 @@ from ..formatting import fmt_ns, fmt_ratio
 from .model import Finding, Mechanism
 
 if TYPE_CHECKING:
-    from ..report import Report
     from ..settings import Settings
     from .model import TailSummary
 
@@ -56,19 +56,19 @@ def component_layer(component: Component | str) -> str | None:
 
 
 class Evidence:
-    """The analyses' results, read as the method's checks."""
+    """The analyses' results, read as the method's checks: measurements in, findings and
+    scores out. It runs no SQL and no analysis (the engine measures first)."""
 
     def __init__(
         self,
-        report: Report,
         results: dict[str, AnalysisResult],
         settings: Settings,
         graphs_in_use: bool,
         *,
+        host_stall: HostStall | None = None,
         unit_time_ns: float | None = None,
         lone_outlier: bool = False,
     ):
-        self.report = report
         self.results = results
         self.settings = settings
         self.graphs_in_use = graphs_in_use
@@ -78,10 +78,11 @@ class Evidence:
         self.lone_outlier = lone_outlier
         self._scores: dict[str, float] = {"cpu": 0.0, "gpu": 0.0, "pcie": 0.0}
         self._reasons: dict[str, list[str]] = {"cpu": [], "gpu": [], "pcie": []}
-        self._jitter: AnalysisResult | None = results.get("jitter")
         #: what check E1 measured wrong (None: it did not measure)
         self.pcie_faults: list[str] | None = None
-        self._host_stall: HostStall | None | bool = False  # False: not measured yet
+        #: how the slow units' extra host time is laid out (None: not measured, no
+        #: attribution or a lone outlier)
+        self._host_stall = host_stall
         #: layer -> strength (0-1) of a mechanism's own signature measured for it (C3's
         #: share of the growth, the other work's share of slow units)
         self.signatures: dict[str, float] = {}
@@ -428,18 +429,13 @@ class Evidence:
     def c2_threads(self) -> list[Finding]:
         # CPU time outside CUDA calls is measured per unit by the ranges analysis; OS
         # runtime blocking adds what the threads waited on when it was traced.
-        if not self.report.probe.present("os_runtime"):
-            return []
-        rows = self.report.sql(
-            "SELECT name, count(*) AS n, sum(duration_ns)::BIGINT AS total_ns, "
-            "count(DISTINCT global_tid) AS threads FROM os_runtime "
-            "GROUP BY name ORDER BY total_ns DESC LIMIT 3"
-        ).fetchall()
+        blocking = self.measured("os_blocking", OsBlockingResult)
+        rows = blocking.top(3) if blocking is not None else []
         if not rows:
             return []
-        ev = tuple(f"{n}: {c} calls, {fmt_ns(t)} blocked"
-                   + (f", summed over {k} threads" if k > 1 else " in total")
-                   for n, c, t, k in rows)
+        ev = tuple(f"{c.name}: {c.calls} calls, {fmt_ns(c.total_ns)} blocked"
+                   + (f", summed over {c.threads} threads" if c.threads > 1 else " in total")
+                   for c in rows)
         return [
             Finding(
                 "cpu",
@@ -454,14 +450,8 @@ class Evidence:
     # -- the host side's signature (check C3) --------------------------------------------
     def host_stall(self) -> HostStall | None:
         """How the slow units' extra host time is laid out (None without the attribution
-        or a tail set; measured once)."""
-        if self._host_stall is False:
-            r = self.measured("ranges", RangesResult)
-            self._host_stall = (measure_host_stall(
-                self.report, r, self.report.probe.present("os_runtime"),
-                self.settings.host_signature_ratio)
-                if r is not None and r.attribution and not self.lone_outlier else None)
-        return self._host_stall or None
+        or a tail set)."""
+        return self._host_stall
 
     def gpu_waited_share(self) -> float:
         """The share of the GPU side's growth in the slow units that is idle time with none
@@ -589,15 +579,9 @@ class Evidence:
             return Mechanism.HOST_STALL
         return Mechanism.HOST_WORK
 
-    def _jitter_result(self) -> AnalysisResult | None:
-        if self._jitter is None and self.report.probe.present("kernels"):
-            self._jitter = self.report.analysis("jitter", settings=self.settings)
-            self.results["jitter"] = self._jitter
-        return self._jitter
-
     def d1_jitter(self) -> list[Finding]:
-        j = self._jitter_result()
-        if not isinstance(j, JitterResult) or not j.ok or not j.kernels_examined:
+        j = self.measured("jitter", JitterResult)
+        if j is None or not j.kernels_examined:
             return []
         slow = j.time_weighted_slow_pct or 0.0
         ratio = j.time_weighted_p99_over_p50 or 1.0
@@ -628,7 +612,8 @@ class Evidence:
         return [Finding("gpu", "info", "Kernel durations are stable", ev, check="D1", weight=0.02)]
 
     def d2_metrics(self) -> list[Finding]:
-        if not self.report.probe.present("gpu_metrics"):
+        metrics = self.measured("gpu_metrics", GpuMetricsResult)
+        if metrics is None:
             return [
                 Finding(
                     "info",
@@ -639,12 +624,8 @@ class Evidence:
                     check="D2",
                 )
             ]
-        rows = self.report.sql(
-            "SELECT metric_name, avg(value) AS mean, quantile_cont(value, 0.99) AS p99, count(*) "
-            "FROM gpu_metrics WHERE regexp_matches(lower(metric_name), 'dram|vram|sm active|pcie') "
-            "GROUP BY 1 ORDER BY 1"
-        ).fetchall()
-        ev = tuple(f"{m}: mean {a:.1f}, P99 {p:.1f} ({n} samples)" for m, a, p, n in rows)
+        ev = tuple(f"{m.metric_name}: mean {m.mean:.1f}, P99 {m.p99:.1f} ({m.samples} samples)"
+                   for m in metrics.rows())
         return [
             Finding(
                 "gpu",

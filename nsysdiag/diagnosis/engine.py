@@ -27,6 +27,8 @@ import numpy as np
 from ..analyses.base import AnalysisResult
 from ..analyses.capture import CaptureResult
 from ..analyses.graphs import GraphsResult
+from ..analyses.host_stall import HostStall
+from ..analyses.host_stall import measure as measure_host_stall
 from ..analyses.interference import InterferenceResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
@@ -111,10 +113,12 @@ def _diagnose(
         ("capture", {"baseline": str(baseline) if baseline else None, "settings": settings}),
     )
     # the whole run's breakdown (on overlap's unions: the answer without a unit) beside
-    # launch gaps; gpu_idle after ranges, whose unit windows tell gaps inside units from
-    # those between them (up to idle_cause_max_kernels: it holds a row per gap)
+    # launch gaps; after them OS blocking and GPU metrics (views the others do not build)
+    # and gpu_idle after ranges, whose unit windows tell gaps inside units from those
+    # between them (up to idle_cause_max_kernels: it holds a row per gap)
     after: tuple[tuple[str, dict], ...] = (
-        ("ranges", {"range_name": range_name, "settings": settings}),)
+        ("ranges", {"range_name": range_name, "settings": settings}),
+        ("os_blocking", {"settings": settings}), ("gpu_metrics", {"settings": settings}))
     if probe["kernels"].source_rows <= settings.idle_cause_max_kernels:
         after += (("gpu_idle", {"range_name": range_name, "settings": settings,
                                 "detail": False}),)
@@ -122,7 +126,7 @@ def _diagnose(
         report, _run, ("launch_gaps", gaps_options),
         (*beside, ("whole_run", {"settings": settings})), after)
     results = {name: done[name]
-               for name in ("launch_gaps", *(n for n, _ in beside), "ranges", "gpu_idle",
+               for name in ("launch_gaps", *(n for n, _ in beside), *(n for n, _ in after),
                             "whole_run") if name in done}
 
     ranges = results.get("ranges")
@@ -146,7 +150,8 @@ def _diagnose(
     in_use = bool(graphs.in_use) if graphs is not None else False
     capture = results.get("capture")
     capture = capture if isinstance(capture, CaptureResult) and capture.ok else None
-    ev = checks.Evidence(report, results, settings, in_use,
+    ev = checks.Evidence(results, settings, in_use,
+                         host_stall=_host_stall(report, results.get("ranges"), tail, settings),
                          unit_time_ns=float(durations.sum()) if durations is not None else None,
                          lone_outlier=tail.lone_outlier_ns is not None)
     findings = ev.run_all()
@@ -186,6 +191,17 @@ def _diagnose(
         analyses=results,
         platform=_platform(capture),
     )
+
+
+def _host_stall(report: Report, ranges: AnalysisResult | None, tail: TailSummary,
+                settings: Settings) -> HostStall | None:
+    """How the slow units' extra host time is laid out (check C3's measurement), when the
+    tail attribution compares slow units with the median band (not a lone outlier)."""
+    if not isinstance(ranges, RangesResult) or not ranges.ok or not ranges.attribution \
+            or tail.lone_outlier_ns is not None:
+        return None
+    return measure_host_stall(report, ranges, report.probe.present("os_runtime"),
+                              settings.host_signature_ratio)
 
 
 #: a component's share of its side's growth in the tail from which the culprit analyses run
@@ -346,9 +362,9 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
     """Rule: a named cause is no surer than the slow units, judged one by one, support it
     (:mod:`.support`): its confidence is at most the chance that most of them carry it,
     and no more than their number makes sure (2 units: at most 0.55, however large their
-    growth); the verdict says on how many it rests when that bound lowers it. A cause that fewer than half of
-    them carry is the cause of a few units, not of the tail: the verdict is undetermined
-    and says what the units carry. Where what grew decides (the layer explains at least
+    growth); the verdict says on how many it rests when that bound lowers it. A cause
+    that fewer than half of them carry is the cause of a few units, not of the tail: the
+    verdict is undetermined and says what the units carry. Where what grew decides (the layer explains at least
     ``_DECISIVE_SHARE`` of the tail's extra latency), the verdict is as sure as that
     bound, above the score's margin too."""
     r = ev.measured("ranges", RangesResult)
