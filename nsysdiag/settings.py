@@ -73,6 +73,70 @@ class Settings:
              "tail to get a cause")
     corroborate_check: float = _rule(
         0.5, "check score (0-1) the same layer needs for an elevated tail to get a cause")
+    # -- the verdict's confidence ------------------------------------------------------------
+    score_attribution_weight: float = _rule(
+        0.5, "weight of a layer's share (0-1) of the tail's extra latency in its score")
+    score_check_weight: float = _rule(
+        0.3, "weight of the layer's checks' score (0-1) in its score")
+    score_shape_weight: float = _rule(
+        0.2, "weight of the tail shape's vote (its confidence, 0-1) in the score of the layer "
+             "the shape points at")
+    confidence_base: float = _rule(
+        0.45, "a named cause's confidence before its evidence: base + span x score x "
+              "min(1, margin_floor + margin_gain x the score's margin over the runner-up) "
+              "(0-1)")
+    confidence_span: float = _rule(
+        0.5, "what the score and its margin add to confidence_base at most (0-1)")
+    confidence_margin_floor: float = _rule(
+        0.3, "the margin term's value at a margin of 0: a layer that wins by nothing keeps "
+             "this part of its score (0-1)")
+    confidence_margin_gain: float = _rule(
+        2.0, "the margin term's slope: a margin of (1 - margin_floor) / gain gives the "
+             "score in full (ratio)")
+    shape_outvoted_factor: float = _rule(
+        0.9, "confidence factor when the shape points elsewhere but what grew decides (the "
+             "layer explains decisive_share of the tail's extra latency) (ratio)")
+    shape_disagrees_factor: float = _rule(
+        0.8, "confidence factor when the shape points elsewhere and what grew does not "
+             "decide (ratio)")
+    attribution_leans_share: float = _rule(
+        0.3, "share (0-1) of the tail's extra latency from which another layer than the "
+             "named one leads the attribution, lowering confidence by "
+             "attribution_leans_factor")
+    attribution_leans_factor: float = _rule(
+        0.85, "confidence factor when the attribution leans to another layer (ratio)")
+    elevated_factor: float = _rule(
+        0.85, "confidence factor of a cause named for an elevated (not abnormal) tail "
+              "(ratio)")
+    vetoed_factor: float = _rule(
+        0.85, "confidence factor when a higher-scoring layer was passed over because its "
+              "own measurements speak against it (ratio)")
+    signature_base: float = _rule(
+        0.55, "confidence of a mechanism whose own signature was measured, at a strength of "
+              "0: base + signature_span x strength (0-1)")
+    signature_span: float = _rule(
+        0.4, "what a signature's strength (0-1) adds to signature_base at most (0-1)")
+    decisive_share: float = _rule(
+        0.6, "share (0-1) of the tail's extra latency from which what grew decides the "
+             "layer whatever the shape says")
+    normal_healthy_confidence: float = _rule(
+        0.9, "confidence of healthy for a normal tail (a tight shape raises it to its own "
+             "confidence, up to confidence_max) (0-1)")
+    elevated_healthy_confidence: float = _rule(
+        0.8, "confidence of healthy for an elevated tail no evidence corroborates a cause "
+             "of (0-1)")
+    confidence_max: float = _rule(0.97, "the most confidence a verdict states (0-1)")
+    incomplete_confidence: float = _rule(
+        0.5, "the most confidence a named cause keeps when the capture is incomplete (0-1)")
+    culprit_share: float = _rule(
+        0.1, "share (0-1) of its side's growth in the tail from which a component runs the "
+             "analyses that name its culprit (interference for other GPU work, workload)")
+    support_z: float = _rule(
+        1.2816, "the normal quantile of the slow units' support: m units all carrying a "
+                "cause make a verdict at most m / (m + z^2) sure (1.2816: one-sided 90%)")
+    support_units: int = _rule(
+        20, "slowest units judged one by one for the verdict's support when the slowest "
+            "tenth holds as many (units)")
     # -- C3: the host side's signature -------------------------------------------------------
     host_signature_share: float = _rule(
         0.6, "share (0-1) of the slow units' extra latency that one long host stretch, or "

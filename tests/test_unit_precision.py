@@ -12,6 +12,7 @@ from conftest import CORPUS
 import nsysdiag
 from nsysdiag.analyses import ranges
 from nsysdiag.diagnosis import support
+from nsysdiag.settings import DEFAULTS
 
 
 def _sync_loop(b, n: int, work) -> None:
@@ -181,14 +182,17 @@ def test_a_cause_resting_on_a_handful_of_units_is_no_surer_than_they_are(builder
         in d.verdict.summary
 
 
+Z = DEFAULTS.support_z
+
+
 def test_wilson_lower_bound_by_hand():
     # all of m carry it: m / (m + z^2), z = 1.2816 (z^2 = 1.6425)
-    assert support.wilson_lower(2, 2) == pytest.approx(2 / 3.6425, abs=1e-4)
-    assert support.wilson_lower(10, 10) == pytest.approx(10 / 11.6425, abs=1e-4)
+    assert support.wilson_lower(2, 2, Z) == pytest.approx(2 / 3.6425, abs=1e-4)
+    assert support.wilson_lower(10, 10, Z) == pytest.approx(10 / 11.6425, abs=1e-4)
     # 9 of 10: (0.9 + 0.08212 - 1.2816 sqrt(0.009 + 0.004106)) / 1.16425 = 0.7175
-    assert support.wilson_lower(9, 10) == pytest.approx(0.7175, abs=1e-3)
-    assert support.wilson_lower(0, 10) == pytest.approx(0.0, abs=1e-12)
-    assert support.wilson_lower(0, 0) == 0.0
+    assert support.wilson_lower(9, 10, Z) == pytest.approx(0.7175, abs=1e-3)
+    assert support.wilson_lower(0, 10, Z) == pytest.approx(0.0, abs=1e-12)
+    assert support.wilson_lower(0, 0, Z) == 0.0
 
 
 def test_support_bound_by_hand():
@@ -202,13 +206,13 @@ def test_support_bound_by_hand():
     assert support.majority(0, 2) == pytest.approx(1 - 0.924, abs=1e-3)
     assert support.majority(0, 0) == 0.0
     # the bound: the majority's chance, and no more than m units make sure
-    assert support.bound(2, 2) == pytest.approx(2 / 3.6425, abs=1e-4)
-    assert support.bound(20, 20) == pytest.approx(20 / 21.6425, abs=1e-4)
-    assert support.bound(7, 11) == pytest.approx(support.majority(7, 11))
-    assert 0.8 < support.bound(7, 11) < 0.85
+    assert support.bound(2, 2, Z) == pytest.approx(2 / 3.6425, abs=1e-4)
+    assert support.bound(20, 20, Z) == pytest.approx(20 / 21.6425, abs=1e-4)
+    assert support.bound(7, 11, Z) == pytest.approx(support.majority(7, 11))
+    assert 0.8 < support.bound(7, 11, Z) < 0.85
     # more carrying, surer; fewer than half, under 1/2
-    assert support.bound(6, 11) < support.bound(7, 11) < support.bound(9, 11)
-    assert support.bound(4, 11) < 0.5
+    assert support.bound(6, 11, Z) < support.bound(7, 11, Z) < support.bound(9, 11, Z)
+    assert support.bound(4, 11, Z) < 0.5
 
 
 def test_a_cause_carried_by_two_units_is_not_confident(builder, tmp_path):

@@ -23,6 +23,8 @@ ANALYSES = (
     "gpu_idle",
     "whole_run",
     "host_syncs",
+    "os_blocking",
+    "gpu_metrics",
     "interference",
     "workload",
 )

@@ -31,6 +31,7 @@ from ..engine.database import BATCH_ROWS
 from ..engine.schedule import forked
 from ..engine.steps import expose, registered, shared, step_file, step_writer, steps, temp_views
 from ..errors import UsageError
+from ..layers import Layer
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
 from . import _compiled, cycles, intervals, sweep
@@ -60,7 +61,7 @@ class Component(str, enum.Enum):
     at (None: waiting, a consequence rather than a cause), whether it is time inside CUDA
     calls, and what its growth in the tail means."""
 
-    def __new__(cls, value: str, side: str, layer: str | None, cuda_call: bool,
+    def __new__(cls, value: str, side: str, layer: Layer | None, cuda_call: bool,
                 meaning: str) -> Component:
         member = str.__new__(cls, value)
         member._value_ = value
@@ -71,27 +72,28 @@ class Component(str, enum.Enum):
         return member
 
     side: str
-    layer: str | None
+    layer: Layer | None
     cuda_call: bool
     meaning: str
 
-    CPU_LAUNCH = ("cpu_launch", "cpu", "cpu", True,
+    CPU_LAUNCH = ("cpu_launch", "cpu", Layer.CPU, True,
                   "launch calls took longer: CPU-side launch overhead or CPU contention")
-    CPU_MEMCPY = ("cpu_memcpy", "cpu", "pcie", True,
+    CPU_MEMCPY = ("cpu_memcpy", "cpu", Layer.PCIE, True,
                   "copy calls took longer on the host (synchronous or pageable copies)")
     CPU_SYNC = ("cpu_sync", "cpu", None, False, "the host waited longer in synchronizations")
-    CPU_OTHER_API = ("cpu_other_api", "cpu", "cpu", True,
+    CPU_OTHER_API = ("cpu_other_api", "cpu", Layer.CPU, True,
                      "other CUDA calls took longer (allocation, module loading: often warm-up)")
-    CPU_OUTSIDE_CUDA = ("cpu_outside_cuda", "cpu", "cpu", False,
+    CPU_OUTSIDE_CUDA = ("cpu_outside_cuda", "cpu", Layer.CPU, False,
                         "the host spent longer outside CUDA: CPU work, queueing or scheduling")
-    GPU_OWN_KERNEL = ("gpu_own_kernel", "gpu", "gpu", False,
+    GPU_OWN_KERNEL = ("gpu_own_kernel", "gpu", Layer.GPU, False,
                       "its own kernels ran longer: GPU execution")
-    GPU_OWN_COPY = ("gpu_own_copy", "gpu", "pcie", False, "its own copies ran longer: transfers")
-    GPU_OTHER = ("gpu_other", "gpu", "gpu", False,
+    GPU_OWN_COPY = ("gpu_own_copy", "gpu", Layer.PCIE, False,
+                    "its own copies ran longer: transfers")
+    GPU_OTHER = ("gpu_other", "gpu", Layer.GPU, False,
                  "other GPU work ran meanwhile: contention from other streams or processes")
     # the unit's work was submitted but nothing ran: the GPU (or work the trace does not
     # show) held it back
-    GPU_PENDING_IDLE = ("gpu_pending_idle", "gpu", "gpu", False,
+    GPU_PENDING_IDLE = ("gpu_pending_idle", "gpu", Layer.GPU, False,
                         "submitted work waited while the GPU looked idle: work this trace "
                         "does not show (another process) or GPU-side scheduling delayed it")
     GPU_IDLE = ("gpu_idle", "gpu", None, False, "the GPU waited for the host")

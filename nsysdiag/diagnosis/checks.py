@@ -17,13 +17,14 @@ from ..analyses.base import AnalysisResult
 from ..analyses.capture import CaptureResult
 from ..analyses.gpu_idle import MEANING as IDLE_MEANING
 from ..analyses.gpu_idle import GpuIdleResult, breakdown
+from ..analyses.gpu_metrics import GpuMetricsResult
 from ..analyses.graphs import GraphsResult
 from ..analyses.host_stall import HostStall, Layout
-from ..analyses.host_stall import measure as measure_host_stall
 from ..analyses.interference import InterferenceResult
 from ..analyses.jitter import JitterResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.launch_latency import LaunchLatencyResult
+from ..analyses.os_blocking import OsBlockingResult
 from ..analyses.overlap import OverlapResult
 from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
@@ -35,17 +36,17 @@ from ..analyses.workload import (
     is_workload_tail,
 )
 from ..formatting import fmt_ns, fmt_ratio
+from ..layers import CAUSE_LAYERS, Layer
 from .model import Finding, Mechanism
 
 if TYPE_CHECKING:
-    from ..report import Report
     from ..settings import Settings
     from .model import TailSummary
 
 R = TypeVar("R", bound=AnalysisResult)
 
 
-def component_layer(component: Component | str) -> str | None:
+def component_layer(component: Component | str) -> Layer | None:
     """Which layer a tail-attribution component belongs to (None: waiting, not a cause).
 
     Time in synchronization calls and GPU idle time are consequences (the host waits for
@@ -56,19 +57,19 @@ def component_layer(component: Component | str) -> str | None:
 
 
 class Evidence:
-    """The analyses' results, read as the method's checks."""
+    """The analyses' results, read as the method's checks: measurements in, findings and
+    scores out. It runs no SQL and no analysis (the engine measures first)."""
 
     def __init__(
         self,
-        report: Report,
         results: dict[str, AnalysisResult],
         settings: Settings,
         graphs_in_use: bool,
         *,
+        host_stall: HostStall | None = None,
         unit_time_ns: float | None = None,
         lone_outlier: bool = False,
     ):
-        self.report = report
         self.results = results
         self.settings = settings
         self.graphs_in_use = graphs_in_use
@@ -76,15 +77,16 @@ class Evidence:
         self.unit_time_ns = unit_time_ns
         #: one extreme unit would carry the slow-unit comparison: the attribution is not used
         self.lone_outlier = lone_outlier
-        self._scores: dict[str, float] = {"cpu": 0.0, "gpu": 0.0, "pcie": 0.0}
-        self._reasons: dict[str, list[str]] = {"cpu": [], "gpu": [], "pcie": []}
-        self._jitter: AnalysisResult | None = results.get("jitter")
+        self._scores: dict[Layer, float] = {layer: 0.0 for layer in CAUSE_LAYERS}
+        self._reasons: dict[Layer, list[str]] = {layer: [] for layer in CAUSE_LAYERS}
         #: what check E1 measured wrong (None: it did not measure)
         self.pcie_faults: list[str] | None = None
-        self._host_stall: HostStall | None | bool = False  # False: not measured yet
+        #: how the slow units' extra host time is laid out (None: not measured, no
+        #: attribution or a lone outlier)
+        self._host_stall = host_stall
         #: layer -> strength (0-1) of a mechanism's own signature measured for it (C3's
         #: share of the growth, the other work's share of slow units)
-        self.signatures: dict[str, float] = {}
+        self.signatures: dict[Layer, float] = {}
 
     def measured(self, name: str, kind: type[R]) -> R | None:
         """The result of analysis ``name`` when it measured (status ok), else None."""
@@ -92,16 +94,16 @@ class Evidence:
         return r if isinstance(r, kind) and r.ok else None
 
     # -- scores -------------------------------------------------------------------------
-    def _score(self, layer: str, value: float, reason: str) -> None:
+    def _score(self, layer: Layer, value: float, reason: str) -> None:
         if value > self._scores[layer]:
             self._scores[layer] = min(1.0, value)
         if value > 0 and reason:
             self._reasons[layer].append(reason)
 
-    def check_score(self, layer: str) -> float:
+    def check_score(self, layer: Layer) -> float:
         return self._scores.get(layer, 0.0)
 
-    def reason(self, layer: str) -> str:
+    def reason(self, layer: Layer) -> str:
         parts = self._reasons.get(layer) or []
         attr = self.attribution_detail(layer)
         if attr:
@@ -126,7 +128,7 @@ class Evidence:
         r = self.measured("ranges", RangesResult)
         return r.attribution if r is not None and not self.lone_outlier else ()
 
-    def attribution_shares(self) -> dict[str, float]:
+    def attribution_shares(self) -> dict[Layer, float]:
         """Layer -> share of the tail's extra latency explained by that layer.
 
         The ranges analysis decomposes each unit twice, on the CPU side (launch, memcpy,
@@ -152,14 +154,14 @@ class Evidence:
                 idle += share
                 continue
             layer = comp.layer
-            if pageable and layer == "cpu" and comp.cuda_call:
+            if pageable and layer == Layer.CPU and comp.cuda_call:
                 # pageable copies are staged by the driver, which blocks CUDA calls of every
                 # kind while the link is busy: their growth is transfer time
-                layer = "pcie"
+                layer = Layer.PCIE
             if layer:
                 sides[comp.side][layer] = sides[comp.side].get(layer, 0.0) + share
         weight = {"cpu": min(1.0, idle), "gpu": max(0.0, 1.0 - min(1.0, idle))}
-        shares: dict[str, float] = {}
+        shares: dict[Layer, float] = {}
         for side, layers in sides.items():
             total = sum(layers.values())
             for layer, v in layers.items():
@@ -185,7 +187,7 @@ class Evidence:
         i = self.measured("interference", InterferenceResult)
         return i is None or bool(i.own_work)
 
-    def attribution_detail(self, layer: str) -> str:
+    def attribution_detail(self, layer: Layer) -> str:
         best = None
         for g in self.attribution():
             if g.component.layer != layer:
@@ -232,7 +234,7 @@ class Evidence:
         undermines = c.incomplete or c.nvtx_only
         fix = ("Capture again with nsys profile --trace=cuda,nvtx, and let the captured "
                "work finish (synchronize before the program or the capture range ends).")
-        return [Finding("info", "critical" if undermines else "info",
+        return [Finding(Layer.INFO, "critical" if undermines else "info",
                         "The capture is incomplete" if undermines else "Capture notes",
                         tuple(c.findings), fix if undermines else "", check="capture",
                         weight=1.0 if undermines else 0.01)]
@@ -265,12 +267,13 @@ class Evidence:
         if heavy:
             what = ("unified-memory migrations" if (share or 0.0) >= (fault_share or 0.0)
                     else "resolving unified-memory page faults")
-            self._score("pcie", min(1.0, worst / 100.0 + 0.3), f"{what} take {worst:.0f}% of {of}")
+            self._score(Layer.PCIE, min(1.0, worst / 100.0 + 0.3),
+                        f"{what} take {worst:.0f}% of {of}")
         title = ("Unified memory migrates on demand" if t.uvm_copies
                  else "Unified memory faults on access" if t.um_faults
                  else "Managed memory in use")
         return [Finding(
-            "pcie", "warning" if heavy else "info", title, tuple(ev),
+            Layer.PCIE, "warning" if heavy else "info", title, tuple(ev),
             "Prefetch managed buffers to the GPU before the kernels run "
             "(cudaMemPrefetchAsync), set placement hints with cudaMemAdvise, or use device "
             "memory with explicit asynchronous copies from pinned buffers.",
@@ -346,14 +349,14 @@ class Evidence:
         few = n_gaps < self.settings.launch_min_gaps
         if over and not self.graphs_in_use and not cheap and not few:
             self._score(
-                "cpu",
+                Layer.CPU,
                 0.7 if shallow else 0.4,
                 f"P99 launch-bound gap {fmt_ns(p99)} with the dispatch queue "
                 + ("nearly empty" if shallow else "not drained"),
             )
             out.append(
                 Finding(
-                    "cpu",
+                    Layer.CPU,
                     "warning",
                     f"Kernel launch overhead: P99 launch-bound gap {fmt_ns(p99)} "
                     f"exceeds {fmt_ns(threshold)}",
@@ -370,7 +373,7 @@ class Evidence:
             # each gap short, but together they cost more than a warning's worth: the run
             # is launch-bound (many small kernels); said as a warning, never "within bounds"
             out.append(Finding(
-                "cpu", "warning",
+                Layer.CPU, "warning",
                 f"Launch-bound: the GPU lost {cost_pct:.1f}% of {of} in {n_gaps} launch-bound "
                 f"gaps, each short (P99 {fmt_ns(p99)})",
                 tuple(ev),
@@ -396,7 +399,7 @@ class Evidence:
                 title = "No launch-bound gaps: the GPU's idle time has other causes"
             if idle is not None and idle.top_cause and idle.top_cause != "launch_bound":
                 title += f"; most idle time is {idle.top_cause.replace('_', ' ')}"
-            out.append(Finding("cpu", "info", title, tuple(ev), check="C1", weight=0.1))
+            out.append(Finding(Layer.CPU, "info", title, tuple(ev), check="C1", weight=0.1))
         return out
 
     def _launch_cost(self, idle: GpuIdleResult | None, ev: list[str]
@@ -422,27 +425,22 @@ class Evidence:
             if c.idle_ns:
                 ev.append(f"{c.cause.replace('_', ' ')}: {fmt_ns(c.idle_ns)} "
                           f"({c.share_pct:.1f}%, {c.gaps} gaps): {IDLE_MEANING[c.cause]}")
-        return [Finding("info", "info", "GPU idle time by cause", tuple(ev), check="idle",
+        return [Finding(Layer.INFO, "info", "GPU idle time by cause", tuple(ev), check="idle",
                         weight=0.04)]
 
     def c2_threads(self) -> list[Finding]:
         # CPU time outside CUDA calls is measured per unit by the ranges analysis; OS
         # runtime blocking adds what the threads waited on when it was traced.
-        if not self.report.probe.present("os_runtime"):
-            return []
-        rows = self.report.sql(
-            "SELECT name, count(*) AS n, sum(duration_ns)::BIGINT AS total_ns, "
-            "count(DISTINCT global_tid) AS threads FROM os_runtime "
-            "GROUP BY name ORDER BY total_ns DESC LIMIT 3"
-        ).fetchall()
+        blocking = self.measured("os_blocking", OsBlockingResult)
+        rows = blocking.top(3) if blocking is not None else []
         if not rows:
             return []
-        ev = tuple(f"{n}: {c} calls, {fmt_ns(t)} blocked"
-                   + (f", summed over {k} threads" if k > 1 else " in total")
-                   for n, c, t, k in rows)
+        ev = tuple(f"{c.name}: {c.calls} calls, {fmt_ns(c.total_ns)} blocked"
+                   + (f", summed over {c.threads} threads" if c.threads > 1 else " in total")
+                   for c in rows)
         return [
             Finding(
-                "cpu",
+                Layer.CPU,
                 "info",
                 "Where CPU threads blocked (OS runtime trace)",
                 ev,
@@ -454,14 +452,8 @@ class Evidence:
     # -- the host side's signature (check C3) --------------------------------------------
     def host_stall(self) -> HostStall | None:
         """How the slow units' extra host time is laid out (None without the attribution
-        or a tail set; measured once)."""
-        if self._host_stall is False:
-            r = self.measured("ranges", RangesResult)
-            self._host_stall = (measure_host_stall(
-                self.report, r, self.report.probe.present("os_runtime"),
-                self.settings.host_signature_ratio)
-                if r is not None and r.attribution and not self.lone_outlier else None)
-        return self._host_stall or None
+        or a tail set)."""
+        return self._host_stall
 
     def gpu_waited_share(self) -> float:
         """The share of the GPU side's growth in the slow units that is idle time with none
@@ -511,16 +503,16 @@ class Evidence:
                     f"{fmt_ns(hs.longest_median_ns)} in the median band)")
         reason = (f"{what}; that holds {share:.0%} of their extra latency"
                   + (" while the GPU waited" if mech is not Mechanism.QUEUEING else ""))
-        self._score("cpu", 0.5 + 0.5 * share, "")
-        self._reasons["cpu"].insert(0, reason)  # the mechanism's own measurement first
-        self.signatures["cpu"] = share
+        self._score(Layer.CPU, 0.5 + 0.5 * share, "")
+        self._reasons[Layer.CPU].insert(0, reason)  # the mechanism's own measurement first
+        self.signatures[Layer.CPU] = share
         title = {Mechanism.QUEUEING: "The slow units queued before their work began",
                  Mechanism.HOST_STALL_BEFORE_WORK: "Host stall before the slow units' first "
                                                    "launch (input preparation, data loading)",
                  Mechanism.HOST_STALL: "Host stall between the slow units' launches (GIL, "
                                        "Python work)"}[mech]
         return [Finding(
-            "cpu", "warning", title,
+            Layer.CPU, "warning", title,
             (what + ".",
              f"the slow units take {fmt_ns(hs.duration_growth_ns)} longer than the median "
              f"band; {share:.0%} of it is this "
@@ -540,21 +532,21 @@ class Evidence:
         slow = i.culprit_slow_units / i.slow_n
         median = (i.culprit_median_units or 0) / max(1, i.median_n or 0)
         if slow >= 0.5 and median < slow / 2:
-            self.signatures["gpu"] = slow
-            self._score("gpu", 0.5 + 0.5 * slow,
+            self.signatures[Layer.GPU] = slow
+            self._score(Layer.GPU, 0.5 + 0.5 * slow,
                         f"other GPU work ran in {i.culprit_slow_units} of {i.slow_n} slow "
                         f"units and {i.culprit_median_units or 0} of {i.median_n} median-band "
                         "units")
         return []
 
-    def mechanism(self, layer: str) -> Mechanism | None:
+    def mechanism(self, layer: Layer) -> Mechanism | None:
         """What was measured inside ``layer`` (cpu: the host signature, else the CPU
         component that grew most; gpu: the GPU component that grew most; pcie: what
         check E1 found)."""
         r = self.measured("ranges", RangesResult)
-        if layer == "workload":
+        if layer == Layer.WORKLOAD:
             return Mechanism.MORE_WORK
-        if layer == "pcie":
+        if layer == Layer.PCIE:
             # contention first (it slows every copy it meets), then volume (the slow units
             # move more: copies slow in every unit do not make a tail)
             faults = self.pcie_faults or []
@@ -563,7 +555,7 @@ class Evidence:
             if "transfer volume per unit" in faults:
                 return Mechanism.TRANSFER_VOLUME
             return Mechanism.SLOW_TRANSFERS
-        if layer == "gpu":
+        if layer == Layer.GPU:
             top = r.top_gpu_component if r is not None else None
             i = self.measured("interference", InterferenceResult)
             if top is Component.GPU_OTHER and i is not None and i.own_work:
@@ -571,7 +563,7 @@ class Evidence:
             return {Component.GPU_OTHER: Mechanism.OTHER_GPU_WORK,
                     Component.GPU_PENDING_IDLE: Mechanism.GPU_PENDING
                     }.get(top, Mechanism.GPU_EXECUTION)
-        if layer != "cpu":
+        if layer != Layer.CPU:
             return None
         found = self.host_signature()
         if found is not None:
@@ -589,15 +581,9 @@ class Evidence:
             return Mechanism.HOST_STALL
         return Mechanism.HOST_WORK
 
-    def _jitter_result(self) -> AnalysisResult | None:
-        if self._jitter is None and self.report.probe.present("kernels"):
-            self._jitter = self.report.analysis("jitter", settings=self.settings)
-            self.results["jitter"] = self._jitter
-        return self._jitter
-
     def d1_jitter(self) -> list[Finding]:
-        j = self._jitter_result()
-        if not isinstance(j, JitterResult) or not j.ok or not j.kernels_examined:
+        j = self.measured("jitter", JitterResult)
+        if j is None or not j.kernels_examined:
             return []
         slow = j.time_weighted_slow_pct or 0.0
         ratio = j.time_weighted_p99_over_p50 or 1.0
@@ -610,11 +596,11 @@ class Evidence:
             f"{j.worst_p99_over_p50 or 0:.2f}",
         )
         if score >= 0.3:
-            self._score("gpu", score, f"{slow:.1f}% of kernel launches run over "
+            self._score(Layer.GPU, score, f"{slow:.1f}% of kernel launches run over "
                                       f"{self.settings.slow_ratio:g}x their median")
             return [
                 Finding(
-                    "gpu",
+                    Layer.GPU,
                     "warning" if score >= 0.5 else "info",
                     "Kernel execution time is intermittently inflated",
                     ev,
@@ -625,13 +611,15 @@ class Evidence:
                     weight=score,
                 )
             ]
-        return [Finding("gpu", "info", "Kernel durations are stable", ev, check="D1", weight=0.02)]
+        return [Finding(Layer.GPU, "info", "Kernel durations are stable", ev, check="D1",
+                        weight=0.02)]
 
     def d2_metrics(self) -> list[Finding]:
-        if not self.report.probe.present("gpu_metrics"):
+        metrics = self.measured("gpu_metrics", GpuMetricsResult)
+        if metrics is None:
             return [
                 Finding(
-                    "info",
+                    Layer.INFO,
                     "info",
                     "GPU metrics not captured",
                     ("DRAM bandwidth and SM activity would confirm memory-bound phases",),
@@ -639,15 +627,11 @@ class Evidence:
                     check="D2",
                 )
             ]
-        rows = self.report.sql(
-            "SELECT metric_name, avg(value) AS mean, quantile_cont(value, 0.99) AS p99, count(*) "
-            "FROM gpu_metrics WHERE regexp_matches(lower(metric_name), 'dram|vram|sm active|pcie') "
-            "GROUP BY 1 ORDER BY 1"
-        ).fetchall()
-        ev = tuple(f"{m}: mean {a:.1f}, P99 {p:.1f} ({n} samples)" for m, a, p, n in rows)
+        ev = tuple(f"{m.metric_name}: mean {m.mean:.1f}, P99 {m.p99:.1f} ({m.samples} samples)"
+                   for m in metrics.rows())
         return [
             Finding(
-                "gpu",
+                Layer.GPU,
                 "info",
                 "GPU metrics (D2)",
                 ev or ("no DRAM/SM/PCIe metrics found",),
@@ -744,11 +728,11 @@ class Evidence:
             ("pageable copies slower than pinned ones would be", pageable_slow),
         ) if wrong]
         if score > 0:
-            self._score("pcie", score, "; ".join(ev[:2]))
+            self._score(Layer.PCIE, score, "; ".join(ev[:2]))
         suspect = []
         if t.suspect_copies:
             suspect.append(Finding(
-                "info", "warning",
+                Layer.INFO, "warning",
                 f"Suspect data: {t.suspect_copies} copies/memsets faster than physically "
                 "possible",
                 (f"{t.faster_than_link} host copies faster than their link, "
@@ -761,7 +745,7 @@ class Evidence:
             return suspect
         return suspect + [
             Finding(
-                "pcie",
+                Layer.PCIE,
                 "warning" if score >= 0.5 else "info",
                 _transfers_title(self.pcie_faults) if score >= 0.3 else "Host-device transfers",
                 tuple(ev),
@@ -779,7 +763,7 @@ class Evidence:
             return []
         return [
             Finding(
-                "cpu",
+                Layer.CPU,
                 "info",
                 "Serialized compute and copies",
                 tuple(r.findings),
@@ -808,9 +792,9 @@ class Evidence:
         if is_transfer_volume_tail(w, self.settings):
             what = "transfer volume per unit"
             self.pcie_faults = [*(self.pcie_faults or []), what]
-            self._score("pcie", 0.5 + 0.5 * (w.copies_explain or 0.0), w.copy_line())
+            self._score(Layer.PCIE, 0.5 + 0.5 * (w.copies_explain or 0.0), w.copy_line())
             out.append(Finding(
-                "pcie", "warning",
+                Layer.PCIE, "warning",
                 "Transfer volume: slow units move "
                 f"{(w.slow_copy_bytes or 0) / max(1.0, w.median_copy_bytes or 0):.3g}x the "
                 "median's host-device bytes", (w.copy_line(),),
@@ -832,7 +816,7 @@ class Evidence:
             ev.append(f"{g.graph_gpu_time_pct:.0f}% of kernel GPU time runs inside graphs")
         return [
             Finding(
-                "graph",
+                Layer.GRAPH,
                 "info",
                 "CUDA Graphs in use: launch overhead is ~0",
                 tuple(ev),
@@ -879,7 +863,7 @@ def _interference_finding(r: InterferenceResult) -> Finding | None:
     if top.own_stream:
         # the program's own work on its own stream: no one interferes, the GPU is behind
         return Finding(
-            "gpu", "warning" if strong else "info",
+            Layer.GPU, "warning" if strong else "info",
             f"GPU-bound with the host ahead: the units wait for the program's own earlier "
             f"work on stream {top.stream_id} ({top.names.split('; ')[0][:60]})",
             tuple(ev),
@@ -888,7 +872,7 @@ def _interference_finding(r: InterferenceResult) -> Finding | None:
             "the GPU (CUDA events, an NVTX range ending in a sync).",
             check="D1", weight=slow_frac - median_frac)
     return Finding(
-        "gpu", "warning" if strong else "info",
+        Layer.GPU, "warning" if strong else "info",
         f"Other GPU work during the slow units: stream {top.stream_id} of "
         f"{top.process_name or 'pid ' + str(top.pid)} ({top.names.split('; ')[0][:60]})",
         tuple(ev),
@@ -914,7 +898,7 @@ def _workload_finding(w: WorkloadResult, settings: Settings, queued: bool
                for r in w.size_relation() if r.rho is not None]
         if is_new_size_tail(w):
             return Finding(
-                "workload", "warning",
+                Layer.WORKLOAD, "warning",
                 f"Workload size: {w.slow_new_size_n} of the {w.slow_n} slowest units are "
                 f"the first of their {size.what}; latency follows it (rank correlation "
                 f"{w.size_rho:.2f})", tuple(ev),
@@ -924,7 +908,7 @@ def _workload_finding(w: WorkloadResult, settings: Settings, queued: bool
                 "size); bound the work per unit where big units are the cost.",
                 check="D1", weight=max(w.size_explains or 0, w.slow_new_size_n / w.slow_n))
         return Finding(
-            "workload", "warning",
+            Layer.WORKLOAD, "warning",
             f"Workload size: slow units hold {fmt_ratio(w.size_ratio)} the {size.what} and "
             f"latency follows it (rank correlation {w.size_rho:.2f})", tuple(ev),
             "The slow units are bigger (longer inputs, bigger batches or payloads): bound or "
@@ -939,13 +923,13 @@ def _workload_finding(w: WorkloadResult, settings: Settings, queued: bool
            for b in w.bins()]
     if not queued and is_workload_tail(w, settings):
         return Finding(
-            "workload", "warning",
+            Layer.WORKLOAD, "warning",
             f"Workload size: slow units launch {fmt_ratio(w.kernel_ratio)} the kernels at the "
             "median's per-kernel speed", tuple(ev),
             "The slow units do more work (longer inputs, bigger batches): bound or split the "
             "work per unit (chunked prefill, batch size caps), or budget latency per unit "
             "of work.", check="D1", weight=w.work_ratio or 0)
-    return Finding("gpu", "info", "More work or slower work: "
+    return Finding(Layer.GPU, "info", "More work or slower work: "
                    + {"slower_work": "the same work runs slower",
                       "more_work": "more kernels in their window, the work they queued "
                                    "behind" if queued

@@ -24,17 +24,18 @@ from typing import TYPE_CHECKING
 
 from ..analyses.host_stall import Layout
 from ..formatting import fmt_ns
-from .model import CAUSE_LAYERS, Finding, Verdict
+from ..layers import CAUSE_LAYERS, Layer
+from .model import Finding, Verdict
 
 if TYPE_CHECKING:
     from .checks import Evidence
 
 
 
-def contradicted(layer: str, ev: Evidence) -> str | None:
+def contradicted(layer: Layer, ev: Evidence) -> str | None:
     """Why ``layer``'s own measurements speak against it as the verdict (None: they do
     not)."""
-    if layer == "pcie" and ev.pcie_faults is not None and not ev.pcie_faults:
+    if layer == Layer.PCIE and ev.pcie_faults is not None and not ev.pcie_faults:
         return ("the transfers analysis measured nothing wrong on the link (no "
                 "same-direction contention, no copy slow against the copy model, no "
                 "pageable copy slower than pinned would be)")
@@ -51,7 +52,7 @@ def healthy_checked(verdict: Verdict, ev: Evidence) -> Verdict:
     work began, but short of the signature that names a cause (the stretch not far enough
     above the median band's, or the GPU busy meanwhile). Its confidence is capped and the
     summary says where the growth sits."""
-    if verdict.layer != "healthy":
+    if verdict.layer != Layer.HEALTHY:
         return verdict
     hs = ev.host_stall()
     if hs is None or hs.layout not in (Layout.QUEUED, Layout.STALL_BEFORE,
@@ -71,7 +72,7 @@ def relabelled(findings: list[Finding], verdict: Verdict) -> list[Finding]:
     the verdict names no cause: what grew most in the slow units is in its evidence, and a
     "[pcie] latency tail" under a healthy verdict would read as a claim the verdict does
     not make."""
-    layer = verdict.layer if verdict.layer in (*CAUSE_LAYERS, "workload") else "info"
+    layer = verdict.layer if verdict.layer in (*CAUSE_LAYERS, Layer.WORKLOAD) else Layer.INFO
     return [dataclasses.replace(f, layer=layer) if f.check == "A/B" and f.layer != layer
             else f for f in findings]
 
@@ -98,7 +99,7 @@ def annotated(findings: list[Finding], verdict: Verdict) -> list[Finding]:
     """A warning that points at another layer than the verdict, and an all-clear of the
     verdict's own layer, each get an evidence line saying so; under a healthy verdict, a
     warning about a layer says that it is about the whole run, not the tail."""
-    if verdict.layer == "healthy":
+    if verdict.layer == Layer.HEALTHY:
         return [dataclasses.replace(f, evidence=(
             *f.evidence, f"this is about the whole run's {f.layer} efficiency, not the latency "
             "tail: the verdict finds no cause of the tail"))

@@ -27,6 +27,8 @@ import numpy as np
 from ..analyses.base import AnalysisResult
 from ..analyses.capture import CaptureResult
 from ..analyses.graphs import GraphsResult
+from ..analyses.host_stall import HostStall
+from ..analyses.host_stall import measure as measure_host_stall
 from ..analyses.interference import InterferenceResult
 from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
@@ -39,12 +41,12 @@ from ..analyses.workload import (
 )
 from ..engine import schedule
 from ..formatting import fmt_ns
+from ..layers import CAUSE_LAYERS, Layer
 from ..report import Report
 from ..settings import Settings
 from ..stats.classifier import classify_tail
 from . import checks, consistency, support
 from .model import (
-    CAUSE_LAYERS,
     Diagnosis,
     Finding,
     GapSummary,
@@ -55,7 +57,7 @@ from .model import (
     Verdict,
 )
 
-SHAPE_LAYER = {"right_skewed": "cpu", "multimodal": "gpu", "flat_tail": "pcie"}
+SHAPE_LAYER = {"right_skewed": Layer.CPU, "multimodal": Layer.GPU, "flat_tail": Layer.PCIE}
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
 
@@ -111,10 +113,12 @@ def _diagnose(
         ("capture", {"baseline": str(baseline) if baseline else None, "settings": settings}),
     )
     # the whole run's breakdown (on overlap's unions: the answer without a unit) beside
-    # launch gaps; gpu_idle after ranges, whose unit windows tell gaps inside units from
-    # those between them (up to idle_cause_max_kernels: it holds a row per gap)
+    # launch gaps; after them OS blocking and GPU metrics (views the others do not build)
+    # and gpu_idle after ranges, whose unit windows tell gaps inside units from those
+    # between them (up to idle_cause_max_kernels: it holds a row per gap)
     after: tuple[tuple[str, dict], ...] = (
-        ("ranges", {"range_name": range_name, "settings": settings}),)
+        ("ranges", {"range_name": range_name, "settings": settings}),
+        ("os_blocking", {"settings": settings}), ("gpu_metrics", {"settings": settings}))
     if probe["kernels"].source_rows <= settings.idle_cause_max_kernels:
         after += (("gpu_idle", {"range_name": range_name, "settings": settings,
                                 "detail": False}),)
@@ -122,7 +126,7 @@ def _diagnose(
         report, _run, ("launch_gaps", gaps_options),
         (*beside, ("whole_run", {"settings": settings})), after)
     results = {name: done[name]
-               for name in ("launch_gaps", *(n for n, _ in beside), "ranges", "gpu_idle",
+               for name in ("launch_gaps", *(n for n, _ in beside), *(n for n, _ in after),
                             "whole_run") if name in done}
 
     ranges = results.get("ranges")
@@ -146,7 +150,8 @@ def _diagnose(
     in_use = bool(graphs.in_use) if graphs is not None else False
     capture = results.get("capture")
     capture = capture if isinstance(capture, CaptureResult) and capture.ok else None
-    ev = checks.Evidence(report, results, settings, in_use,
+    ev = checks.Evidence(results, settings, in_use,
+                         host_stall=_host_stall(report, results.get("ranges"), tail, settings),
                          unit_time_ns=float(durations.sum()) if durations is not None else None,
                          lone_outlier=tail.lone_outlier_ns is not None)
     findings = ev.run_all()
@@ -188,8 +193,15 @@ def _diagnose(
     )
 
 
-#: a component's share of its side's growth in the tail from which the culprit analyses run
-_CULPRIT_SHARE = 0.1
+def _host_stall(report: Report, ranges: AnalysisResult | None, tail: TailSummary,
+                settings: Settings) -> HostStall | None:
+    """How the slow units' extra host time is laid out (check C3's measurement), when the
+    tail attribution compares slow units with the median band (not a lone outlier)."""
+    if not isinstance(ranges, RangesResult) or not ranges.ok or not ranges.attribution \
+            or tail.lone_outlier_ns is not None:
+        return None
+    return measure_host_stall(report, ranges, report.probe.present("os_runtime"),
+                              settings.host_signature_ratio)
 
 
 def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailSummary,
@@ -205,7 +217,7 @@ def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailS
 
     def grew(c: Component) -> bool:
         g = ranges.growth(c)
-        return g is not None and (g.share_of_growth or 0) >= _CULPRIT_SHARE
+        return g is not None and (g.share_of_growth or 0) >= settings.culprit_share
 
     out: dict[str, AnalysisResult] = {}
     # workload always: slow units that are simply bigger may absorb the time on any side
@@ -306,7 +318,7 @@ def _without_unit(verdict: Verdict, tail: TailSummary,
                   whole: AnalysisResult | None) -> Verdict:
     """The answer without units: when no unit repeats (or too few do), what dominated the
     whole run (the whole_run analysis) instead of a bare "undetermined"."""
-    if verdict.layer not in ("undetermined", "insufficient") \
+    if verdict.layer not in (Layer.UNDETERMINED, Layer.INSUFFICIENT) \
             or not isinstance(whole, WholeRunResult) or not whole.ok \
             or not whole.dominant_summary:
         return verdict
@@ -314,7 +326,7 @@ def _without_unit(verdict: Verdict, tail: TailSummary,
         return dataclasses.replace(
             verdict, summary=f"No repeated unit: {whole.dominant_summary}. "
                              f"(Why no unit: {verdict.summary.split(': ', 1)[-1]})")
-    if verdict.layer == "insufficient" or tail.shape == "insufficient_data" \
+    if verdict.layer == Layer.INSUFFICIENT or tail.shape == "insufficient_data" \
             or tail.level == "unknown":
         return dataclasses.replace(
             verdict, summary=f"{verdict.summary} Over the whole run: {whole.dominant_summary}.")
@@ -331,14 +343,14 @@ def _verdict(
     if tail.unit is None:
         # what the capture lost is said even without a unit (it may be why there is none)
         return _incomplete_capture(Verdict(
-            "undetermined",
+            Layer.UNDETERMINED,
             0.0,
             "No repeated unit of work to measure latency on: " + ev.unit_reason(),
-        ), capture)
+        ), capture, settings)
     verdict = (_too_few_units(tail, settings) or _nvtx_only(tail, capture)
                or _layer_verdict(tail, ev, settings, graphs_in_use))
     verdict = _supported(_lone_outlier_note(verdict, tail), tail, ev, settings)
-    return _incomplete_capture(verdict, capture)
+    return _incomplete_capture(verdict, capture, settings)
 
 
 def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
@@ -346,13 +358,13 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
     """Rule: a named cause is no surer than the slow units, judged one by one, support it
     (:mod:`.support`): its confidence is at most the chance that most of them carry it,
     and no more than their number makes sure (2 units: at most 0.55, however large their
-    growth); the verdict says on how many it rests when that bound lowers it. A cause that fewer than half of
-    them carry is the cause of a few units, not of the tail: the verdict is undetermined
-    and says what the units carry. Where what grew decides (the layer explains at least
-    ``_DECISIVE_SHARE`` of the tail's extra latency), the verdict is as sure as that
-    bound, above the score's margin too."""
+    growth); the verdict says on how many it rests when that bound lowers it. A cause
+    that fewer than half of them carry is the cause of a few units, not of the tail: the
+    verdict is undetermined and says what the units carry. Where what grew decides (the
+    layer explains at least ``decisive_share`` of the tail's extra latency), the verdict
+    is as sure as that bound, above the score's margin too."""
     r = ev.measured("ranges", RangesResult)
-    if verdict.layer not in (*CAUSE_LAYERS, "workload") or r is None:
+    if verdict.layer not in (*CAUSE_LAYERS, Layer.WORKLOAD) or r is None:
         return verdict
     found = support.measure(r, verdict.layer, settings, ev.pageable_dominant(),
                             queueing=verdict.mechanism is Mechanism.QUEUEING)
@@ -362,18 +374,18 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
         # what grew decides (the layer explains most of the tail's extra latency) and the
         # slow units, one by one, carry it: the verdict is as sure as they make it
         if verdict.layer in CAUSE_LAYERS \
-                and _evidence_decides(verdict.layer, ev.attribution_shares()):
+                and _evidence_decides(verdict.layer, ev.attribution_shares(), settings):
             return dataclasses.replace(verdict, confidence=round(float(found.bound), 3))
         return verdict
     if 2 * found.carried < found.judged:
         # the slow units' mean names a cause most of them do not carry: a few units (or
         # one) carry the mean, and the cause is theirs, not the tail's
-        others = {layer: s for layer in (*CAUSE_LAYERS, "workload") if layer != verdict.layer
+        others = {layer: s for layer in (*CAUSE_LAYERS, Layer.WORKLOAD) if layer != verdict.layer
                   and (s := support.measure(r, layer, settings, ev.pageable_dominant()))
                   is not None and 2 * s.carried >= s.judged > 0}
         carry = "; ".join(f"{s.carried} carry {layer}" for layer, s in others.items())
         return dataclasses.replace(
-            verdict, layer="undetermined", mechanism=None,
+            verdict, layer=Layer.UNDETERMINED, mechanism=None,
             confidence=round(float(found.bound), 3),
             summary=f"The {tail.level} tail of '{tail.unit}' ({_ratio_text(tail)}) is not "
             f"settled: the slowest units' mean points at {verdict.layer} "
@@ -401,7 +413,7 @@ def _too_few_units(tail: TailSummary, settings: Settings) -> Verdict | None:
         return None
     need = max(settings.min_units, tail.n + 1)
     return Verdict(
-        "insufficient",
+        Layer.INSUFFICIENT,
         0.0,
         f"Insufficient data: {tail.n} instances of '{tail.unit}' are too few to judge a "
         f"latency tail (at least {need} needed; {_ratio_text(tail)} rests on {tail.n}).",
@@ -414,7 +426,7 @@ def _nvtx_only(tail: TailSummary, capture: CaptureResult | None) -> Verdict | No
     if capture is None or not capture.nvtx_only:
         return None
     return Verdict(
-        "undetermined",
+        Layer.UNDETERMINED,
         0.0,
         f"The tail of '{tail.unit}' is {tail.level} ({_ratio_text(tail)}, shape {tail.shape}, "
         f"{tail.n} instances), but the capture holds NVTX ranges only: without a CUDA trace "
@@ -434,10 +446,12 @@ def _lone_outlier_note(verdict: Verdict, tail: TailSummary) -> Verdict:
     return dataclasses.replace(verdict, summary=verdict.summary + note)
 
 
-def _incomplete_capture(verdict: Verdict, capture: CaptureResult | None) -> Verdict:
+def _incomplete_capture(verdict: Verdict, capture: CaptureResult | None,
+                        settings: Settings) -> Verdict:
     """Rule: a capture that lost kernel records or launch calls (or that nsys says dropped
-    events) caps a named layer's confidence at 0.5, and the verdict says what is missing."""
-    if capture is None or not capture.incomplete or verdict.layer == "insufficient":
+    events) caps a named layer's confidence at ``incomplete_confidence``, and the verdict
+    says what is missing."""
+    if capture is None or not capture.incomplete or verdict.layer == Layer.INSUFFICIENT:
         return verdict
     lost = []
     if capture.launches_without_kernel:
@@ -448,7 +462,8 @@ def _incomplete_capture(verdict: Verdict, capture: CaptureResult | None) -> Verd
                     "launch call")
     if capture.dropped_warnings:
         lost.append("nsys warns that events may have been dropped")
-    conf = min(verdict.confidence, 0.5) if verdict.layer in CAUSE_LAYERS else verdict.confidence
+    conf = (min(verdict.confidence, settings.incomplete_confidence)
+            if verdict.layer in CAUSE_LAYERS else verdict.confidence)
     return dataclasses.replace(
         verdict, confidence=round(conf, 3),
         summary=verdict.summary + " The capture is incomplete (" + "; ".join(lost)
@@ -462,9 +477,10 @@ def _layer_verdict(
     attr = ev.attribution_shares()  # layer -> share of the tail's extra latency
     scores = {}
     for layer in CAUSE_LAYERS:
-        s = 0.5 * attr.get(layer, 0.0) + 0.3 * ev.check_score(layer)
+        s = (settings.score_attribution_weight * attr.get(layer, 0.0)
+             + settings.score_check_weight * ev.check_score(layer))
         if shape_layer == layer:
-            s += 0.2 * tail.shape_confidence
+            s += settings.score_shape_weight * tail.shape_confidence
         scores[layer] = round(min(1.0, s), 4)
     best = max(scores, key=lambda k: scores[k])
     top_attr = max(attr, key=lambda k: attr[k]) if attr else None
@@ -476,13 +492,14 @@ def _layer_verdict(
     corroborated = (
         attr.get(best, 0.0) >= settings.corroborate_attribution
         and ev.check_score(best) >= settings.corroborate_check
-        and (best != "cpu" or tail.shape == "right_skewed"
-             or _slow_mode_decides(tail, best, attr) or signature is not None)
-    ) or (best == "cpu" and signature is not None) or ev.more_work()
+        and (best != Layer.CPU or tail.shape == "right_skewed"
+             or _slow_mode_decides(tail, best, attr, settings) or signature is not None)
+    ) or (best == Layer.CPU and signature is not None) or ev.more_work()
     if tail.level == "normal" or (tail.level == "elevated" and not corroborated):
-        conf = 0.9 if tail.level == "normal" else _ELEVATED_HEALTHY
+        conf = (settings.normal_healthy_confidence if tail.level == "normal"
+                else settings.elevated_healthy_confidence)
         if tail.shape == "tight" and tail.level == "normal":
-            conf = max(conf, min(0.97, tail.shape_confidence))
+            conf = max(conf, min(settings.confidence_max, tail.shape_confidence))
         if tail.level == "elevated":
             text = (
                 f"The latency tail of '{tail.unit}' is mildly elevated ({ratio}) but no "
@@ -490,15 +507,15 @@ def _layer_verdict(
             )
         else:
             text = f"The latency tail of '{tail.unit}' is tight ({ratio})."
-        return consistency.healthy_checked(Verdict("healthy", conf, text, scores), ev)
+        return consistency.healthy_checked(Verdict(Layer.HEALTHY, conf, text, scores), ev)
     best, vetoed = _agreeing(best, scores, ev)
     # more work per unit, measured, names the workload whatever the layers score
-    more_work = next((w for layer in dict.fromkeys((best, "gpu", "cpu"))
+    more_work = next((w for layer in dict.fromkeys((best, Layer.GPU, Layer.CPU))
                       if (w := _workload_explains(layer, ev, settings)) is not None), None) \
         if ev.more_work() else None
     if vetoed and scores[best] < settings.min_score and more_work is None:
         return Verdict(
-            "undetermined",
+            Layer.UNDETERMINED,
             round(scores[best], 3),
             f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape}); the "
             f"evidence leans to {vetoed[0]}, but {vetoed[1]}, and no other layer's evidence "
@@ -507,7 +524,7 @@ def _layer_verdict(
         )
     if scores[best] < settings.min_score and more_work is None:
         return Verdict(
-            "undetermined",
+            Layer.UNDETERMINED,
             round(scores[best], 3),
             f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape}) "
             "but no layer's evidence is strong enough to name a cause.",
@@ -516,24 +533,27 @@ def _layer_verdict(
     others = sorted((v for k, v in scores.items()
                      if k != best and not (vetoed and k == vetoed[0])), reverse=True)
     margin = scores[best] - (others[0] if others else 0.0)
-    conf = 0.45 + 0.5 * min(1.0, scores[best]) * min(1.0, 0.3 + 2 * margin)
+    conf = settings.confidence_base + settings.confidence_span * min(1.0, scores[best]) \
+        * min(1.0, settings.confidence_margin_floor + settings.confidence_margin_gain * margin)
     notes = []
     if shape_layer and shape_layer != best:
-        conf *= 0.9 if _evidence_decides(best, attr) else 0.8
+        conf *= (settings.shape_outvoted_factor if _evidence_decides(best, attr, settings)
+                 else settings.shape_disagrees_factor)
         notes.append(_shape_disagreement(tail, shape_layer, best))
-    if top_attr and top_attr != best and attr.get(top_attr, 0) > 0.3:
-        conf *= 0.85
+    if top_attr and top_attr != best \
+            and attr.get(top_attr, 0) > settings.attribution_leans_share:
+        conf *= settings.attribution_leans_factor
         notes.append(f"the tail attribution leans to {top_attr}")
     if tail.level == "elevated":
-        conf *= 0.85
+        conf *= settings.elevated_factor
     if vetoed:
-        conf *= 0.85
+        conf *= settings.vetoed_factor
         notes.append(f"{vetoed[0]} scored higher, but {vetoed[1]}")
     mechanism = ev.mechanism(best)
     strength = _signature(best, mechanism, ev)
     if strength is not None:
         # a mechanism's own signature was measured: the verdict is as sure as it is strong
-        conf = max(conf, _SIGNATURE_BASE + _SIGNATURE_SPAN * strength)
+        conf = max(conf, settings.signature_base + settings.signature_span * strength)
     what = mechanism.words if mechanism is not None else best
     if mechanism is Mechanism.SLOW_TRANSFERS and ev.pcie_faults:
         # the verdict names what E1 measured: no contention is no "contention"
@@ -545,32 +565,26 @@ def _layer_verdict(
     )
     workload = _workload_explains(best, ev, settings) or more_work
     if workload is not None:
-        best = "workload"
+        best = Layer.WORKLOAD
         w = ev.measured("workload", WorkloadResult)
         # the size clause of slow units that are the first of their size: a cost per size
         mechanism = (Mechanism.NEW_SIZES if w is not None and is_new_size_tail(w)
                      and workload == w.size_line() else Mechanism.MORE_WORK)
         if w is not None and w.kernels_explain is not None:
-            conf = max(conf, _SIGNATURE_BASE
-                       + _SIGNATURE_SPAN * min(1.0, max(0.0, w.kernels_explain)))
+            conf = max(conf, settings.signature_base
+                       + settings.signature_span * min(1.0, max(0.0, w.kernels_explain)))
         summary = (f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) "
                    f"comes from {mechanism.words}: {workload}")
         notes = [n for n in notes if not n.startswith("the shape")]
-    elif best == "gpu" and (culprit := _culprit_clause(ev)):
+    elif best == Layer.GPU and (culprit := _culprit_clause(ev)):
         summary += f"; {culprit}"
     if notes:
         summary += " (note: " + "; ".join(notes) + ")"
-    return Verdict(best, round(min(conf, 0.97), 3), summary + ".", scores, mechanism)
+    return Verdict(best, round(min(conf, settings.confidence_max), 3), summary + ".", scores,
+                   mechanism)
 
 
-#: the confidence of a healthy verdict on an elevated tail no layer's evidence explains
-_ELEVATED_HEALTHY = 0.8
-#: a verdict that rests on a mechanism's own signature of strength s (0-1) is at least
-#: _SIGNATURE_BASE + _SIGNATURE_SPAN x s sure
-_SIGNATURE_BASE, _SIGNATURE_SPAN = 0.55, 0.4
-
-
-def _signature(layer: str, mechanism: Mechanism | None, ev: checks.Evidence) -> float | None:
+def _signature(layer: Layer, mechanism: Mechanism | None, ev: checks.Evidence) -> float | None:
     """The strength (0-1) of the named mechanism's own signature, when one was measured:
     the host layout's share of the growth (C3), the share of slow units other GPU work ran
     in, the share of the growth the extra bytes explain (transfer volume)."""
@@ -583,7 +597,7 @@ def _signature(layer: str, mechanism: Mechanism | None, ev: checks.Evidence) -> 
     return None
 
 
-def _agreeing(best: str, scores: dict[str, float], ev: checks.Evidence
+def _agreeing(best: Layer, scores: dict[str, float], ev: checks.Evidence
               ) -> tuple[str, tuple[str, str] | None]:
     """The best-scoring layer whose own measurements do not speak against it, and (layer,
     reason) of the layer passed over (None when none was)."""
@@ -595,31 +609,28 @@ def _agreeing(best: str, scores: dict[str, float], ev: checks.Evidence
     return (others[0] if others else best), (best, reason)
 
 
-#: a layer's share of the tail's extra latency from which what grew decides the layer
-#: whatever the shape says (the shape is one vote)
-_DECISIVE_SHARE = 0.6
-
-
-def _evidence_decides(layer: str, attr: dict[str, float]) -> bool:
+def _evidence_decides(layer: Layer, attr: dict[Layer, float], settings: Settings) -> bool:
     """What grew in the slow units decides: ``layer`` explains most of their extra
-    latency (at least ``_DECISIVE_SHARE``), so a shape pointing elsewhere is outvoted."""
-    return attr.get(layer, 0.0) >= _DECISIVE_SHARE
+    latency (at least ``decisive_share``), so a shape pointing elsewhere is outvoted."""
+    return attr.get(layer, 0.0) >= settings.decisive_share
 
 
-def _slow_mode_decides(tail: TailSummary, layer: str, attr: dict[str, float]) -> bool:
+def _slow_mode_decides(tail: TailSummary, layer: Layer, attr: dict[Layer, float],
+                       settings: Settings) -> bool:
     """An elevated tail with a slow mode of its own (multimodal or flat tail, not the
     tight body of a healthy trace) whose growth ``layer`` decides: the shape's map would
     send it elsewhere (a thread holding the GIL on some requests is cpu, not gpu)."""
-    return tail.shape in ("multimodal", "flat_tail") and _evidence_decides(layer, attr)
+    return tail.shape in ("multimodal", "flat_tail") \
+        and _evidence_decides(layer, attr, settings)
 
 
-def _shape_disagreement(tail: TailSummary, shape_layer: str, best: str) -> str:
+def _shape_disagreement(tail: TailSummary, shape_layer: Layer, best: Layer) -> str:
     """The note saying that the shape points elsewhere than what grew in the slow units."""
     return (f"the shape ({tail.shape}) points at {shape_layer}, but what grew in the slow "
             f"units points at {best}; the shape is one vote, the growth decides")
 
 
-def _workload_explains(best: str, ev: checks.Evidence, settings: Settings) -> str | None:
+def _workload_explains(best: Layer, ev: checks.Evidence, settings: Settings) -> str | None:
     """The workload clause when the slow units are simply bigger (``is_size_tail``: bytes,
     kernels or launch calls that latency follows and that explain most of the extra
     latency, whichever side absorbs it), or do more work at the median's per-kernel speed
@@ -631,7 +642,7 @@ def _workload_explains(best: str, ev: checks.Evidence, settings: Settings) -> st
     r = ev.measured("ranges", RangesResult)
     if w is None or r is None or ev.queued_behind_own_work():
         return None
-    top = {"gpu": r.top_gpu_component, "cpu": r.top_cpu_component}.get(best)
+    top = {Layer.GPU: r.top_gpu_component, Layer.CPU: r.top_cpu_component}.get(best)
     if not ev.more_work() or (
             top not in (Component.GPU_OWN_KERNEL, Component.CPU_LAUNCH)
             and (w.kernels_explain or 0.0) < settings.work_explains):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analyses.gpu_idle import GpuIdleResult, breakdown
 from ..formatting import dumps, fmt_ns, html_table
+from ..layers import Layer
 from ..settings import Settings
 
 if TYPE_CHECKING:
@@ -34,9 +35,6 @@ if TYPE_CHECKING:
     from ..stats.classifier import TailShapeResult
 
 SCHEMA = "nsysdiag.diagnosis/1"
-LAYERS = ("cpu", "gpu", "pcie", "workload", "graph", "info")
-#: workload: the slow units do more work (more kernels at the median's per-kernel speed)
-VERDICT_LAYERS = ("healthy", "cpu", "gpu", "pcie", "workload", "undetermined", "insufficient")
 SEVERITIES = ("critical", "warning", "info")
 
 
@@ -44,12 +42,13 @@ SEVERITIES = ("critical", "warning", "info")
 class Finding:
     """One observation with its evidence and what to do about it.
 
-    ``layer`` is one of cpu, gpu, pcie, graph, info; ``severity`` one of critical,
-    warning, info; ``evidence`` lines carry numbers with units; ``weight`` orders findings
-    of the same severity (larger first).
+    ``layer`` is a :class:`~nsysdiag.layers.Layer` of ``FINDING_LAYERS`` (its name is
+    accepted and read as the member); ``severity`` one of critical, warning, info;
+    ``evidence`` lines carry numbers with units; ``weight`` orders findings of the same
+    severity (larger first).
     """
 
-    layer: str
+    layer: Layer
     severity: str
     title: str
     evidence: tuple[str, ...]
@@ -57,9 +56,12 @@ class Finding:
     check: str = ""
     weight: float = 0.0
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layer", Layer(self.layer))
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "layer": self.layer,
+            "layer": self.layer.value,
             "severity": self.severity,
             "title": self.title,
             "evidence": list(self.evidence),
@@ -68,16 +70,12 @@ class Finding:
         }
 
 
-#: the layers a latency tail's cause can sit in that a confidence is judged for (a
-#: workload verdict is the work itself, judged by its own rule)
-CAUSE_LAYERS = ("cpu", "gpu", "pcie")
-
 
 class Mechanism(str, enum.Enum):
     """What the verdict measured inside its layer: the mechanism, its layer, its name in
     words and what to do about it."""
 
-    def __new__(cls, value: str, layer: str, words: str, action: str) -> Mechanism:
+    def __new__(cls, value: str, layer: Layer, words: str, action: str) -> Mechanism:
         member = str.__new__(cls, value)
         member._value_ = value
         member.layer = layer
@@ -85,64 +83,66 @@ class Mechanism(str, enum.Enum):
         member.action = action
         return member
 
-    layer: str
+    layer: Layer
     words: str
     action: str
 
-    QUEUEING = ("queueing", "cpu", "CPU-side queueing: the units waited before their work began",
+    QUEUEING = ("queueing", Layer.CPU,
+                "CPU-side queueing: the units waited before their work began",
                 "serve sooner: more workers, smaller batches, or less load per worker")
     HOST_STALL_BEFORE_WORK = (
-        "host_stall_before_work", "cpu",
+        "host_stall_before_work", Layer.CPU,
         "a host stall before the work began: the launching thread ran without a CUDA call "
         "before its first launch (input preparation, data loading on that thread)",
         "move input preparation off the launching thread (DataLoader workers, prefetch, "
         "pinned-memory staging) so the next unit's input is ready when it starts")
     HOST_STALL = (
-        "host_stall", "cpu",
+        "host_stall", Layer.CPU,
         "a host stall between launches: the launching thread ran without a CUDA call in "
         "long stretches (another thread holding the GIL, garbage collection, Python work)",
         "find what holds the launching thread (py-spy dump, nsys --sample=cpu, the GIL "
         "holder); move that work off the thread or release the GIL around it")
     HOST_WORK = (
-        "host_work", "cpu",
+        "host_work", Layer.CPU,
         "more host time outside CUDA, spread over the unit in many short stretches (slower "
         "or more Python work per unit, CPU contention)",
         "profile the host code of the slow units (nsys --sample=cpu, py-spy); pin the "
         "process to free cores; CUDA Graphs or torch.compile to cut per-launch Python work")
-    LAUNCH_BOUND = ("launch_bound", "cpu",
+    LAUNCH_BOUND = ("launch_bound", Layer.CPU,
                     "slower launch calls (CPU-side launch overhead or contention)",
                     "fewer, larger kernels (fusion, CUDA Graphs); free CPU cores")
-    SYNC_WAIT = ("sync_wait", "cpu", "longer host waits in synchronizations",
+    SYNC_WAIT = ("sync_wait", Layer.CPU, "longer host waits in synchronizations",
                  "remove synchronizations from the loop (.item(), .cpu(), blocking copies)")
-    GPU_EXECUTION = ("gpu_execution", "gpu", "GPU execution jitter: the same kernels ran slower",
+    GPU_EXECUTION = ("gpu_execution", Layer.GPU,
+                     "GPU execution jitter: the same kernels ran slower",
                      "check clocks and power (nvidia-smi -q -d PERFORMANCE), memory behaviour")
-    OTHER_GPU_WORK = ("other_gpu_work", "gpu",
+    OTHER_GPU_WORK = ("other_gpu_work", Layer.GPU,
                       "other GPU work: other streams or processes held the GPU",
                       "keep other work off the serving GPU, or give it a lower stream "
                       "priority, MPS or MIG partition")
-    GPU_BOUND = ("gpu_bound", "gpu",
+    GPU_BOUND = ("gpu_bound", Layer.GPU,
                  "a GPU-bound run with the host ahead: the units wait for the program's own "
                  "earlier work on its own stream, not for anyone else's",
                  "the GPU is the bottleneck: make the kernels faster or fewer (profile them "
                  "with ncu) or submit less work per unit; time the units on the GPU (CUDA "
                  "events, an NVTX range ending in a sync), since launches return long before "
                  "their work runs")
-    GPU_PENDING = ("gpu_pending", "gpu",
+    GPU_PENDING = ("gpu_pending", Layer.GPU,
                    "submitted work waited while the GPU looked idle (work this trace does "
                    "not show, or GPU-side scheduling)",
                    "capture every process on the GPU (nsys --trace=cuda for all)")
-    TRANSFER_CONTENTION = ("transfer_contention", "pcie",
+    TRANSFER_CONTENTION = ("transfer_contention", Layer.PCIE,
                            "PCIe transfer contention: copies shared the link in the same "
                            "direction", "stagger or pin the competing transfers")
-    SLOW_TRANSFERS = ("slow_transfers", "pcie", "slow host-device transfers",
+    SLOW_TRANSFERS = ("slow_transfers", Layer.PCIE, "slow host-device transfers",
                       "use pinned host memory and larger, asynchronous copies")
-    TRANSFER_VOLUME = ("transfer_volume", "pcie",
+    TRANSFER_VOLUME = ("transfer_volume", Layer.PCIE,
                        "host-device transfer volume: more bytes per unit, not slower copies",
                        "keep the data on the device, or move it before the unit starts")
-    MORE_WORK = ("more_work", "workload", "more work per unit, not slower work",
+    MORE_WORK = ("more_work", Layer.WORKLOAD, "more work per unit, not slower work",
                  "bound the work per unit (batch size, sequence length) or set the slow "
                  "units' latency target apart")
-    NEW_SIZES = ("new_sizes", "workload",
+    NEW_SIZES = ("new_sizes", Layer.WORKLOAD,
                  "units of a new size: a cost paid once per size (kernels loaded or tuned "
                  "for a new shape, an allocator growing)",
                  "pad or bucket the work per unit to a few sizes and warm each one up "
@@ -155,21 +155,26 @@ class Mechanism(str, enum.Enum):
 @dataclass(frozen=True)
 class Verdict:
     """Which layer the latency tail comes from, how sure, and why in one sentence;
-    ``mechanism`` says what was measured inside the layer (None: no cause named)."""
+    ``mechanism`` says what was measured inside the layer (None: no cause named).
+    ``layer`` is a :class:`~nsysdiag.layers.Layer` of ``VERDICT_LAYERS`` (its name is
+    accepted and read as the member)."""
 
-    layer: str
+    layer: Layer
     confidence: float
     summary: str
     scores: dict[str, float] = field(default_factory=dict)
     mechanism: Mechanism | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layer", Layer(self.layer))
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "layer": self.layer,
+            "layer": self.layer.value,
             "mechanism": self.mechanism.value if self.mechanism is not None else None,
             "confidence": round(self.confidence, 3),
             "summary": self.summary,
-            "scores": {k: round(v, 3) for k, v in self.scores.items()},
+            "scores": {str(k): round(v, 3) for k, v in self.scores.items()},
         }
 
 

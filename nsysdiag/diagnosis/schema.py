@@ -20,12 +20,11 @@ from typing import Any
 from ..analyses import ANALYSES, module
 from ..analyses.capture import GpuLink
 from ..analyses.ranges import Component, ComponentGrowth
+from ..layers import FINDING_LAYERS, VERDICT_LAYERS, Layer
 from ..stats.classifier import SHAPES
 from .model import (
-    LAYERS,
     SCHEMA,
     SEVERITIES,
-    VERDICT_LAYERS,
     Finding,
     GapSummary,
     Mechanism,
@@ -50,21 +49,22 @@ _TAIL = {
     "level": {"enum": ["normal", "elevated", "abnormal", "unknown"]},
 }
 _VERDICT = {
-    "layer": {"enum": list(VERDICT_LAYERS)},
+    "layer": {"enum": [layer.value for layer in VERDICT_LAYERS]},
     "mechanism": {"description": "what was measured inside the layer (null: no cause "
                                  "named)"},
     "confidence": {"minimum": 0, "maximum": 1},
     "scores": {"additionalProperties": {"type": "number"}},
 }
 _FINDING = {
-    "layer": {"enum": list(LAYERS)},
+    "layer": {"enum": [layer.value for layer in FINDING_LAYERS]},
     "severity": {"enum": sorted(SEVERITIES, key=("info", "warning", "critical").index)},
     "evidence": {"items": {"type": "string"}},
     "check": {"description": "the method's step: A/B, C1, C2, D1, D2, E1, graphs, overlap"},
 }
 _GAPS = {"count": {"minimum": 0}}
 
-_SCALARS = {"float": "number", "int": "integer", "bool": "boolean", "str": "string"}
+_SCALARS = {"float": "number", "int": "integer", "bool": "boolean", "str": "string",
+            "Layer": "string"}
 
 
 def _json_type(annotation: str) -> dict[str, Any]:
@@ -132,8 +132,8 @@ def _summary(name: str) -> dict[str, Any]:
 
 def diagnosis_schema() -> dict[str, Any]:
     """The JSON Schema of :meth:`Diagnosis.to_dict` (version 1)."""
-    finding_fields = list(Finding(layer="", severity="", title="", evidence=()).to_dict())
-    verdict_fields = list(Verdict("", 0.0, "").to_dict())
+    finding_fields = list(Finding(layer=Layer.INFO, severity="", title="", evidence=()).to_dict())
+    verdict_fields = list(Verdict(Layer.HEALTHY, 0.0, "").to_dict())
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA,

@@ -13,19 +13,19 @@ many times fewer) is no comparison for any other cause, so it carries none, unle
 range overlaps another one of its thread (it queued, and its window holds that unit's
 kernels too).
 
-The units judged are the slowest ones: the tail set, widened to ``JUDGED`` (20) when the
-slowest tenth holds as many, and of them those in the tail's range: standing out of the
-body (``elevated_ratio`` x P50) and at least halfway from the median to the median of the
-tail set (natural jitter just above the body is not the tail the verdict explains).
-The verdict is right when the cause is the tail's, that is when most such units carry
-it. With ``s`` of ``m`` carrying the cause, its confidence is at most (:func:`bound`)
-the chance that at least half of such units carry it, given ``s`` of ``m`` (the
-posterior of the share under Jeffreys' prior, Beta(s + 1/2, m - s + 1/2)), and at most
-``m / (m + Z^2)``, the Wilson score interval's one-sided 90% lower bound of the share
-when all ``m`` carry it (2 units: 0.55, 3: 0.65, 6: 0.79, 10: 0.86, 20: 0.92): a cause
-resting on 2 units is not confident however large their growth, one the 20 slowest
-units carry is, and 7 of 11 (two of the four others natural hiccups of the run) make
-it 0.82 sure.
+The units judged are the slowest ones: the tail set, widened to ``support_units`` (20)
+when the slowest tenth holds as many, and of them those in the tail's range: standing out
+of the body (``elevated_ratio`` x P50) and at least halfway from the median to the median
+of the tail set (natural jitter just above the body is not the tail the verdict
+explains). The verdict is right when the cause is the tail's, that is when most such
+units carry it. With ``s`` of ``m`` carrying the cause, its confidence is at most
+(:func:`bound`) the chance that at least half of such units carry it, given ``s`` of
+``m`` (the posterior of the share under Jeffreys' prior, Beta(s + 1/2, m - s + 1/2)),
+and at most ``m / (m + z^2)`` (``z``: the setting ``support_z``), the Wilson score
+interval's one-sided 90% lower bound of the share when all ``m`` carry it (2 units: 0.55,
+3: 0.65, 6: 0.79, 10: 0.86, 20: 0.92): a cause resting on 2 units is not confident
+however large their growth, one the 20 slowest units carry is, and 7 of 11 (two of the
+four others natural hiccups of the run) make it 0.82 sure.
 """
 
 from __future__ import annotations
@@ -36,17 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analyses.ranges import Component, RangesResult
+from ..layers import Layer
 from ..settings import Settings
 
-#: the one-sided 90% normal quantile: the support is the share of slow units carrying the
-#: cause that the data make 90% sure of
-Z = 1.2816
-#: the slowest units judged when the slowest tenth holds as many (issue 33: a verdict
-#: resting on fewer than 20 units is not confident)
-JUDGED = 20
 
-
-def wilson_lower(s: int, m: int, z: float = Z) -> float:
+def wilson_lower(s: int, m: int, z: float) -> float:
     """The lower end of the Wilson score interval of a share ``s / m`` (0 when ``m`` is 0)."""
     if m <= 0:
         return 0.0
@@ -68,11 +62,11 @@ def majority(s: int, m: int) -> float:
     return float(1.0 - betainc(s + 0.5, m - s + 0.5, 0.5))
 
 
-def bound(s: int, m: int) -> float:
+def bound(s: int, m: int, z: float) -> float:
     """The most confidence ``s`` carrying units of ``m`` judged support: that most such
     units carry the cause (:func:`majority`), and no more than ``m`` units, all carrying
-    it, make sure (``wilson_lower(m, m)``)."""
-    return min(majority(s, m), wilson_lower(m, m))
+    it, make sure (``wilson_lower(m, m, z)``)."""
+    return min(majority(s, m), wilson_lower(m, m, z))
 
 
 @dataclass(frozen=True)
@@ -82,11 +76,12 @@ class Support:
     carried: int  #: units whose own growth points at the verdict's layer
     judged: int  #: slow units standing out of the body, judged one by one
     other_work: int  #: of them, units running other work than the median band (carry none)
+    z: float  #: the normal quantile of the bound (``support_z``)
 
     @property
     def bound(self) -> float:
         """The most confidence the units support (0..1; :func:`bound`)."""
-        return bound(self.carried, self.judged)
+        return bound(self.carried, self.judged, self.z)
 
     def text(self) -> str:
         base = f"{self.carried} of the {self.judged} slowest units standing out carry it"
@@ -96,7 +91,7 @@ class Support:
         return base
 
 
-def _carries(delta: dict[Component, float], layer: str, pageable: bool) -> bool:
+def _carries(delta: dict[Component, float], layer: Layer, pageable: bool) -> bool:
     """One unit carries ``layer`` when the component that grew most on one of its sides
     (CPU: the thread's time; GPU: the device's) points at it. Waiting (host syncs, GPU
     idle) points at no layer; with pageable copies dominant, CUDA calls' growth on the host
@@ -106,7 +101,7 @@ def _carries(delta: dict[Component, float], layer: str, pageable: bool) -> bool:
         if not grown:
             continue
         top = max(grown, key=lambda c: grown[c])
-        at = "pcie" if pageable and top.layer == "cpu" and top.cuda_call else top.layer
+        at = Layer.PCIE if pageable and top.layer == Layer.CPU and top.cuda_call else top.layer
         if at == layer:
             return True
     return False
@@ -134,7 +129,7 @@ def _overlapping(table) -> np.ndarray:
     return out
 
 
-def measure(ranges: RangesResult, layer: str, settings: Settings,
+def measure(ranges: RangesResult, layer: Layer, settings: Settings,
             pageable: bool = False, queueing: bool = False) -> Support | None:
     """The support of a verdict naming ``layer`` (cpu, gpu, pcie or workload) among the
     slowest units; None without per-unit figures. ``queueing``: the verdict names
@@ -160,7 +155,7 @@ def measure(ranges: RangesResult, layer: str, settings: Settings,
     queued = _overlapping(table)
     order = np.argsort(d, kind="stable")
     band = order[int(np.floor(0.45 * n)):int(np.ceil(0.55 * n))]
-    k = max(int(ranges.tail_n or 0), min(JUDGED, math.ceil(n / 10)))
+    k = max(int(ranges.tail_n or 0), min(settings.support_units, math.ceil(n / 10)))
     slow = order[n - min(k, n):]
     # the units in the tail's range: standing out of the body, and at least halfway from
     # the median to the tail set's own median (the attribution's slow set; its median, as
@@ -169,7 +164,7 @@ def measure(ranges: RangesResult, layer: str, settings: Settings,
     tail_mid = float(np.median(d[order[n - max(1, int(ranges.tail_n or 0)):]]))
     slow = slow[d[slow] > max(settings.elevated_ratio * p50, (p50 + tail_mid) / 2)]
     if slow.size == 0 or band.size == 0:
-        return Support(0, 0, 0)
+        return Support(0, 0, 0, settings.support_z)
     base = {c: float(cols[c][band].mean()) for c in names}
     band_kernels = float(np.median(kernels[band])) if kernels is not None else 0.0
     band_ops = band_kernels + (float(np.median(copies[band])) if copies is not None else 0.0)
@@ -184,13 +179,13 @@ def measure(ranges: RangesResult, layer: str, settings: Settings,
         if queueing and queued[i]:
             carried += 1
             continue
-        if kernels is not None and band_kernels > 0 and layer != "workload" \
+        if kernels is not None and band_kernels > 0 and layer != Layer.WORKLOAD \
                 and not queued[i]:
             ratio = kernels[i] / band_kernels
             if ratio >= settings.workload_ratio or ratio <= 1 / settings.workload_ratio:
                 other += 1
                 continue
-        if layer == "workload":
+        if layer == Layer.WORKLOAD:
             ops = (kernels[i] if kernels is not None else 0.0) \
                 + (copies[i] if copies is not None else 0.0)
             bigger = any(totals[c][i] >= settings.workload_ratio * band_totals[c] > 0
@@ -199,4 +194,4 @@ def measure(ranges: RangesResult, layer: str, settings: Settings,
             continue
         carried += _carries({Component(c): cols[c][i] - base[c] for c in names}, layer,
                             pageable)
-    return Support(carried, int(slow.size), other)
+    return Support(carried, int(slow.size), other, settings.support_z)
