@@ -46,8 +46,8 @@ from ..engine.steps import bind, registered
 from ..formatting import fmt_ns, fmt_ratio
 from ..settings import DEFAULTS, Settings
 from . import intervals
-from .fits import isotonic, spearman_rho
 from .base import OK, AnalysisResult, figure, load_sql, records, run_query
+from .fits import isotonic, spearman_rho
 from .interference import slow_count
 from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
