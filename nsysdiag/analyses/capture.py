@@ -6,11 +6,11 @@ flushed), kernel records without their launch call, the warnings nsys itself wro
 the export about events it may have dropped (``DIAGNOSTIC_EVENT``; a generic "might not
 all have been collected" only where nsys's own count of the kind disagrees with the
 export's rows), NVTX ranges the end of the capture cut open, and a capture of NVTX alone
-(no CUDA trace: the latency of the units can be measured, their cause not attributed). It also states the machine: each GPU
-with the host link its copies are judged against and where that figure comes from (the
-platform table of :mod:`.link`, an nvbandwidth baseline, or none for integrated and
-unknown GPUs), the driver and CUDA versions the export records, and how many blocking
-host waits (synchronization points) the threads made.
+(no CUDA trace: the latency of the units can be measured, their cause not attributed). It
+also states the machine: each GPU with the host link its copies are judged against and
+where that figure comes from (the platform table of :mod:`.link`, an nvbandwidth baseline,
+or none for integrated and unknown GPUs), the driver and CUDA versions the export records,
+and how many blocking host waits (synchronization points) the threads made.
 """
 
 from __future__ import annotations
