@@ -3,7 +3,7 @@
 Each gives what the scipy function named in its docstring gives, value for value
 (``tests/test_fits.py`` compares them): the arithmetic is the same, in the same order.
 They are here so that a diagnosis does not import ``scipy.stats`` and ``scipy.optimize``
-for two small computations (about 0.3-0.5 s of a cold run, ``docs/performance.md``).
+for two small computations (their import cost: ``docs/performance.md``).
 """
 
 from __future__ import annotations
