@@ -84,6 +84,27 @@ def test_launches_recorded_into_a_graph_are_not_lost(builder, tmp_path):
     assert (r.launch_calls, r.kernels, r.launches_without_kernel) == (3, 2, 1)
 
 
+def test_capture_windows_are_per_thread_and_an_unended_one_runs_to_the_end(builder, tmp_path):
+    # thread 1 captures from 1000 to 2000 (cudaStreamEndCapture's return) and begins a
+    # second capture at 5000 that never ends; thread 2 launches throughout without
+    # capturing. Counted: thread 1's launches at 0 and 3000 (the one at 1500 is inside the
+    # first window, the one at 6000 inside the open one) and thread 2's three: 5 calls, of
+    # which thread 2's at 4000 and thread 1's at 3000 have no kernel: 2 lost
+    b = builder("current")
+    b.launch(0, 100, 200, 300, tid=1)
+    b.api(1000, 1010, "cudaStreamBeginCapture_v10000", tid=1)
+    b.api(1500, 1550, "cudaLaunchKernel_v7000", tid=1)
+    b.launch(1600, 1650, 1700, 1800, tid=2)
+    b.api(1900, 2000, "cuStreamEndCapture", tid=1)
+    b.api(3000, 3100, "cudaLaunchKernel_v7000", tid=1)
+    b.api(4000, 4100, "cudaLaunchKernel_v7000", tid=2)
+    b.api(5000, 5010, "cudaStreamBeginCapture_v10000", tid=1)
+    b.api(6000, 6050, "cudaLaunchKernel_v7000", tid=1)
+    b.launch(7000, 7050, 7100, 7200, tid=2)
+    r = run(b, tmp_path)
+    assert (r.launch_calls, r.kernels, r.launches_without_kernel) == (5, 3, 2)
+
+
 def test_no_kernel_records_at_all(builder, tmp_path):
     b = builder("current")
     for i in range(4):

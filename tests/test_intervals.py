@@ -307,3 +307,37 @@ def test_segments_in_stored_order_refuses_rows_out_of_order(builder, tmp_path, r
     with pytest.raises(OutOfOrder):
         _segments(builder, tmp_path, rows, in_order=True)
     assert len(_segments(builder, tmp_path, rows, in_order=False)) >= 1
+
+
+@pytest.mark.parametrize("order", ["ascending", "random"])
+def test_inside_units_matches_brute_force(order):
+    """host_stall's test of each call against its thread's units: inside when some unit of
+    its thread holds it (start <= t < end), for calls of three threads interleaved, in start
+    order (as stored) or not, fed in two batches that keep the searches' state."""
+    from nsysdiag.analyses import _compiled
+
+    rng = np.random.default_rng(3)
+    n_threads = 3
+    u_code = rng.integers(0, n_threads, 60)
+    u_start = rng.integers(0, 1000, 60)
+    u_end = u_start + rng.integers(0, 120, 60)
+    order_u = np.lexsort((u_start, u_code))
+    codes, starts, ends = u_code[order_u], u_start[order_u], u_end[order_u]
+    heads = np.searchsorted(codes, np.arange(n_threads + 1))
+    reach = ends.copy()
+    for k in range(n_threads):
+        reach[heads[k]:heads[k + 1]] = np.maximum.accumulate(reach[heads[k]:heads[k + 1]])
+    c = rng.integers(0, n_threads, 2000)
+    t = rng.integers(-20, 1200, 2000)
+    if order == "ascending":
+        t = np.sort(t)
+    want = np.array([bool(((codes == k) & (starts <= x) & (x < ends)).any())
+                     for k, x in zip(c, t)])
+    last = np.zeros(n_threads, dtype=np.int64)
+    got = np.empty(len(c), dtype=bool)
+    for part in (slice(0, 700), slice(700, None)):
+        out = np.empty(len(c[part]), dtype=bool)
+        _compiled.inside_units(c[part], t[part], heads, starts, reach, last, out)
+        got[part] = out
+    assert got.tolist() == want.tolist()
+    assert want.any() and not want.all()

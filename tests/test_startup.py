@@ -58,6 +58,19 @@ def test_the_diagnosis_modules_leave_scipy_stats_to_workload():
     loaded_after(code)
 
 
+def test_workloads_size_relation_imports_no_scipy_stats_or_optimize():
+    """gpu-jitter's diagnosis measures workload's size relation (a rank correlation and a
+    monotone fit per measure): computed in numpy (analyses/fits.py), not by scipy.stats and
+    scipy.optimize, whose imports cost a large part of a cold run."""
+    example = ROOT / "examples" / "gpu-jitter.sqlite"
+    code = ("import nsysdiag\n"
+            f"d = nsysdiag.diagnose({str(example)!r}, cache=False)\n"
+            "assert d.analyses['workload'].table('size_relation').num_rows > 0\n"
+            "assert 'scipy.stats' not in sys.modules, 'scipy.stats'\n"
+            "assert 'scipy.optimize' not in sys.modules, 'scipy.optimize'")
+    loaded_after(code)
+
+
 def test_a_compiled_loop_compiles_on_first_call_with_the_loops_it_calls():
     """find_keys calls _before: both become numba dispatchers on the first call."""
     code = ("from nsysdiag.views import _compiled as c\nimport numba, numpy as np\n"

@@ -359,6 +359,36 @@ def own_work(groups, offset, count, kernel, ws, ps, e, out_kernel, out_any, st_g
 
 
 @_jit
+def inside_units(code, t, heads, starts, reach, last, inside):
+    """``inside[i]``: whether instant ``t[i]`` of thread ``code[i]`` lies inside one of its
+    thread's units: those of thread k start at ``starts[heads[k]:heads[k + 1]]`` (sorted),
+    ``reach`` holds the furthest end among each one and those before it, and the last to
+    start at or before the instant reaches past it. ``last[k]``: how many of thread k's
+    units started at or before its previous instant, where each search gallops from (the
+    calls of a thread come in start order), kept from one call to the next."""
+    for i in range(code.size):
+        k = code[i]
+        lo, hi = heads[k], heads[k + 1]
+        x = t[i]
+        j = lo + last[k]  # galloping as _count_right does, over starts[lo:hi]
+        if j > lo and starts[j - 1] > x:
+            j = lo
+        step = 1
+        while j + step - 1 < hi and starts[j + step - 1] <= x:
+            j += step
+            step *= 2
+        top = min(j + step - 1, hi)
+        while j < top:
+            mid = (j + top) // 2
+            if starts[mid] <= x:
+                j = mid + 1
+            else:
+                top = mid
+        last[k] = j - lo
+        inside[i] = j > lo and x < reach[j - 1]
+
+
+@_jit
 def search_right(a, v, out):
     """``out[i]``: how many of the sorted ``a`` are <= ``v[i]`` (``np.searchsorted(a, v,
     'right')``). Each search gallops from the previous answer, so values that mostly ascend

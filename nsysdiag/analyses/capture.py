@@ -5,13 +5,12 @@ one: kernel launch calls whose kernels were never recorded (CUDA activity lost o
 flushed), kernel records without their launch call, the warnings nsys itself wrote into
 the export about events it may have dropped (``DIAGNOSTIC_EVENT``; a generic "might not
 all have been collected" only where nsys's own count of the kind disagrees with the
-export's rows), NVTX ranges the end
-of the capture cut open, and a capture of NVTX alone (no CUDA trace: the latency of the
-units can be measured, their cause not attributed). It also states the machine: each GPU
-with the host link its copies are judged against and where that figure comes from (the
-platform table of :mod:`.link`, an nvbandwidth baseline, or none for integrated and
-unknown GPUs), the driver and CUDA versions the export records, and how many blocking
-host waits (synchronization points) the threads made.
+export's rows), NVTX ranges the end of the capture cut open, and a capture of NVTX alone
+(no CUDA trace: the latency of the units can be measured, their cause not attributed). It
+also states the machine: each GPU with the host link its copies are judged against and
+where that figure comes from (the platform table of :mod:`.link`, an nvbandwidth baseline,
+or none for integrated and unknown GPUs), the driver and CUDA versions the export records,
+and how many blocking host waits (synchronization points) the threads made.
 """
 
 from __future__ import annotations
@@ -20,13 +19,16 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from ..engine.steps import temp_views
 from ..formatting import cuda_version, driver_version
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, not_captured, records, run_query
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .link import parse_nvbandwidth, resolve_links
 from .ranges import BLOCKING_WAITS
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..report import Report
 
 NAME = "capture"
@@ -150,7 +152,7 @@ def run(report: Report, *, baseline: str | None = None,
         return missing if missing is not None else AnalysisResult(NAME, "empty", "nothing")
     params = {"blocking": BLOCKING_WAITS}
     if has_calls and has_kernels:
-        launches = run_query(report, NAME, "launches")
+        launches = _launches(report)
     elif has_calls:
         launches = run_query(report, NAME, "launches_no_kernels")
     elif has_kernels:
@@ -197,6 +199,17 @@ def run(report: Report, *, baseline: str | None = None,
     )
     findings = tuple(_findings(result, open_ranges.to_pylist(), notes.to_pylist()))
     return replace(result, findings=findings, message=_message(result))
+
+
+def _launches(report: Report) -> pa.Table:
+    """The ``launches`` table: launch calls outside stream capture windows, where the
+    export has any, else every launch call."""
+    sql = load_sql(NAME)
+    windows = run_query(report, NAME, "capturing").num_rows > 0
+    launched = sql["launched_outside_capture" if windows else "launched_all"]
+    names = ("capturing", "launched") if windows else ("launched",)
+    with temp_views(report, {"capturing": sql["capturing"], "launched": launched}, names):
+        return run_query(report, NAME, "launches")
 
 
 #: nsys's own count of the events of a kind it collected ("Number of NVTX events collected:

@@ -29,7 +29,7 @@ import pyarrow as pa
 from ..engine.accelerate import accelerate
 from ..engine.database import stored_order
 from ..engine.steps import registered
-from . import intervals
+from . import _compiled, intervals
 from .base import load_sql, run_query
 
 if TYPE_CHECKING:
@@ -420,6 +420,7 @@ def _calls_inside(report: Report, start: np.ndarray, end: np.ndarray, ucode: np.
     for k in range(n_threads):
         reach[heads[k]:heads[k + 1]] = np.maximum.accumulate(reach[heads[k]:heads[k + 1]])
     kept: list[tuple[np.ndarray, ...]] = []
+    last = np.zeros(n_threads, dtype=np.int64)  # the searches' previous answers per thread
     with stored_order(report, load_sql(NAME)["pass_calls"], batch_rows=1 << 20) as reader:
         for batch in reader:
             c = _int64(batch.column("code"))
@@ -429,12 +430,8 @@ def _calls_inside(report: Report, start: np.ndarray, end: np.ndarray, ucode: np.
                     else e_col.is_valid().to_numpy(zero_copy_only=False))
             e = _int64(e_col.fill_null(0) if e_col.null_count else e_col)
             launch = batch.column("launch").fill_null(False).to_numpy(zero_copy_only=False)
-            inside = np.zeros(len(c), dtype=bool)
-            for k, rows in intervals.by_code(c, n_threads):
-                h0, h1 = heads[k], heads[k + 1]
-                t = s if n_threads == 1 else s[rows]
-                j = h0 + np.searchsorted(ws[h0:h1], t, side="right") - 1
-                inside[rows] = (j >= h0) & (t < reach[np.maximum(j, h0)])
+            inside = np.empty(len(c), dtype=bool)
+            _compiled.inside_units(c, s, heads, ws, reach, last, inside)
             if inside.all():
                 kept.append((c, s, e, e_ok, launch))
             elif inside.any():

@@ -47,6 +47,7 @@ from ..formatting import fmt_ns, fmt_ratio
 from ..settings import DEFAULTS, Settings
 from . import intervals
 from .base import OK, AnalysisResult, figure, load_sql, records, run_query
+from .fits import isotonic, spearman_rho
 from .interference import slow_count
 from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
@@ -586,10 +587,7 @@ def expected_latency(bins: pa.Table, measure: str, x: np.ndarray) -> np.ndarray 
     rows = [r for r in bins.to_pylist() if r["measure"] == measure]
     if len(rows) < 2:
         return None
-    from scipy.optimize import isotonic_regression  # scipy only where a fit runs
-
-    fitted = isotonic_regression([r["p50_ns"] for r in rows],
-                                 weights=[float(r["units"]) for r in rows]).x
+    fitted = isotonic([r["p50_ns"] for r in rows], [float(r["units"]) for r in rows])
     return np.interp(x, [r["x_median"] for r in rows], fitted)
 
 
@@ -630,8 +628,6 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
     unit's size gives ``normalized_p99_over_p50``, and the units of a new size are
     compared with it (:func:`new_sizes`).
     """
-    from scipy.stats import spearmanr  # scipy only where a relation is measured
-
     d = _column(sizes, "duration_ns")
     rows: list[dict] = []
     figures: dict = {}
@@ -653,7 +649,7 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
         what, side = SIZE_MEASURES[name]
         s_mean, m_mean = float(x[slow].mean()), float(x[band].mean())
         varies = np.ptp(x) > 0
-        rho = float(spearmanr(x, d).statistic) if varies else None
+        rho = spearman_rho(x, d) if varies else None
         slope = float(np.polyfit(x, d, 1)[0]) if varies else None
         expected = expected_latency(bins, name, x) if varies else None
         explains = (float(max(0.0, min(1.0, (expected[slow].mean()

@@ -1,6 +1,7 @@
 -- Capture completeness: what the capture lost or lacks, and the synchronization points.
 --
--- Inputs:  api_calls, kernels, nvtx_ranges, devices (each only when the probe finds it).
+-- Inputs:  api_calls, kernels, nvtx_ranges, devices (each only when the probe finds it);
+--          launches reads `launched` (below).
 -- Params:  $blocking  regular expression of the API names that block the host
 --                     (ranges.BLOCKING_WAITS; a name holding 'Async' never blocks).
 -- Outputs: launches: one row per process with launch calls or kernel records:
@@ -23,20 +24,41 @@
 --          devices: device_id, name, chip_name, compute_capability, is_discrete (the GPUs
 --            the export lists, for the link table)
 
+-- @query capturing
+-- Stream capture windows: a thread's launches from cudaStreamBeginCapture to the first
+-- cudaStreamEndCapture after it are recorded into a graph, not run (the graph's launches
+-- run them); hi is NULL when the capture never ended. The expressions are matched once
+-- per distinct name, then the calls of the matching names are read.
+WITH names AS (SELECT DISTINCT name FROM api_calls),
+marks AS (
+    SELECT global_tid, start_ns, end_ns,
+           regexp_matches(name, '^cu(da)?StreamBeginCapture') AS begins
+    FROM api_calls
+    WHERE name IN (SELECT name FROM names
+                   WHERE regexp_matches(name, '^cu(da)?Stream(Begin|End)Capture')))
+SELECT b.global_tid, b.start_ns AS lo,
+       (SELECT min(e.end_ns) FROM marks e
+        WHERE NOT e.begins AND e.global_tid = b.global_tid AND e.start_ns >= b.start_ns) AS hi
+FROM marks b WHERE b.begins
+
+-- @query launched_outside_capture
+-- `launched` where the export has capture windows (the query `capturing`, named as a
+-- temporary view): the successful launch calls outside every window.
+SELECT a.* FROM api_calls a
+WHERE a.category = 'launch' AND coalesce(a.return_value, 0) = 0
+  AND NOT EXISTS (SELECT 1 FROM capturing c
+                  WHERE c.global_tid = a.global_tid AND a.start_ns >= c.lo
+                    AND (c.hi IS NULL OR a.start_ns <= c.hi))
+
+-- @query launched_all
+-- `launched` where it has none (most exports): every successful launch call. The anti-join
+-- above would cost a pass that pairs every launch call with the (empty) windows.
+SELECT a.* FROM api_calls a
+WHERE a.category = 'launch' AND coalesce(a.return_value, 0) = 0
+
 -- @query launches
-WITH capturing AS (  -- stream capture: launches recorded into a graph, run by its launches
-    SELECT b.global_tid, b.start_ns AS lo,
-           (SELECT min(e.end_ns) FROM api_calls e
-            WHERE e.global_tid = b.global_tid AND e.start_ns >= b.start_ns
-              AND regexp_matches(e.name, '^cu(da)?StreamEndCapture')) AS hi
-    FROM api_calls b WHERE regexp_matches(b.name, '^cu(da)?StreamBeginCapture')),
-launched AS (
-    SELECT a.* FROM api_calls a
-    WHERE a.category = 'launch' AND coalesce(a.return_value, 0) = 0
-      AND NOT EXISTS (SELECT 1 FROM capturing c
-                      WHERE c.global_tid = a.global_tid AND a.start_ns >= c.lo
-                        AND (c.hi IS NULL OR a.start_ns <= c.hi))),
-calls AS (
+-- Reads `launched` (launched_outside_capture or launched_all, as a temporary view).
+WITH calls AS (
     SELECT global_pid, any_value(pid) AS pid, count(*) AS launch_calls
     FROM launched
     GROUP BY global_pid),

@@ -52,9 +52,11 @@ FROM kernels WHERE duration_ns > 0
 -- the $top with the most GPU time are kept (choosing them first would cost a second pass
 -- and a join). Kernels are grouped by the name and the six integers, and the label
 -- (name <<<(grid),(block)>>>) is made for the kept groups only: one string per kernel
--- would copy every kernel's name. The kernels are read twice (the figures, then the slow
--- launches of the kept groups), not held in between.
-WITH k AS NOT MATERIALIZED (
+-- would copy every kernel's name. The kernels are read once: each group's durations are
+-- kept as a list beside its quantiles (8 bytes a kernel), and the slow launches of the
+-- kept groups are counted in their lists. A second pass over the kernels would repeat
+-- their join with kernel_configs (a positional join runs on one core).
+WITH k AS (
     SELECT name, duration_ns,
            CASE WHEN complete THEN grid_x END AS grid_x,
            CASE WHEN complete THEN grid_y END AS grid_y,
@@ -67,33 +69,25 @@ WITH k AS NOT MATERIALIZED (
                     AS complete
           FROM jitter_kernels)),
 stats AS (
-    SELECT row_number() OVER (ORDER BY total_ns DESC) AS g, *
+    SELECT *
     FROM (SELECT name, grid_x, grid_y, grid_z, block_x, block_y, block_z, instances,
-                 total_ns, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, cv
+                 total_ns, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, cv,
+                 durations
           FROM (SELECT name, grid_x, grid_y, grid_z, block_x, block_y, block_z,
                        count(*) AS instances, sum(duration_ns)::BIGINT AS total_ns,
                        -- one list-valued quantile: one copy of the durations, not one per
                        -- percentile
                        quantile_cont(duration_ns, [0.5, 0.9, 0.99]) AS q,
-                       max(duration_ns) AS max_ns,
+                       max(duration_ns) AS max_ns, list(duration_ns) AS durations,
                        stddev_samp(duration_ns) / nullif(avg(duration_ns), 0) AS cv
                 FROM k GROUP BY ALL HAVING count(*) >= 20)
-          ORDER BY total_ns DESC LIMIT $top)),
-slow AS (
-    SELECT s.g, count(*) AS n_slow
-    FROM stats s JOIN k
-      ON k.name = s.name AND k.grid_x IS NOT DISTINCT FROM s.grid_x
-         AND k.grid_y IS NOT DISTINCT FROM s.grid_y AND k.grid_z IS NOT DISTINCT FROM s.grid_z
-         AND k.block_x IS NOT DISTINCT FROM s.block_x
-         AND k.block_y IS NOT DISTINCT FROM s.block_y
-         AND k.block_z IS NOT DISTINCT FROM s.block_z
-         AND k.duration_ns > $slow * s.p50_ns
-    GROUP BY s.g)
+          ORDER BY total_ns DESC LIMIT $top))
 SELECT s.name || coalesce(' <<<(' || s.grid_x || ',' || s.grid_y || ',' || s.grid_z || '),('
                           || s.block_x || ',' || s.block_y || ',' || s.block_z || ')>>>', '')
            AS name,
        s.instances, s.total_ns, s.p50_ns, s.p90_ns, s.p99_ns, s.max_ns,
        s.p99_ns / nullif(s.p50_ns, 0) AS p99_over_p50,
-       100.0 * coalesce(slow.n_slow, 0) / s.instances AS slow_pct, s.cv
-FROM stats s LEFT JOIN slow USING (g)
+       100.0 * len(list_filter(s.durations, lambda d: d > $slow * s.p50_ns)) / s.instances
+           AS slow_pct, s.cv
+FROM stats s
 ORDER BY s.total_ns DESC
