@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 NAME = "capture"
 
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("incomplete_pct",)
 
 #: what nsys writes into DIAGNOSTIC_EVENT when events may be missing from the export
 #: ("Not all CUDA events might have been collected", lost or dropped events, full buffers)

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from ..reportset import ReportSet
 
 NAME = "collectives"
-SETTINGS = ("rank_clock_tolerance_ns", "straggler_share_pct")
 
 #: the instances with the longest waits whose every rank's arrival and end is kept
 #: (table ``slowest``), for the timeline of the slowest collectives

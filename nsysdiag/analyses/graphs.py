@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 NAME = "graphs"
 
 
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("graphs_outside_pct",)
 
 
 @dataclass(frozen=True, kw_only=True)

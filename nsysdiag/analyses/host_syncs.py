@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 NAME = "host_syncs"
 
-#: the settings this analysis reads: none
-SETTINGS: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
 NAME = "kernel_summary"
 
-#: the settings this analysis reads: none
-SETTINGS: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,6 @@ _MAIN_Q = (0.5, 0.9, 0.99, 0.999)
 _OTHER_Q = (0.5, 0.9, 0.99)
 _STARVED_Q = (0.5, 0.99)
 
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("gap_normal_ns", "gap_p99_ns", "prelaunched_idle_pct")
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,6 @@ _METRICS = (
     "graph_launch_to_start",
 )
 
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("shallow_queue_depth", "deep_queue_depth")
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchLatencyResult(AnalysisResult):

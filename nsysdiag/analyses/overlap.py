@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 NAME = "overlap"
 
 
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("sync_copy_pct", "low_overlap_pct")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,10 +23,6 @@ if TYPE_CHECKING:
 
 NAME = "transfers"
 
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("large_copy_bytes", "low_link_pct", "contention_pct", "min_finding_copies",
-            "copy_latency_ns", "pageable_copy_latency_ns", "managed_copy_latency_ns",
-            "pageable_link_pct", "managed_link_pct", "plausible_margin_pct")
 DIRECTIONS = ("htod", "dtoh")
 
 

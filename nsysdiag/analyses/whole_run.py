@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 
 NAME = "whole_run"
 TOP = 5
-#: the settings this analysis reads: none
-SETTINGS: tuple[str, ...] = ()
 #: what dominated_by names, as words
 DOMINANT = {
     "kernels": "GPU kernels",

@@ -48,7 +48,6 @@ from ..settings import DEFAULTS, Settings
 from . import intervals
 from .base import OK, AnalysisResult, figure, load_sql, records, run_query
 from .interference import slow_count
-from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
@@ -64,10 +63,6 @@ SIZE_MEASURES = {
     "kernel_ns": ("own kernel time", "time"),
     "host_ns": ("host time outside CUDA", "time"),
 }
-#: the settings this analysis reads, with those of the ranges analysis whose units it
-#: compares (its results are cached per their values)
-SETTINGS = (*RANGES_SETTINGS, "culprit_min_units", "tail_ratio", "elevated_ratio", "size_min_rho",
-            "new_size_share", "new_size_lift", "new_size_min_ratio")
 KINDS = ("more_work", "slower_work", "no_growth")
 
 
