@@ -40,7 +40,7 @@ from ..formatting import dumps, format_rows, html_table
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 OK, NOT_CAPTURED, EMPTY = "ok", "not_captured", "empty"
 

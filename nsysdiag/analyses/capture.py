@@ -26,7 +26,7 @@ from .link import parse_nvbandwidth, resolve_links
 from .ranges import BLOCKING_WAITS
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "capture"
 

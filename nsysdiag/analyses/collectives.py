@@ -32,7 +32,7 @@ from ..settings import Settings
 from .base import EMPTY, OK, AnalysisResult, figure, load_sql, records, run_query
 
 if TYPE_CHECKING:
-    from ..reportset import ReportSet
+    from ..engine.protocols import ReportSetLike as ReportSet
 
 NAME = "collectives"
 

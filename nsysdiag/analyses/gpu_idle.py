@@ -51,7 +51,7 @@ from .overlap import device_operations
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "gpu_idle"
 

@@ -15,7 +15,7 @@ from ..settings import DEFAULTS, Settings
 from .base import EMPTY, OK, AnalysisResult, figure, not_captured, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "graphs"
 

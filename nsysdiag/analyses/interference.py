@@ -20,7 +20,7 @@ from .base import OK, AnalysisResult, figure, load_sql, records, run_query
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "interference"
 _CULPRIT = ("culprit_pid", "culprit_process", "culprit_stream", "culprit_names",

@@ -22,7 +22,7 @@ from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 #: the figures of the worst kernel and the time-weighted ones: reported when a kernel was
 #: examined

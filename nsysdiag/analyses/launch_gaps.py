@@ -25,7 +25,7 @@ from . import _compiled, figures, intervals
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "launch_gaps"
 

@@ -37,7 +37,7 @@ from . import _compiled, cycles, intervals, sweep
 from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, figure, load_sql, records, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "ranges"
 MIN_INSTANCES = DEFAULTS.range_min_instances

@@ -51,7 +51,7 @@ from . import module
 from .base import AnalysisResult
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 #: bump when the stored layout changes
 RESULTS_FORMAT = 4

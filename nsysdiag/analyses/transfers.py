@@ -19,7 +19,7 @@ from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, r
 from .link import Link, parse_nvbandwidth, resolve_links
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "transfers"
 

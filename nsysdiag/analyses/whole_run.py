@@ -17,7 +17,7 @@ from ..settings import Settings
 from .base import OK, AnalysisResult, figure, records, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "whole_run"
 TOP = 5

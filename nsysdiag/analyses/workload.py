@@ -51,7 +51,7 @@ from .interference import slow_count
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "workload"
 #: per-unit measures of size: column -> (what it is, "work" done or "time" where it went)
