@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 NAME = "graphs"
 
 
-
-
 @dataclass(frozen=True, kw_only=True)
 class GraphsResult(AnalysisResult):
     """CUDA Graph use. ``in_use`` is reported whatever the status, for the diagnosis to

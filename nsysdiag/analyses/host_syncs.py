@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 NAME = "host_syncs"
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class HostSyncsResult(AnalysisResult):
     """Host synchronization waits (the outermost blocking sync and synchronous memcpy

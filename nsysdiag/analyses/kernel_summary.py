@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 NAME = "kernel_summary"
 
 
-
 @dataclass(frozen=True)
 class KernelName:
     """One row of the ``per_name`` table: one kernel name's GPU time."""

@@ -47,7 +47,6 @@ _OTHER_Q = (0.5, 0.9, 0.99)
 _STARVED_Q = (0.5, 0.99)
 
 
-
 @dataclass(frozen=True)
 class StreamGaps:
     """One row of the ``per_stream`` table: the gaps between a stream's own kernels."""

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 NAME = "overlap"
 
 
-
-
 @dataclass(frozen=True, kw_only=True)
 class OverlapResult(AnalysisResult):
     """Compute/copy overlap, all devices together (the ``devices`` table has them one by
