@@ -6,7 +6,9 @@ The analyses read the figures they judge with (a gap is "normal" below
 nanoseconds (``_ns``), shares percent (``_pct``), sizes bytes (``_bytes``); a ratio has no
 unit. The command line's options map onto these fields (``--normal-threshold-us 5`` sets
 ``gap_normal_ns = 5000``; the microseconds are converted once, where the option is read).
-``docs/diagnosis.md`` explains each rule.
+``docs/diagnosis.md`` explains each rule. A :class:`Recording` view (:func:`recording`) is
+a ``Settings`` that notes which fields are read: the results cache keys an analysis'
+result by the fields its run read (``analyses/results.py``).
 
 Examples
 --------
