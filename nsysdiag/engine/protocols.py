@@ -7,7 +7,7 @@ above them and runs them (``Report.analysis``): the import contracts of
 ``ReportSet`` satisfy them (``tests/test_layers.py`` checks their members and signatures).
 They are defined here, below every stage, so that this package's helpers, which take a
 report, can name them too; so a result of an analysis is ``Any`` here (its classes are in
-``analyses``), as is the probe's view status.
+``analyses``), and the probe and its view statuses are protocols too.
 """
 
 from __future__ import annotations
@@ -22,11 +22,32 @@ from .workspace import Workspace
 
 
 @runtime_checkable
+class ViewStatusLike(Protocol):
+    """Whether one view has data, and if not, why (``nsysdiag.views.probe.ViewStatus``)."""
+
+    #: "present", "empty" or "not_captured"
+    status: str
+    #: rows of the export's tables the view is made of
+    source_rows: int
+    #: why the view has no rows (empty when it has)
+    reason: str
+    #: the nsys option that would have captured it (empty when none would)
+    hint: str
+
+    @property
+    def present(self) -> bool:
+        """Whether the view has rows."""
+
+
+@runtime_checkable
 class ProbeLike(Protocol):
     """Which views of an export have data (``nsysdiag.views.probe.Probe``)."""
 
     #: whether the capture traced CUDA (without, no view of CUDA activity has rows)
     cuda_traced: bool
+
+    def __getitem__(self, name: str) -> ViewStatusLike:
+        """The status of view ``name``."""
 
     def present(self, name: str) -> bool:
         """Whether view ``name`` has rows."""
