@@ -232,3 +232,24 @@ def test_settings_a_run_did_not_read_do_not_change_its_result(name, tmp_path, mo
     assert results_mod._same(cached.summary, fresh.summary)
     for table in fresh.tables:
         assert cached.tables[table].equals(fresh.tables[table]), table
+
+
+def test_what_a_nested_analysis_read_before_it_failed_counts(builder, tmp_path, monkeypatch):
+    # a caller that goes on after a nested analysis' error depends on what led to it
+    path = trace(builder, tmp_path)
+    real = module("overlap").run
+
+    def failing(report, *, settings):
+        if settings.sync_copy_pct >= 0:
+            raise nsysdiag.InputError("no")
+
+    reads = Reads()
+    with nsysdiag.open(path, cache=False) as rep:
+        monkeypatch.setattr(module("overlap"), "run", failing)
+        with pytest.raises(nsysdiag.InputError):
+            rep.analysis("overlap", settings=recording(DEFAULTS, reads))
+        assert reads.names == ("sync_copy_pct",)
+        assert not any(rep.results_memo.values())  # nothing kept
+        monkeypatch.setattr(module("overlap"), "run", real)
+        rep.analysis("overlap", settings=recording(DEFAULTS, reads))
+    assert reads.names == ("low_overlap_pct", "sync_copy_pct")

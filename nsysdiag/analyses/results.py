@@ -80,7 +80,12 @@ def run(report: Report, name: str, **options: Any) -> AnalysisResult:
         entry = _load_entry(directory, name, settings)
         if entry is None:
             reads = Reads()
-            result = mod.run(report, **{**options, "settings": recording(settings, reads)})
+            try:
+                result = mod.run(report, **{**options, "settings": recording(settings, reads)})
+            except BaseException:
+                # a caller that goes on after the error depends on what led to it
+                note_reads(given, reads.names)
+                raise
             entry = _Entry(reads.names, _values(settings, reads.names), result)
             _save(entry, directory)
         entries.append(entry)
