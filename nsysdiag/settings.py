@@ -6,7 +6,9 @@ The analyses read the figures they judge with (a gap is "normal" below
 nanoseconds (``_ns``), shares percent (``_pct``), sizes bytes (``_bytes``); a ratio has no
 unit. The command line's options map onto these fields (``--normal-threshold-us 5`` sets
 ``gap_normal_ns = 5000``; the microseconds are converted once, where the option is read).
-``docs/diagnosis.md`` explains each rule.
+``docs/diagnosis.md`` explains each rule. A :class:`Recording` view (:func:`recording`) is
+a ``Settings`` that notes which fields are read: the results cache keys an analysis'
+result by the fields its run read (``analyses/results.py``).
 
 Examples
 --------
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -281,6 +285,123 @@ class Settings:
         return dataclasses.asdict(self)
 
 
+class Reads:
+    """The fields of one :class:`Settings` that a computation read, collected by the
+    :class:`Recording` views it was given (:func:`recording`). Thread-safe: a view may be
+    read from any thread (an analysis' worker threads, forked cursors)."""
+
+    def __init__(self) -> None:
+        self._names: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, names: Iterable[str]) -> None:
+        with self._lock:
+            self._names.update(names)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The fields read so far, sorted."""
+        with self._lock:
+            return tuple(sorted(self._names))
+
+
+class _Read:
+    """A field of a :class:`Recording` view: its first read notes the name in the view's
+    :class:`Reads` and keeps the value in the instance, which later reads find first (this
+    descriptor defines no ``__set__``), so a field costs one call however often it is read.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, view: Recording | None, owner: type | None = None) -> Any:
+        if view is None:
+            return self
+        state = view.__dict__
+        value = getattr(state["_source"], self.name)
+        if self.name not in state["_fixed"]:
+            state["_reads"].add((self.name,))
+        state[self.name] = value
+        return value
+
+
+class Recording(Settings):
+    """A view of a :class:`Settings` that notes which fields are read (:func:`recording`).
+
+    It is a ``Settings`` (same fields, values and methods); ``replace`` gives a view that
+    records into the same :class:`Reads`, except the fields it changed (their values come
+    from the caller, not from the settings recorded). Whatever reads every field
+    (``pick``, ``to_dict``, ``dataclasses.replace``, equality, a copy or a pickle) records
+    them all: the record may hold more than needed, never less. ``Recording(...)`` makes a
+    plain ``Settings``, so ``dataclasses.replace`` of a view gives one too.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Settings:  # type: ignore[misc]
+        return Settings(*args, **kwargs)
+
+    def replace(self, **changes: Any) -> Settings:
+        state = self.__dict__
+        return _view(state["_source"].replace(**changes), state["_reads"],
+                     state["_fixed"] | changes.keys())
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # a copy or a pickle is a plain Settings read in full
+        self.__dict__["_reads"].add(FIELDS - self.__dict__["_fixed"])
+        return _unpickle, (self.__dict__["_source"].to_dict(),)
+
+    def __repr__(self) -> str:
+        self.__dict__["_reads"].add(FIELDS - self.__dict__["_fixed"])
+        return repr(self.__dict__["_source"])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Settings):
+            return self.to_dict() == other.to_dict()
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.to_dict().values()))
+
+
+#: the names of the fields of :class:`Settings`
+FIELDS = frozenset(f.name for f in dataclasses.fields(Settings))
+for _name in FIELDS:
+    setattr(Recording, _name, _Read(_name))
+
+
+def _unpickle(values: dict[str, Any]) -> Settings:
+    return Settings(**values)
+
+
+def _view(source: Settings, reads: Reads, fixed: frozenset[str] | set[str]) -> Recording:
+    view = object.__new__(Recording)
+    view.__dict__.update(_source=source, _reads=reads, _fixed=frozenset(fixed))
+    return view
+
+
+def recording(settings: Settings, reads: Reads) -> Recording:
+    """A view of ``settings`` whose field reads are noted in ``reads``.
+
+    Given a view, the view of its plain values (its own record is not told).
+    """
+    return _view(plain(settings), reads, ())
+
+
+def plain(settings: Settings) -> Settings:
+    """The plain ``Settings`` behind a view (``settings`` itself when it is one): reading it
+    records nothing."""
+    return settings.__dict__["_source"] if isinstance(settings, Recording) else settings
+
+
+def note_reads(settings: Settings, names: Iterable[str]) -> None:
+    """Record in ``settings``' view (when it is one) that ``names`` were read from it: what
+    a computation given the view read through another view of the same values (an analysis
+    that another one runs), except the fields the view was given by ``replace``."""
+    if isinstance(settings, Recording):
+        settings.__dict__["_reads"].add(set(names) - settings.__dict__["_fixed"])
+
+
 def us_to_ns(value: float, name: str) -> int:
     """A threshold given in microseconds (a command-line option) in whole nanoseconds."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
@@ -296,4 +417,5 @@ def describe() -> list[tuple[str, Any, str]]:
 #: the method's defaults
 DEFAULTS = Settings()
 
-__all__ = ["DEFAULTS", "Settings", "describe", "us_to_ns"]
+__all__ = ["DEFAULTS", "FIELDS", "Reads", "Recording", "Settings", "describe", "note_reads",
+           "plain", "recording", "us_to_ns"]

@@ -47,7 +47,7 @@ def test_other_options_compute_afresh(standard_export, tmp_path):
 def test_damaged_result_is_recomputed(standard_export, tmp_path):
     with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
         want = rep.analysis("kernel_summary")
-    (stored,) = (tmp_path / "views").glob("*/results/kernel_summary-*/result.json")
+    (stored,) = (tmp_path / "views").glob("*/results/kernel_summary-*/*/result.json")
     stored.write_text("{not json")
     with nsysdiag.open(standard_export, cache_dir=tmp_path) as rep:
         _same_result(want, rep.analysis("kernel_summary"))

@@ -257,7 +257,8 @@ def test_output_paths_not_derived_from_trace_contents(tmp_path, capsys, monkeypa
     created = (_files_under(tmp_path) - _files_under(cache) - {cache}) - before_tree
     assert created == {out / "report.html"}, sorted(map(str, created))
     # the cache holds <identity>-v<format>-<version>/<view>-<hex>.parquet, <view>.json,
-    # probe.json and results/<analysis>-<hex key>/{result.json, <n>.arrow}, nothing else
+    # probe.json and results/<analysis>-<hex key>/ holding fields-<hex>.json and
+    # <hex>/{result.json, <n>.arrow}, nothing else
     view_dirs = list((cache / "views").iterdir())
     assert len(view_dirs) == 1
     assert re.fullmatch(r"[0-9a-f]{24}-v\d+-[0-9A-Za-z.+-]+", view_dirs[0].name), view_dirs[0].name
@@ -272,7 +273,12 @@ def test_output_paths_not_derived_from_trace_contents(tmp_path, capsys, monkeypa
     for d in results:
         name, key = d.name.rsplit("-", 1)
         assert name in ANALYSES and re.fullmatch(r"[0-9a-f]{20}", key), d.name
-        assert all(re.fullmatch(r"result\.json|\d+\.arrow", f.name) for f in d.iterdir()), d
+        for f in d.iterdir():
+            if f.is_file():
+                assert re.fullmatch(r"fields-[0-9a-f]{20}\.json", f.name), f
+                continue
+            assert re.fullmatch(r"[0-9a-f]{20}", f.name), f
+            assert all(re.fullmatch(r"result\.json|\d+\.arrow", g.name) for g in f.iterdir()), f
     assert {p.name for p in cache.iterdir()} <= {"views", "exports", "spill"}
     # spill/ holds DuckDB's spill files and the analyses' scratch steps, all gone on close
     assert not (cache / "spill").exists() or not any((cache / "spill").iterdir())

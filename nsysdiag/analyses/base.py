@@ -7,11 +7,12 @@ An analysis is a module in this package with
   ``-- @query <table name>``; user values are bound as ``$parameters``, never formatted in;
 * ``RESULT``: its result class, a frozen subclass of :class:`AnalysisResult` whose fields
   are the figures it measures (each documented with its unit, :func:`figure`);
-* ``SETTINGS``: the fields of :class:`nsysdiag.settings.Settings` it judges with;
 * ``run(report, *, settings=None, **options) -> RESULT`` (or a bare
   :class:`AnalysisResult` when there is nothing to measure), its keyword arguments
   documented (the command line maps them to the options of ``nsysdiag <name> PATH`` in
-  ``nsysdiag/cli/options.py``).
+  ``nsysdiag/cli/options.py``). It judges with the fields of
+  :class:`nsysdiag.settings.Settings` it reads; it lists none of them: the results cache
+  records which fields a run read (``analyses/results.py``).
 
 Results are frozen: the figures are attributes (units in the names); ``summary`` is their
 JSON form, made from the fields; ``tables`` named Arrow tables (per device, per stream,
@@ -39,7 +40,7 @@ from ..formatting import dumps, format_rows, html_table
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 OK, NOT_CAPTURED, EMPTY = "ok", "not_captured", "empty"
 

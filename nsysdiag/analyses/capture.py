@@ -29,12 +29,10 @@ from .ranges import BLOCKING_WAITS
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "capture"
 
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("incomplete_pct",)
 
 #: what nsys writes into DIAGNOSTIC_EVENT when events may be missing from the export
 #: ("Not all CUDA events might have been collected", lost or dropped events, full buffers)

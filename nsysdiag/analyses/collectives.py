@@ -32,10 +32,9 @@ from ..settings import Settings
 from .base import EMPTY, OK, AnalysisResult, figure, load_sql, records, run_query
 
 if TYPE_CHECKING:
-    from ..reportset import ReportSet
+    from ..engine.protocols import ReportSetLike as ReportSet
 
 NAME = "collectives"
-SETTINGS = ("rank_clock_tolerance_ns", "straggler_share_pct")
 
 #: the instances with the longest waits whose every rank's arrival and end is kept
 #: (table ``slowest``), for the timeline of the slowest collectives

@@ -48,15 +48,12 @@ from . import _compiled, figures, intervals, sweep
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .launch_gaps import NO_END
 from .overlap import device_operations
-from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "gpu_idle"
-#: the settings this analysis reads, with those of the ranges analysis whose units it uses
-SETTINGS = ("gap_normal_ns", "gap_p99_ns", "idle_cause_pct", *RANGES_SETTINGS)
 
 #: the causes, in the order they are tried (codes are the indices)
 CAUSES = ("copy", "other_process", "between_units", "unknown", "dependency", "host_sync",

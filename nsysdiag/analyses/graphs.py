@@ -15,13 +15,9 @@ from ..settings import DEFAULTS, Settings
 from .base import EMPTY, OK, AnalysisResult, figure, not_captured, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "graphs"
-
-
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("graphs_outside_pct",)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -33,7 +33,7 @@ from . import _compiled, intervals
 from .base import load_sql, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
     from .ranges import RangesResult
 
 NAME = "host_stall"

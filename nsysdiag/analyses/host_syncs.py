@@ -14,12 +14,9 @@ from ..engine.steps import temp_views
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "host_syncs"
-
-#: the settings this analysis reads: none
-SETTINGS: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

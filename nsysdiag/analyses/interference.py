@@ -17,16 +17,12 @@ from typing import TYPE_CHECKING
 from ..engine.steps import registered, steps
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, records, run_query
-from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "interference"
-#: the settings this analysis reads, with those of the ranges analysis whose units it
-#: compares (its results are cached per their values)
-SETTINGS = (*RANGES_SETTINGS, "culprit_min_units")
 _CULPRIT = ("culprit_pid", "culprit_process", "culprit_stream", "culprit_names",
             "culprit_slow_units", "culprit_median_units", "culprit_slow_overlap_mean_ns",
             "culprit_median_overlap_mean_ns", "own_work")

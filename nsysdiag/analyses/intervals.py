@@ -46,7 +46,7 @@ __all__ = ["BATCH_ROWS", "GPU_BUSY", "Busy", "Coverage", "OutOfOrder", "Union", 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 
 

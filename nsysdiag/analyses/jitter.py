@@ -22,10 +22,8 @@ from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("jitter_top", "slow_ratio")
 #: the figures of the worst kernel and the time-weighted ones: reported when a kernel was
 #: examined
 _PER_KERNEL = ("worst_kernel", "worst_p99_over_p50", "worst_slow_pct", "time_weighted_slow_pct",

@@ -13,12 +13,9 @@ from ..errors import UsageError
 from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "kernel_summary"
-
-#: the settings this analysis reads: none
-SETTINGS: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from . import _compiled, figures, intervals
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "launch_gaps"
 
@@ -45,9 +45,6 @@ _STREAM_KEYS = ("global_pid", "device_id", "context_id", "stream_id")
 _MAIN_Q = (0.5, 0.9, 0.99, 0.999)
 _OTHER_Q = (0.5, 0.9, 0.99)
 _STARVED_Q = (0.5, 0.99)
-
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("gap_normal_ns", "gap_p99_ns", "prelaunched_idle_pct")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from . import figures, intervals
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "launch_latency"
 
@@ -51,8 +51,6 @@ _METRICS = (
     "graph_launch_to_start",
 )
 
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("shallow_queue_depth", "deep_queue_depth")
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchLatencyResult(AnalysisResult):

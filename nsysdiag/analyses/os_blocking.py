@@ -13,12 +13,9 @@ from typing import TYPE_CHECKING
 from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "os_blocking"
-
-#: the settings this analysis reads: none
-SETTINGS: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

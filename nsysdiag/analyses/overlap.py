@@ -24,13 +24,9 @@ from . import intervals
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "overlap"
-
-
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("sync_copy_pct", "low_overlap_pct")
 
 
 @dataclass(frozen=True, kw_only=True)

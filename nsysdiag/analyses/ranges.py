@@ -38,15 +38,12 @@ from . import _compiled, cycles, intervals, sweep
 from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, figure, load_sql, records, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "ranges"
 MIN_INSTANCES = DEFAULTS.range_min_instances
 SLOWEST = 20
 SCOPES = ("auto", "thread", "process")
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("tail_pct", "range_min_instances", "unit_min_median_ns", "warmup_ratio",
-            "keep_warmup")
 #: API calls (and library NVTX ranges) that make a unit holding them warm-up: module
 #: loading, context and handle creation, JIT compilation and linking, allocation
 WARMUP_CALLS = (r"^(cuModuleLoad|cuLibraryLoad|cuCtxCreate|cuDevicePrimaryCtxRetain|"

@@ -2,16 +2,28 @@
 
 ``run(report, name, **options)`` returns what ``analyses.<name>.run(report, **options)``
 returns. The first call computes it; the result is then kept in memory for the report's
-lifetime and on disk under ``<view cache>/results/<name>-<key>/`` (``result.json`` for the
-status, message, summary and findings, one Arrow IPC file per table), read back into the
-analysis' result class (``RESULT`` of its module). The key hashes the options (of the
-settings, only the fields the analysis reads: its module's ``SETTINGS``), nsysdiag's
-Python and SQL source and its version, so a change to any of them computes afresh; the
-view cache directory itself is keyed by the input's identity. Writes go to a temporary
-directory renamed into place. ``result.json`` records the size and CRC-32 of each table
-file and of its own metadata: a stored result that does not match them (a damaged disk, an
-edit) is removed, with a note, and computed again. A result whose summary would not
-survive JSON unchanged is simply not stored.
+lifetime and on disk under ``<view cache>/results/<name>-<key>/<entry>/`` (``result.json``
+for the status, message, summary and findings, one Arrow IPC file per table), read back
+into the analysis' result class (``RESULT`` of its module). The key hashes the options
+other than the settings, nsysdiag's Python and SQL source and its version, so a change to
+any of them computes afresh; the view cache directory itself is keyed by the input's
+identity.
+
+Of the settings, a result depends on the fields its run read, and only on those: the
+analysis is given a recording view of them (``settings.recording``), which notes each
+field read, in whatever thread, and by the analyses it runs in turn (their results carry
+their own fields, whether computed, found in memory or on disk; the caller's record takes
+the union). The fields read are stored with the result (``fields-<hash>.json`` names them,
+the entry directory is named by their values), and a stored result is used only where
+those fields hold the same values now. The same code given the same values of the fields
+it reads takes the same path, so it reads the same fields and makes the same result; an
+analysis may thus have several entries, one per set of fields its paths read.
+
+Writes go to a temporary directory renamed into place. ``result.json`` records the size
+and CRC-32 of each table file and of its own metadata (with the settings' values): a
+stored result that does not match them (a damaged disk, an edit) is removed, with a note,
+and computed again. A result whose summary would not survive JSON unchanged is simply not
+stored.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ import os
 import shutil
 import tempfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,34 +44,63 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from .._version import __version__
-from ..settings import DEFAULTS
+from ..fileio import write_atomic
+from ..settings import DEFAULTS, FIELDS, Reads, Settings, note_reads, plain, recording
 from ..views.cache import file_crc, note
 from . import module
 from .base import AnalysisResult
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 #: bump when the stored layout changes
-RESULTS_FORMAT = 3
+RESULTS_FORMAT = 4
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A result and the settings it depends on: the fields its run read, and their values
+    (JSON, keys sorted)."""
+
+    fields: tuple[str, ...]
+    values: str
+    result: AnalysisResult
 
 
 def run(report: Report, name: str, **options: Any) -> AnalysisResult:
     """The result of analysis ``name`` with ``options``: computed once, then reused."""
     mod = module(name)
-    options = {**options, "settings": options.get("settings") or DEFAULTS}
-    # the key holds only the settings the analysis reads: a diagnosis with another tail
-    # ratio reuses the launch gaps measured before
-    key = _key(name, {**options, "settings": options["settings"].pick(mod.SETTINGS)})
-    memo = report.results_memo
-    if key not in memo:
+    given = options.get("settings") or DEFAULTS
+    settings = plain(given)
+    key = _key(name, {k: v for k, v in options.items() if k != "settings"})
+    entries: list[_Entry] = report.results_memo.setdefault(key, [])
+    entry = next((e for e in entries if _values(settings, e.fields) == e.values), None)
+    if entry is None:
         directory = report.cache_path / "results" / f"{name}-{key}"
-        result = _load(directory, name)
-        if result is None:
-            result = mod.run(report, **options)
-            _save(result, directory)
-        memo[key] = result
-    return memo[key]
+        entry = _load_entry(directory, name, settings)
+        if entry is None:
+            reads = Reads()
+            try:
+                result = mod.run(report, **{**options, "settings": recording(settings, reads)})
+            except BaseException:
+                # a caller that goes on after the error depends on what led to it
+                note_reads(given, reads.names)
+                raise
+            entry = _Entry(reads.names, _values(settings, reads.names), result)
+            _save(entry, directory)
+        entries.append(entry)
+    # a caller that runs this analysis with its own (recording) settings read these too
+    note_reads(given, entry.fields)
+    return entry.result
+
+
+def _values(settings: Settings, fields: tuple[str, ...]) -> str:
+    """The values of ``fields`` in ``settings``, as JSON."""
+    return json.dumps(settings.pick(fields), sort_keys=True)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 @functools.cache
@@ -84,7 +126,27 @@ def _key(name: str, options: dict[str, Any]) -> str:
     return h.hexdigest()[:20]
 
 
-def _load(directory: Path, name: str) -> AnalysisResult | None:
+def _load_entry(directory: Path, name: str, settings: Settings) -> _Entry | None:
+    """The stored result of ``directory`` whose fields hold their values in ``settings``;
+    None when there is none."""
+    for path in sorted(directory.glob("fields-*.json")):
+        try:
+            fields = tuple(json.loads(path.read_text()))
+            if not set(fields) <= FIELDS:
+                raise ValueError("names no setting")
+        except (OSError, ValueError, TypeError) as exc:
+            if path.exists():
+                note(f"cached field list {path} is damaged ({exc}); removing it")
+                path.unlink(missing_ok=True)
+            continue
+        values = _values(settings, fields)
+        result = _load(directory / _digest(values), name, values)
+        if result is not None:
+            return _Entry(fields, values, result)
+    return None
+
+
+def _load(directory: Path, name: str, values: str) -> AnalysisResult | None:
     try:
         stored = json.loads((directory / "result.json").read_text())
     except (OSError, ValueError):
@@ -94,6 +156,8 @@ def _load(directory: Path, name: str) -> AnalysisResult | None:
         if zlib.crc32(text.encode()) != stored["crc32"]:
             raise ValueError("metadata does not match its CRC-32")
         meta = json.loads(text)
+        if meta["settings"] != values:
+            raise ValueError("made with other settings than its name says")
         files = [directory / f"{i}.arrow" for i in range(len(meta["tables"]))]
         if [list(file_crc(f)) for f in files] != meta["files"]:
             raise ValueError("a table file does not match its size and CRC-32")
@@ -110,10 +174,14 @@ def _load(directory: Path, name: str) -> AnalysisResult | None:
         return None
 
 
-def _save(result: AnalysisResult, directory: Path) -> None:
+def _save(entry: _Entry, base: Path) -> None:
+    """Store ``entry`` under ``base``: the result in the directory named by the fields'
+    values, then the list of those fields (which lookups read first)."""
+    result, directory = entry.result, base / _digest(entry.values)
     meta = {
         "status": result.status, "message": result.message, "summary": result.summary,
         "main": result.main, "findings": list(result.findings), "tables": list(result.tables),
+        "settings": entry.values,
     }
     try:
         json.dumps(meta)
@@ -131,8 +199,16 @@ def _save(result: AnalysisResult, directory: Path) -> None:
         text = json.dumps(meta)
         (tmp / "result.json").write_text(json.dumps({"meta": text,
                                                      "crc32": zlib.crc32(text.encode())}))
-        os.replace(tmp, directory)
-        tmp = None
+        try:
+            os.replace(tmp, directory)
+            tmp = None
+        except OSError:
+            if not (directory / "result.json").exists():
+                raise
+            # another process stored it first; its field list may not be written yet
+        names = json.dumps(entry.fields)
+        write_atomic(base / f"fields-{_digest(names)}.json",
+                     lambda path: Path(path).write_text(names))
     except OSError:
         pass  # a read-only or full cache only costs the reuse
     finally:

@@ -41,7 +41,7 @@ from . import _compiled, intervals
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 BATCH_ROWS = 1 << 20
 

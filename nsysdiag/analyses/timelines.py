@@ -24,7 +24,7 @@ from .base import AnalysisResult, load_sql
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "timelines"
 

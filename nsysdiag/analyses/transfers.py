@@ -19,14 +19,10 @@ from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, r
 from .link import Link, parse_nvbandwidth, resolve_links
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "transfers"
 
-#: the settings this analysis reads (its results are cached per their values)
-SETTINGS = ("large_copy_bytes", "low_link_pct", "contention_pct", "min_finding_copies",
-            "copy_latency_ns", "pageable_copy_latency_ns", "managed_copy_latency_ns",
-            "pageable_link_pct", "managed_link_pct", "plausible_margin_pct")
 DIRECTIONS = ("htod", "dtoh")
 
 

@@ -17,12 +17,10 @@ from ..settings import Settings
 from .base import OK, AnalysisResult, figure, records, run_query
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "whole_run"
 TOP = 5
-#: the settings this analysis reads: none
-SETTINGS: tuple[str, ...] = ()
 #: what dominated_by names, as words
 DOMINANT = {
     "kernels": "GPU kernels",

@@ -49,11 +49,10 @@ from . import intervals
 from .base import OK, AnalysisResult, figure, load_sql, records, run_query
 from .fits import isotonic, spearman_rho
 from .interference import slow_count
-from .ranges import SETTINGS as RANGES_SETTINGS
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..engine.protocols import ReportLike as Report
 
 NAME = "workload"
 #: per-unit measures of size: column -> (what it is, "work" done or "time" where it went)
@@ -65,10 +64,6 @@ SIZE_MEASURES = {
     "kernel_ns": ("own kernel time", "time"),
     "host_ns": ("host time outside CUDA", "time"),
 }
-#: the settings this analysis reads, with those of the ranges analysis whose units it
-#: compares (its results are cached per their values)
-SETTINGS = (*RANGES_SETTINGS, "culprit_min_units", "tail_ratio", "elevated_ratio", "size_min_rho",
-            "new_size_share", "new_size_lift", "new_size_min_ratio")
 KINDS = ("more_work", "slower_work", "no_growth")
 
 
