@@ -8,6 +8,8 @@ Three units are made 3 ms longer by the mechanism under test.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import nsysdiag
@@ -327,3 +329,50 @@ def test_units_queued_over_their_predecessors_launches_are_queueing_not_more_wor
     (f,) = [f for f in d.findings if f.check == "D1" and "kernels" in f.title.lower()
             or "queued behind" in f.title]
     assert f.layer == "gpu" and "the work they queued behind" in f.title
+
+
+def test_most_units_by_hand():
+    s = Layout.STALL_BETWEEN, Layout.STALL_BEFORE
+    hs = host_stall.HostStall(8, 20, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, units=(
+        (s[0], 1.0), (s[0], 0.9), (s[1], 0.8), (s[0], 0.7),
+        (None, 0.0), (None, 0.0), (Layout.SPREAD, 0.6), (None, 0.0)))
+    # 4 of 8 stall (3 between, 1 before: between); median of 1.0, 0.9, 0.8, 0.7
+    assert hs.most_units() == (Layout.STALL_BETWEEN, 4, pytest.approx(0.85))
+    three = dataclasses.replace(hs, units=hs.units[1:] + ((None, 0.0),))
+    assert three.most_units() is None  # 3 of 8: fewer than half
+    before = dataclasses.replace(hs, units=((s[1], 1.0), (s[1], 1.0), (s[0], 0.5),
+                                            (None, 0.0)))
+    assert before.most_units() == (Layout.STALL_BEFORE, 3, 1.0)
+    assert dataclasses.replace(hs, units=()).most_units() is None
+
+
+def test_a_stall_half_the_slow_units_show_is_found_one_by_one(builder, tmp_path):
+    """400 units of 10 launches 100 us apart (1 ms). Six stall 3 ms between launches 5
+    and 6; two natural hiccups spend 500 us more in each of their 10 launch calls (5 ms,
+    inside CUDA calls). The tail set (1% of 400: the 4 slowest) holds the two hiccups (6
+    ms) and two stalled units (4 ms): in their means the stretch holds (3 + 3) / 4 = 1.5
+    of the 4 ms of growth (under half: no layout), but judged one by one 2 of the 4 show a
+    stall holding 3 of their 3 ms (the stretch is 3 ms + 95 us, the median band's 95 us
+    taken off), so C3 names the host stall."""
+    stalled, hiccups = {50, 100, 150, 200, 250, 300}, {120, 220}
+    b = builder("current")
+    for i in range(400):
+        s = i * 10 * MS
+        extra = 0
+        for k in range(10):
+            if i in stalled and k == 5:
+                extra = 3 * MS
+            call = 500_000 if i in hiccups else 0
+            t = s + 50_000 + k * (100_000 + call) + extra
+            b.launch(t, t + 5_000 + call, t + 10_000 + call, t + 30_000 + call)
+        b.nvtx(s, s + MS + extra + (5 * MS if i in hiccups else 0), "request")
+    path = b.write(tmp_path / "half.sqlite")
+    r, hs = measure(path)
+    assert r.tail_n == 4 and hs.slow_n == 4
+    assert hs.layout is None  # the means: outside CUDA grew 1.5 of 4 ms
+    layout, units, share = hs.most_units()
+    assert (layout, units) == (Layout.STALL_BETWEEN, 2) and share == pytest.approx(1.0)
+    d = nsysdiag.diagnose(path, range_name="request", cache=False)
+    (c3,) = [f for f in d.findings if f.check == "C3"]
+    assert "in 2 of them this stretch holds a median 100% of each one's growth" \
+        in c3.evidence[1]

@@ -82,6 +82,9 @@ class HostStall:
     queued_growth_ns: float  #: growth of the wait before the work began (busy or blocked)
     lead_share: float  #: share of the slow units' long-stretch time before the 1st launch
     lead_threshold_ns: float = 0.0  #: from this a stretch before the first launch is long
+    #: each slow unit's own layout against the median band's means, and the share of its
+    #: growth the layout's figure holds (None: it did not grow, or no layout holds half)
+    units: tuple[tuple[Layout | None, float], ...] = ()
 
     @property
     def long_growth_ns(self) -> float:
@@ -111,6 +114,28 @@ class HostStall:
         part = {Layout.QUEUED: self.queued_growth_ns, Layout.SPREAD: self.outside_growth_ns
                 }.get(layout, self.long_growth_ns)
         return float(min(1.0, max(0.0, part / d)))
+
+    def most_units(self) -> tuple[Layout, int, float] | None:
+        """The layout at least half of the slow units show each on its own, how many show
+        it, and the median share of their own growth it holds; None when none does. A
+        stall before the first launch and one between launches count as one layout here
+        (a stall), named after the kind more of them show. The slow units' means can hide
+        a layout half of them show: a few natural hiccups among them (a slow launch, a
+        page of GC) weigh the means with growth of another kind."""
+        family = {Layout.STALL_BEFORE: Layout.STALL_BETWEEN}  # both are a stall
+        kinds = [family.get(layout, layout) for layout, _ in self.units if layout is not None]
+        if not kinds:
+            return None
+        top = max(sorted(set(kinds)), key=kinds.count)
+        n = kinds.count(top)
+        if 2 * n < len(self.units):
+            return None
+        members = [(layout, s) for layout, s in self.units
+                   if layout is not None and family.get(layout, layout) is top]
+        if top is Layout.STALL_BETWEEN:
+            before = sum(layout is Layout.STALL_BEFORE for layout, _ in members)
+            top = Layout.STALL_BEFORE if 2 * before > n else Layout.STALL_BETWEEN
+        return top, n, float(np.median([s for _, s in members]))
 
 
 #: the shortest stretch that can be long, ns
@@ -165,6 +190,12 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
     lead_slow = float(np.mean(per.of(ids_slow, long_lead_ns)))
     queued = np.maximum(per.overlap, per.blocked)
     outside = np.asarray(t["cpu_outside_cuda_ns"], dtype=float)
+    units = _unit_layouts(
+        d[slow] - d[band].mean(),
+        per.of(ids_slow, queued) - np.mean(per.of(ids_band, queued)),
+        outside[slow] - np.nanmean(outside[band]),
+        per.of(ids_slow, long_ns) - np.mean(per.of(ids_band, long_ns)),
+        per.of(ids_slow, long_ns), per.of(ids_slow, long_lead_ns))
     return HostStall(
         slow_n=int(slow.size), median_n=int(band.size),
         duration_growth_ns=float(d[slow].mean() - d[band].mean()),
@@ -179,7 +210,31 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
                                - np.mean(per.of(ids_band, queued))),
         lead_share=lead_slow / long_slow if long_slow > 0 else 0.0,
         lead_threshold_ns=float(lead_threshold),
+        units=units,
     )
+
+
+def _unit_layouts(growth: np.ndarray, queued: np.ndarray, outside: np.ndarray,
+                  long_growth: np.ndarray, long_ns: np.ndarray, lead_ns: np.ndarray
+                  ) -> tuple[tuple[Layout | None, float], ...]:
+    """Each slow unit's layout by :attr:`HostStall.layout`'s rule on its own figures (its
+    growth over the median band's means), with the share of its growth the layout's
+    figure holds."""
+    out: list[tuple[Layout | None, float]] = []
+    for g, q, o, lg, ln, ld in zip(growth, queued, np.nan_to_num(outside), long_growth,
+                                   long_ns, lead_ns):
+        if g <= 0:
+            out.append((None, 0.0))
+        elif q >= DECIDES * g:
+            out.append((Layout.QUEUED, float(min(1.0, q / g))))
+        elif o < DECIDES * g:
+            out.append((None, 0.0))
+        elif lg >= DECIDES * g:
+            layout = Layout.STALL_BEFORE if ld >= 0.5 * ln else Layout.STALL_BETWEEN
+            out.append((layout, float(min(1.0, lg / g))))
+        else:
+            out.append((Layout.SPREAD, float(min(1.0, o / g))))
+    return tuple(out)
 
 
 @dataclass(frozen=True)

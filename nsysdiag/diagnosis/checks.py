@@ -11,7 +11,7 @@ Each check reads the measured evidence of the analyses and yields
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from ..analyses.base import AnalysisResult
 from ..analyses.capture import CaptureResult
@@ -54,6 +54,15 @@ def component_layer(component: Component | str) -> Layer | None:
     is data of the component (:class:`~nsysdiag.analyses.ranges.Component`).
     """
     return Component(component).layer
+
+
+class HostSignature(NamedTuple):
+    """A host-side mechanism's signature (:meth:`Evidence.host_signature`)."""
+
+    mechanism: Mechanism
+    stall: HostStall  #: the layout measured
+    share: float  #: the share (0-1) of the slow units' growth the layout holds
+    units: int | None  #: None: read in their means; else how many show it on their own
 
 
 class Evidence:
@@ -461,23 +470,33 @@ class Evidence:
         return float(sum(g.share_of_growth or 0.0 for g in self.attribution()
                          if g.component.waits_for_host))
 
-    def host_signature(self) -> tuple[Mechanism, HostStall] | None:
+    def host_signature(self) -> HostSignature | None:
         """A host-side mechanism with a signature natural jitter does not show: the slow
         units waited before their work began, or their launching thread ran in one long
         stretch without a CUDA call or a few (each ``host_signature_ratio`` times the
         median band's longest at least), the layout holding ``host_signature_share`` of
-        their growth while the GPU waited for the host. None otherwise."""
+        their growth while the GPU waited for the host: in the slow units' means, or else
+        in more than half of them, each on its own (their median share). None otherwise."""
         hs = self.host_stall()
-        if hs is None or hs.layout in (None, Layout.SPREAD):
+        if hs is None:
             return None
+        needed = self.settings.host_signature_share
+        found = (hs.layout, hs.explains(), None)
+        if found[0] in (None, Layout.SPREAD) or found[1] < needed:
+            most = hs.most_units()
+            if most is None:
+                return None
+            found = (most[0], most[2], most[1])
+        layout, share, units = found
         # a stall leaves the GPU idle; a queued unit waits while the GPU may run the work
         # it queued behind
-        if hs.explains() < self.settings.host_signature_share \
-                or (hs.layout is not Layout.QUEUED and self.gpu_waited_share() < 0.5):
+        if layout in (None, Layout.SPREAD) or share < needed \
+                or (layout is not Layout.QUEUED and self.gpu_waited_share() < 0.5):
             return None
-        return {Layout.QUEUED: Mechanism.QUEUEING,
-                Layout.STALL_BEFORE: Mechanism.HOST_STALL_BEFORE_WORK,
-                Layout.STALL_BETWEEN: Mechanism.HOST_STALL}[hs.layout], hs
+        return HostSignature({Layout.QUEUED: Mechanism.QUEUEING,
+                              Layout.STALL_BEFORE: Mechanism.HOST_STALL_BEFORE_WORK,
+                              Layout.STALL_BETWEEN: Mechanism.HOST_STALL}[layout],
+                             hs, share, units)
 
     def c3_host_stall(self) -> list[Finding]:
         """Check C3: the host-side signature of the tail (see :meth:`host_signature`);
@@ -485,8 +504,7 @@ class Evidence:
         found = self.host_signature()
         if found is None:
             return []
-        mech, hs = found
-        share = hs.explains()
+        mech, hs, share, units = found
         if mech is Mechanism.QUEUEING:
             what = (f"the slowest {hs.slow_n} units waited {fmt_ns(hs.queued_growth_ns)} "
                     "longer than the median band before their work began (their range was "
@@ -501,7 +519,12 @@ class Evidence:
                     f"{fmt_ns(hs.long_slow_ns)} without a CUDA call {many}, mostly {where} "
                     f"(longest {fmt_ns(hs.longest_slow_ns)}, against "
                     f"{fmt_ns(hs.longest_median_ns)} in the median band)")
-        reason = (f"{what}; that holds {share:.0%} of their extra latency"
+        kind = "wait" if mech is Mechanism.QUEUEING else "stretch"
+        held = (f"that holds {share:.0%} of their extra latency" if units is None else
+                f"judged one by one, {units} of the {hs.slow_n} show it, and it holds a "
+                f"median {share:.0%} of each one's extra latency (the others grew "
+                "otherwise, which blurs the mean)")
+        reason = (f"{what}; {held}"
                   + (" while the GPU waited" if mech is not Mechanism.QUEUEING else ""))
         self._score(Layer.CPU, 0.5 + 0.5 * share, "")
         self._reasons[Layer.CPU].insert(0, reason)  # the mechanism's own measurement first
@@ -515,9 +538,10 @@ class Evidence:
             Layer.CPU, "warning", title,
             (what + ".",
              f"the slow units take {fmt_ns(hs.duration_growth_ns)} longer than the median "
-             f"band; {share:.0%} of it is this "
-             f"{'wait' if mech is Mechanism.QUEUEING else 'stretch'}, "
-             f"and {self.gpu_waited_share():.0%} of the GPU side's growth is idle time"),
+             f"band; " + (f"{share:.0%} of it is this {kind}" if units is None else
+                          f"in {units} of them this {kind} holds a median {share:.0%} of "
+                          "each one's growth")
+             + f", and {self.gpu_waited_share():.0%} of the GPU side's growth is idle time"),
             fix=mech.action, check="C3", weight=0.6 * share)]
 
     def other_work_score(self) -> list[Finding]:
