@@ -370,20 +370,7 @@ def inside_units(code, t, heads, starts, reach, last, inside):
         k = code[i]
         lo, hi = heads[k], heads[k + 1]
         x = t[i]
-        j = lo + last[k]  # galloping as _count_right does, over starts[lo:hi]
-        if j > lo and starts[j - 1] > x:
-            j = lo
-        step = 1
-        while j + step - 1 < hi and starts[j + step - 1] <= x:
-            j += step
-            step *= 2
-        top = min(j + step - 1, hi)
-        while j < top:
-            mid = (j + top) // 2
-            if starts[mid] <= x:
-                j = mid + 1
-            else:
-                top = mid
+        j = lo + _count_right(starts[lo:hi], x, last[k])
         last[k] = j - lo
         inside[i] = j > lo and x < reach[j - 1]
 
