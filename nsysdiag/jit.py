@@ -1,5 +1,5 @@
 """numba's decorator for nsysdiag's compiled loops (``adapters/_sqlite_records.py``,
-``views/_compiled.py``, ``analyses/_compiled.py``).
+``views/_compiled.py``, ``compute/compiled.py``).
 
 Machine code is cached on disk (``cache=True``: beside the source, else in the user's cache
 directory), so a loop is compiled once per installation, not once per run. Where neither

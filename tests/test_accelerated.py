@@ -4,7 +4,7 @@ The model is Perfetto's diff tests: one input, two implementations, the same out
 SQL in ``analyses/sql/<name>.sql`` states the method; the accelerated pass (numpy and
 compiled loops) must give the same summary and tables: integers exactly, and the doubles
 exactly too, since the pass takes its figures as DuckDB's aggregates do
-(``analyses/figures.py``). ``FLOAT_TOLERANCE`` names any analysis whose doubles are summed
+(``compute/figures.py``). ``FLOAT_TOLERANCE`` names any analysis whose doubles are summed
 in another order; none is, today.
 """
 

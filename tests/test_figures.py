@@ -1,4 +1,4 @@
-"""analyses/figures.py: distribution figures in numpy, equal to DuckDB's aggregates."""
+"""compute/figures.py: distribution figures in numpy, equal to DuckDB's aggregates."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from nsysdiag.analyses import figures, launch_gaps
+from nsysdiag.analyses import launch_gaps
+from nsysdiag.compute import figures
 from nsysdiag.errors import InputError
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from nsysdiag.analyses import fits
+from nsysdiag.compute import fits
 
 stats = pytest.importorskip("scipy.stats")
 optimize = pytest.importorskip("scipy.optimize")

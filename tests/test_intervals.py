@@ -1,4 +1,4 @@
-"""analyses/intervals.py: unions, time covered twice, peak concurrency and a queue's depth,
+"""compute/intervals.py: unions, time covered twice, peak concurrency and a queue's depth,
 fed in batches.
 
 Against brute force (how many intervals cover each nanosecond; the depth walked instant by
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nsysdiag
-from nsysdiag.analyses.intervals import Busy, Union, queue_depth
+from nsysdiag.compute.intervals import Busy, Union, queue_depth
 
 
 def brute(start: np.ndarray, end: np.ndarray) -> tuple[int, int, int]:
@@ -120,13 +120,13 @@ def test_queue_depth_by_hand():
 
 # --- unions and merged stretches per group (ranges' instances) ---
 
-from nsysdiag.analyses import intervals  # noqa: E402
+from nsysdiag.compute import intervals  # noqa: E402
 
 
 def own_work(g, s, e, kernel=None):
     """_compiled.own_work on rows sorted by group, with [s, e) as both kinds of pieces:
     ({group: union}, {group: kernel union}, [(group, stretch start, stretch end)])."""
-    from nsysdiag.analyses import _compiled
+    from nsysdiag.compute import compiled as _compiled
 
     kernel = np.ones(len(g), dtype=bool) if kernel is None else kernel
     groups, offset, stop = intervals.runs(g)
@@ -203,7 +203,7 @@ def test_own_pieces_clips_to_the_window_and_groups_by_instance():
     """Each row on its instance's device goes to the instance's next slot, its pieces
     clipped to the window as SQL's greatest/least do (an unknown bound left out); rows on
     another device, of an instance without one, or of no known device are left out."""
-    from nsysdiag.analyses import _compiled
+    from nsysdiag.compute import compiled as _compiled
 
     # instances 1 (device 0, window [100, 200]) and 2 (device 1, window [300, unknown));
     # instance 3 has no device
@@ -253,7 +253,7 @@ def test_own_pieces_clips_to_the_window_and_groups_by_instance():
 def test_search_right_matches_numpy(order):
     """The galloping search answers as np.searchsorted(side='right'), duplicates and values
     outside the array included, whatever the order of the values."""
-    from nsysdiag.analyses import _compiled
+    from nsysdiag.compute import compiled as _compiled
 
     rng = np.random.default_rng(9)
     a = np.sort(rng.integers(0, 300, 1000))
@@ -268,7 +268,7 @@ def test_search_right_matches_numpy(order):
 
 def _segments(builder, tmp_path, rows, in_order):
     """``intervals.segments`` over VALUES rows (key, start_ns, sort_end, x), as lists."""
-    from nsysdiag.analyses import intervals
+    from nsysdiag.compute import intervals
 
     b = builder("current")
     b.kernel(0, 1)
@@ -302,7 +302,7 @@ def test_segments_in_stored_order(builder, tmp_path):
     [(1, 10, None, 0), (1, 10, 14, 1)],         # a NULL end sorts after every end
 ])
 def test_segments_in_stored_order_refuses_rows_out_of_order(builder, tmp_path, rows):
-    from nsysdiag.analyses.intervals import OutOfOrder
+    from nsysdiag.compute.intervals import OutOfOrder
 
     with pytest.raises(OutOfOrder):
         _segments(builder, tmp_path, rows, in_order=True)
@@ -314,7 +314,7 @@ def test_inside_units_matches_brute_force(order):
     """host_stall's test of each call against its thread's units: inside when some unit of
     its thread holds it (start <= t < end), for calls of three threads interleaved, in start
     order (as stored) or not, fed in two batches that keep the searches' state."""
-    from nsysdiag.analyses import _compiled
+    from nsysdiag.compute import compiled as _compiled
 
     rng = np.random.default_rng(3)
     n_threads = 3

@@ -232,7 +232,7 @@ def test_random_trace_matches_reference_and_is_order_free(builder, tmp_path):
 def test_stream_gaps_match_reference_across_batches(builder, tmp_path, monkeypatch, batch_rows):
     """Per-stream gaps come from the device pass: streams interleaved on two GPUs of two
     processes, streamed in batches of 5 rows (streams met mid-pass, runs cut by batches)."""
-    from nsysdiag.analyses import intervals
+    from nsysdiag.compute import intervals
 
     monkeypatch.setattr(intervals, "BATCH_ROWS", batch_rows)
     rng = random.Random(11)

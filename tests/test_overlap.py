@@ -13,8 +13,9 @@ import pytest
 from conftest import H200, corpus_sqlite_files, need, run_on_corpus
 
 import nsysdiag
-from nsysdiag.analyses import intervals, overlap
+from nsysdiag.analyses import overlap
 from nsysdiag.analyses.base import load_sql
+from nsysdiag.compute import intervals
 from nsysdiag.engine.steps import temp_views
 
 T0 = 10_000  # keep timestamps away from 0 (CUPTI's "not collected")

@@ -60,7 +60,7 @@ def test_the_diagnosis_modules_leave_scipy_stats_to_workload():
 
 def test_workloads_size_relation_imports_no_scipy_stats_or_optimize():
     """gpu-jitter's diagnosis measures workload's size relation (a rank correlation and a
-    monotone fit per measure): computed in numpy (analyses/fits.py), not by scipy.stats and
+    monotone fit per measure): computed in numpy (compute/fits.py), not by scipy.stats and
     scipy.optimize, whose imports cost a large part of a cold run."""
     example = ROOT / "examples" / "gpu-jitter.sqlite"
     code = ("import nsysdiag\n"

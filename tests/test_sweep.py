@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 import nsysdiag
-from nsysdiag.analyses import intervals as iv_mod
-from nsysdiag.analyses import sweep
+from nsysdiag.compute import intervals as iv_mod
+from nsysdiag.compute import sweep
 
 
 def reference(intervals, probes, n_classes):
@@ -110,7 +110,7 @@ def test_coverage_matches_reference(tmp_path, monkeypatch, seed, batch_rows):
 @pytest.mark.parametrize("order", ["ascending", "random", "descending", "sawtooth"])
 def test_compiled_covered_any_order(order):
     # the galloping search against a plain binary search, over 5,000 pieces
-    from nsysdiag.analyses import _compiled
+    from nsysdiag.compute import compiled as _compiled
 
     rng = np.random.default_rng(7)
     lo = np.cumsum(rng.integers(1, 50, 5000)).astype(np.int64)

@@ -1,5 +1,5 @@
 """The unit from the structure of the work: the period of a repeating sequence
-(analyses/cycles.py), iterations of a loop without NVTX from its repeating GPU work
+(compute/cycles.py), iterations of a loop without NVTX from its repeating GPU work
 (launch cycles), and groups of sibling NVTX ranges. Hand-built sequences and traces with
 their answers worked out in the comments; the corpus exports the issue names."""
 
@@ -12,8 +12,9 @@ import pytest
 from conftest import CORPUS, need, open_corpus
 
 import nsysdiag
-from nsysdiag.analyses import cycles, ranges
+from nsysdiag.analyses import ranges
 from nsysdiag.analyses.base import run_query
+from nsysdiag.compute import cycles
 from nsysdiag.diff import diff
 
 # -- cycles.find on label sequences ---------------------------------------------------------

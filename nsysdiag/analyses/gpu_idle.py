@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from ..compute import compiled, figures, intervals, sweep
 from ..engine.accelerate import accelerate
 from ..engine.steps import registered, steps, temp_views
 from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
-from . import _compiled, figures, intervals, sweep
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 from .launch_gaps import NO_END
 from .overlap import device_operations
@@ -413,7 +413,7 @@ def _sequence_pass(report: Report) -> tuple[np.ndarray, ...]:
 def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
     """:func:`_sequence_pass` over the sequence as stored (``in_order``) or sorted: the
     (global_pid, device_id) of each sequence with gaps, the bounds of its rows (as
-    ``Gaps``), then the gaps' columns. One compiled loop (``_compiled.sequence_gaps``)
+    ``Gaps``), then the gaps' columns. One compiled loop (``compiled.sequence_gaps``)
     carries each sequence's furthest end from batch to batch and writes the gaps."""
     codes: dict[tuple[int, int], int] = {}
     state = np.zeros((0, 4), dtype=np.int64)
@@ -443,10 +443,10 @@ def _pass(report: Report, rows: int, in_order: bool) -> tuple[np.ndarray, ...]:
             code = known[code]
             if len(codes) > len(state):
                 state = np.r_[state, np.zeros((len(codes) - len(state), 4), dtype=np.int64)]
-            n = _compiled.sequence_gaps(code, *cols[2:], in_order, NO_END, state, *out, n)
-            if n == _compiled.SEQ_OUT_OF_ORDER:
+            n = compiled.sequence_gaps(code, *cols[2:], in_order, NO_END, state, *out, n)
+            if n == compiled.SEQ_OUT_OF_ORDER:
                 raise intervals.OutOfOrder("a device sequence's rows out of order")
-            if n == _compiled.SEQ_TIE:
+            if n == compiled.SEQ_TIE:
                 raise _Tie("rows of a device sequence tied on start and end")
     keys_ = np.array(list(codes), dtype=np.int64).reshape(-1, 2)
     code = out[0][:n]

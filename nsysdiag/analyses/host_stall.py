@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from ..compute import compiled, intervals
 from ..engine.accelerate import accelerate
 from ..engine.database import stored_order
 from ..engine.steps import registered
-from . import _compiled, intervals
 from .base import load_sql, run_query
 
 if TYPE_CHECKING:
@@ -486,7 +486,7 @@ def _calls_inside(report: Report, start: np.ndarray, end: np.ndarray, ucode: np.
             e = _int64(e_col.fill_null(0) if e_col.null_count else e_col)
             launch = batch.column("launch").fill_null(False).to_numpy(zero_copy_only=False)
             inside = np.empty(len(c), dtype=bool)
-            _compiled.inside_units(c, s, heads, ws, reach, last, inside)
+            compiled.inside_units(c, s, heads, ws, reach, last, inside)
             if inside.all():
                 kept.append((c, s, e, e_ok, launch))
             elif inside.any():

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from ..compute import compiled, figures, intervals
 from ..engine.accelerate import pick
 from ..engine.steps import steps, temp_views
 from ..settings import DEFAULTS, Settings, us_to_ns
-from . import _compiled, figures, intervals
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
 
 if TYPE_CHECKING:
@@ -362,7 +362,7 @@ class _Columns:
 
 class _Streams:
     """The streams met in the device sequence, each with a code, its key and the end of its
-    last kernel so far (``_compiled.follow_streams`` measures the gaps)."""
+    last kernel so far (``compiled.follow_streams`` measures the gaps)."""
 
     def __init__(self) -> None:
         self.codes: dict[tuple[int, ...], int] = {}
@@ -375,7 +375,7 @@ class _Streams:
         mine = unit["in_stream"].astype(bool, copy=False)
         codes = self._codes(key, unit["context_id"][mine], unit["stream_id"][mine])
         gap_code, gap_ns = (np.empty(len(codes), dtype=np.int64) for _ in range(2))
-        n = _compiled.follow_streams(codes, start[mine], end[mine], unit["unit"][mine] == 0,
+        n = compiled.follow_streams(codes, start[mine], end[mine], unit["unit"][mine] == 0,
                                      self.last_end, NO_END, gap_code, gap_ns)
         return gap_code[:n], gap_ns[:n]
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from ..compute import figures, intervals
 from ..engine.accelerate import pick
 from ..engine.steps import registered, steps, temp_views
 from ..errors import UsageError
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
-from . import figures, intervals
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 if TYPE_CHECKING:

@@ -16,11 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..compute import intervals
 from ..engine.accelerate import pick
 from ..engine.steps import registered, temp_views
 from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
-from . import intervals
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 if TYPE_CHECKING:

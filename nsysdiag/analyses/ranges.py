@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..compute import compiled, cycles, intervals, sweep
 from ..engine import threads
 from ..engine.accelerate import pick
 from ..engine.database import BATCH_ROWS
@@ -34,7 +35,6 @@ from ..errors import UsageError
 from ..layers import Layer
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
-from . import _compiled, cycles, intervals, sweep
 from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, figure, load_sql, records, run_query
 
 if TYPE_CHECKING:
@@ -1194,7 +1194,7 @@ def _own(report: Report, target: Path, scope: str, groups: int) -> np.ndarray:
                 if present is not None:
                     rows = present[rows]
                 j = np.empty(len(rows), dtype=np.int64)
-                _compiled.search_right(starts[lo:hi], api_start[rows], j)
+                compiled.search_right(starts[lo:hi], api_start[rows], j)
                 j += lo - 1
                 inside = (j >= lo) & (api_end[rows] <= ends[np.maximum(j, lo)])
                 instance[rows[inside]] = ids[j[inside]]
@@ -1227,9 +1227,9 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
     (``_own``).
 
     The own work on each instance's device is read from rg_own once and put in instance
-    order by a counting sort (``_compiled.own_pieces``: each instance's rows get the slots
+    order by a counting sort (``compiled.own_pieces``: each instance's rows get the slots
     after its offset), clipped to the window as ranges.sql (Own work) says; a compiled
-    loop (``_compiled.own_work``) makes the unions and stretches of each instance, instead
+    loop (``compiled.own_work``) makes the unions and stretches of each instance, instead
     of DuckDB joining rg_own to each instance's device and window and sorting it by
     instance, or window functions partitioned by instance."""
     sql = load_sql(NAME)
@@ -1260,7 +1260,7 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
         (on, on_ok), (start, _), (end, end_ok), (api_end, api_ok) = (
             arrow_values(batch.column(c)) for c in ("device_id", "start_ns", "end_ns",
                                                     "api_end_ns"))
-        _compiled.own_pieces(batch.column("instance").to_numpy(),
+        compiled.own_pieces(batch.column("instance").to_numpy(),
                              batch.column("kernel").to_numpy(zero_copy_only=False), on,
                              on_ok, start, end, end_ok, api_end, api_ok, udevice, uknown,
                              wstart, wend, wend_ok, offset, fill, kernel, ws, ps, e)
@@ -1279,7 +1279,7 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
         chunk = have[lo:hi]
         size = int(fill[chunk].sum())
         of, s, t = (np.empty(size, dtype=np.int64) for _ in range(3))
-        m = _compiled.own_work(chunk, offset[chunk], fill[chunk], kernel, ws, ps, e,
+        m = compiled.own_work(chunk, offset[chunk], fill[chunk], kernel, ws, ps, e,
                                kernel_union[lo:hi], any_union[lo:hi], of, s, t)
         of, s, t = of[:m], s[:m], t[:m]
         at = row_of[of]  # pieces exist only where the device is known
@@ -1294,7 +1294,7 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
 def _sweep(
     report: Report, intervals: str, probes: str, classes: int, groups: int
 ) -> np.ndarray:
-    """Covered time per group and class (analyses/sweep.py) for two queries of ranges.sql;
+    """Covered time per group and class (compute/sweep.py) for two queries of ranges.sql;
     the calls read as api_calls stores them, in the export's order."""
     sql = load_sql(NAME)
     return sweep.covered_sums(report, sql[intervals], sql[probes], classes, groups,

@@ -40,14 +40,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..compute import intervals
+from ..compute.fits import isotonic, spearman_rho
 from ..engine.accelerate import pick
 from ..engine.database import stored_order
 from ..engine.steps import bind, registered
 from ..formatting import fmt_ns, fmt_ratio
 from ..settings import DEFAULTS, Settings
-from . import intervals
 from .base import OK, AnalysisResult, figure, load_sql, records, run_query
-from .fits import isotonic, spearman_rho
 from .interference import slow_count
 from .ranges import RangesResult
 

@@ -323,7 +323,7 @@ SELECT r.start AS start_ns, r."end" AS end_ns, r.globalTid AS global_tid,
        r.correlationId AS correlation_id, r.returnValue AS return_value
 FROM {_timed('raw_runtime')} r""",
     # in start order, as exported: the kernels' launch calls (views/launch.py) and ranges'
-    # CPU sweep (analyses/sweep.py) read the calls in that order instead of sorting them
+    # CPU sweep (compute/sweep.py) read the calls in that order instead of sorting them
     in_export_order=True,
     # every API name of every corpus export is a CUDA API identifier
     strings=Strings(("nameId",), table="_api_names",

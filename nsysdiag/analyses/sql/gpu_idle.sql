@@ -20,7 +20,7 @@
 --                  2 sync, 3 other (as ranges' CPU components), cut into pieces
 --                  (host_pieces) and measured in each gap's host window and at the
 --                  instant the GPU went idle (host_windows; the accelerated pass sweeps
---                  them, analyses/sweep.py)
+--                  them, compute/sweep.py)
 
 -- @query gaps
 -- The order of the device sequence: by start, then end (NULL last); work tied on both

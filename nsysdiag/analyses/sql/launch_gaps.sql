@@ -48,8 +48,8 @@
 --                 [10^(b/5), 10^((b+1)/5)) ns; share_pct of the main gaps
 
 -- The queries gaps ... histogram below are the method. The accelerated pass
--- (launch_gaps.accelerated: a sorted pass in numpy, analyses/intervals.py and
--- analyses/_compiled.py, with figures.py's equivalents of quantile_cont, avg and sum)
+-- (launch_gaps.accelerated: a sorted pass in numpy, compute/intervals.py and
+-- compute/compiled.py, with figures.py's equivalents of quantile_cont, avg and sum)
 -- computes the same tables from the queries sequence, graph_first and stream_counts at the
 -- end of this file; nsysdiag/engine/accelerate.py chooses between the two by input size,
 -- and tests/test_accelerated.py compares them table for table.

@@ -39,7 +39,7 @@
 --   _depth_changes   level, series keys, t_ns, depth: every instant whose events do not
 --                    net to zero, with the depth after it
 -- The queries depth ... _depth_changes and latency are the method. The accelerated pass
--- (launch_latency.accelerated: a compiled loop per series, analyses/_compiled.py
+-- (launch_latency.accelerated: a compiled loop per series, compute/compiled.py
 -- queue_depth, over the events of queue_devices, queue_launches and queue_streams, and the
 -- kernel metrics of latency in numpy, with figures.py's equivalents of quantile_cont and
 -- avg, the graph metrics from graph_latency) makes the same four tables;

@@ -10,7 +10,7 @@
 -- Kernel concurrency: concurrent_kernel_ns is the time with >= 2 kernels in flight (an
 -- interval is in flight on [start, end)), max_concurrent_kernels the peak.
 -- The query busy is the method; the accelerated pass (overlap.accelerated: a sorted pass
--- in numpy, analyses/intervals.py, which also hands each device's union on to ranges)
+-- in numpy, compute/intervals.py, which also hands each device's union on to ranges)
 -- computes the same table; nsysdiag/engine/accelerate.py chooses between the two by
 -- input size.
 -- A stream is (global_pid, stream_id).

@@ -257,7 +257,7 @@ ORDER BY instance;
 -- its id count as one) of the thread that made the most of them. label: the kernel's
 -- short name (the first kernel of a graph launch), else the call's name (a copy, a memset,
 -- a launch whose kernel was not recorded); gpu_end_ns: when its work ended on the GPU
--- (NULL: not recorded). The input of the launch-cycle unit (analyses/cycles.py).
+-- (NULL: not recorded). The input of the launch-cycle unit (compute/cycles.py).
 WITH calls AS (
     SELECT global_tid, global_pid, correlation_id, min(start_ns) AS start_ns,
            max(end_ns) AS end_ns, arg_min(name, start_ns) AS api, any_value(pid) AS pid,
@@ -398,7 +398,7 @@ SELECT CASE WHEN getvariable('rg_scope') = 'thread' THEN global_tid ELSE global_
 FROM api_calls
 
 -- @query rg_cpu_intervals
--- The key's calls for the CPU components; the sweep in analyses/sweep.py cuts them into
+-- The key's calls for the CPU components; the sweep in compute/sweep.py cuts them into
 -- disjoint pieces (a call keeps the part not covered by a call that began earlier) and sums
 -- each class up to every instance boundary.
 SELECT key, start_ns, end_ns, cls FROM rg_calls
@@ -505,14 +505,14 @@ SELECT * FROM udev
 -- first pieces, of the kernels and of all (rg_own_union: instance, kernel_union_ns,
 -- any_union_ns), and the second merged into stretches, measured into rg_busy (pending_ns,
 -- pending_busy_ns). A counting sort puts rg_own in instance order and a compiled loop
--- (analyses/_compiled.py: own_pieces, own_work) does the rest, instead of a join to
+-- (compute/compiled.py: own_pieces, own_work) does the rest, instead of a join to
 -- rg_udev sorted by instance or window functions partitioned by instance in SQL.
 
 -- The method of the instances' CPU and GPU sides: the queries rg_cpu_pieces ...
--- rg_own_union below. The accelerated pass (ranges.accelerated: analyses/sweep.py for the
+-- rg_own_union below. The accelerated pass (ranges.accelerated: compute/sweep.py for the
 -- CPU side over rg_cpu_intervals and rg_cpu_probes, a search among the sorted instances
 -- for the placement over rg_launched, intervals.Coverage and the compiled loops
--- own_pieces and own_work of analyses/_compiled.py for the GPU side) makes the same steps
+-- own_pieces and own_work of compute/compiled.py for the GPU side) makes the same steps
 -- rg_own, rg_cpu, rg_busy and rg_own_union; nsysdiag/engine/accelerate.py chooses between
 -- the two by input size.
 

@@ -7,7 +7,7 @@ running maximum, a running sum and an ASOF join: sorts of every call of the trac
 windows over one huge partition that DuckDB runs on one core and spills to disk. Here the
 instants are held in memory, sorted, and the intervals stream past them, as stored where
 each key's come in order (a view written in the export's order), else sorted by DuckDB; a
-compiled loop (``_compiled.sweep_keys``) carries each key's running maximum and running
+compiled loop (``compiled.sweep_keys``) carries each key's running maximum and running
 sums from batch to batch, answers each instant as the sweep passes it and adds the answer,
 signed, to its group. Memory: the instants and a batch of intervals. (A compiled loop,
 not per-batch numpy expressions, and the calls read as stored, not sorted: see
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..views._compiled import find_values
-from . import _compiled, intervals
+from . import compiled, intervals
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -150,7 +150,7 @@ def window_causes(
 ) -> np.ndarray | None:
     """gpu_idle's host cause of each window, finished inside the sweep: what
     :func:`covered_windows` and ``gpu_idle.host_causes`` give, without a row of sums per
-    window (``_compiled.sweep_causes``).
+    window (``compiled.sweep_causes``).
 
     Parameters
     ----------
@@ -174,7 +174,7 @@ def window_causes(
     """
     room = min(max_runs, len(cause))
     run_key, run_head, run_end = (np.empty(room, dtype=np.int64) for _ in range(3))
-    n = _compiled.window_runs(cause, key, start, end, limit, run_key, run_head, run_end)
+    n = compiled.window_runs(cause, key, start, end, limit, run_key, run_head, run_end)
     if n < 0:
         return None
     order = np.argsort(run_key[:n], kind="stable")
@@ -194,10 +194,10 @@ def window_causes(
             if not batch.num_rows:
                 continue
             code, istart, iend, icls = _coded(batch, distinct)
-            if _compiled.sweep_causes(code, istart, iend, icls, cause, start, end, limit,
+            if compiled.sweep_causes(code, istart, iend, icls, cause, start, end, limit,
                                       pend, keys, cum, opened, codes, pct, out) >= 0:
                 return None
-        _compiled.finish_causes(cause, start, end, limit, pend, keys, cum, opened, codes,
+        compiled.finish_causes(cause, start, end, limit, pend, keys, cum, opened, codes,
                                 pct, out)
         return out
 
@@ -225,19 +225,19 @@ def _swept_windows(reader: Iterable[pa.RecordBatch], distinct: np.ndarray, heads
         if not batch.num_rows:
             continue
         code, start, end, cls = _coded(batch, distinct)
-        if _compiled.sweep_windows(code, start, end, cls, pts, pref, pend, keys, cum, window,
+        if compiled.sweep_windows(code, start, end, cls, pts, pref, pend, keys, cum, window,
                                    at) >= 0:
             return None
-    _compiled.finish_windows(pts, pref, pend, keys, cum, window, at)
+    compiled.finish_windows(pts, pref, pend, keys, cum, window, at)
     return window, at
 
 
 def _key_state(heads: np.ndarray) -> np.ndarray:
-    """The per-key state of a sweep before its first interval (``_compiled.KEY_STATE``
+    """The per-key state of a sweep before its first interval (``compiled.KEY_STATE``
     slots; the next probe of key k is ``heads[k]``)."""
-    keys = np.zeros((len(heads), _compiled.KEY_STATE), dtype=np.int64)
-    keys[:, _compiled.K_PROBE] = heads
-    keys[:, _compiled.K_LAST_E] = -1  # no piece yet
+    keys = np.zeros((len(heads), compiled.KEY_STATE), dtype=np.int64)
+    keys[:, compiled.K_PROBE] = heads
+    keys[:, compiled.K_LAST_E] = -1  # no piece yet
     return keys
 
 
@@ -271,8 +271,8 @@ def _swept(reader: Iterable[pa.RecordBatch], probes: tuple[np.ndarray, ...], n_c
         if not batch.num_rows:
             continue
         code, start, end, cls = _coded(batch, distinct)
-        if _compiled.sweep_keys(code, start, end, cls, pts, pgrp, psign, pend, keys, cum,
+        if compiled.sweep_keys(code, start, end, cls, pts, pgrp, psign, pend, keys, cum,
                                 out) >= 0:
             return None
-    _compiled.finish_keys(pts, pgrp, psign, pend, keys, cum, out)
+    compiled.finish_keys(pts, pgrp, psign, pend, keys, cum, out)
     return out

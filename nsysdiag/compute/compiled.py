@@ -66,7 +66,7 @@ def _put(keys, cum, k, lo, e, c):
 
 @_jit
 def sweep_keys(code, istart, iend, icls, pts, pgrp, psign, pend, keys, cum, out):
-    """One batch of the covered-time sweep (analyses/sweep.py has the definitions) over
+    """One batch of the covered-time sweep (compute/sweep.py has the definitions) over
     intervals of any number of keys, interleaved in any way: each key's must come sorted
     by start, end descending, class. Each is cut into a piece beyond the furthest end of
     its key so far; each probe is answered, when its key's sweep passes it, with the

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..engine.database import BATCH_ROWS, stored_order
 from ..engine.workspace import GPU_BUSY
-from . import _compiled
+from . import compiled
 
 __all__ = ["BATCH_ROWS", "GPU_BUSY", "Busy", "Coverage", "OutOfOrder", "Union", "segments",
            "stored_order"]
@@ -92,7 +92,7 @@ class Coverage:
     ``covered(key, t)`` is the length of the union of the key's intervals that lies before
     ``t``. The union is kept as its pieces (each interval beyond the furthest end before it)
     with running totals, so an instant is answered by one search among the pieces
-    (``_compiled.covered``): no sort of the instants, which in ``ranges`` number twice the
+    (``compiled.covered``): no sort of the instants, which in ``ranges`` number twice the
     pending stretches, more than there are intervals.
 
     Built from a query (:meth:`of_query`) or fed by a sorted pass that reads the intervals
@@ -104,7 +104,7 @@ class Coverage:
         #: key -> (piece starts, piece ends, union before each piece), all sorted
         self.pieces: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         # key -> the pieces so far (arrays with room to grow) and the union's state
-        # (_compiled.union_pieces; its last slot: how many pieces)
+        # (compiled.union_pieces; its last slot: how many pieces)
         self._fed: dict[int, tuple[list[np.ndarray], np.ndarray]] = {}
 
     @classmethod
@@ -131,7 +131,7 @@ class Coverage:
         if need > len(arrays[0]):
             for a in arrays:  # in place (realloc): no copy of what is there
                 a.resize(max(need, 2 * len(a)), refcheck=False)
-        _compiled.union_pieces(start, end, state, *arrays)
+        compiled.union_pieces(start, end, state, *arrays)
 
     def done(self) -> Coverage:
         """Make the fed pieces ready for lookups."""
@@ -153,7 +153,7 @@ class Coverage:
                 continue
             rows = slice(None) if single else np.flatnonzero(keys == key)
             at = np.empty(len(out[rows]), dtype=np.int64)
-            _compiled.covered(*self.pieces[key], np.ascontiguousarray(ts[rows], np.int64), at)
+            compiled.covered(*self.pieces[key], np.ascontiguousarray(ts[rows], np.int64), at)
             out[rows] = at
         return out
 
@@ -167,8 +167,8 @@ class Coverage:
         out = np.zeros(len(start), dtype=np.int64)
         if key in self.pieces and len(start):
             at = np.empty(len(start), dtype=np.int64)
-            _compiled.covered(*self.pieces[key], np.ascontiguousarray(end, np.int64), out)
-            _compiled.covered(*self.pieces[key], np.ascontiguousarray(start, np.int64), at)
+            compiled.covered(*self.pieces[key], np.ascontiguousarray(end, np.int64), out)
+            compiled.covered(*self.pieces[key], np.ascontiguousarray(start, np.int64), at)
             out -= at
         return out
 
@@ -200,8 +200,8 @@ class Busy:
         # stable: timsort, near linear on ends that come almost in order (they mostly do)
         ends = np.sort(np.concatenate([self._open, end]), kind="stable")
         after, later = np.empty(len(start), dtype=np.int64), np.empty(len(start), dtype=np.int64)
-        _compiled.search_right(ends, start, after)
-        _compiled.search_right(start, start, later)
+        compiled.search_right(ends, start, after)
+        compiled.search_right(start, start, later)
         self.peak = max(self.peak, int(((len(ends) - after) - (len(start) - later)).max()))
         self._open = ends[after[-1]:]
 
@@ -214,7 +214,7 @@ def queue_depth(
     after a raise) and left as it is at ``same_t``, its events netted per instant. The
     arrays come in any order and are sorted in place (they come almost in order, which a
     stable sort merges in near linear time); a compiled loop walks them
-    (``_compiled.queue_depth``).
+    (``compiled.queue_depth``).
 
     Returns ``time_at`` (depth -> ns: the span from an instant ``t`` to the next counts at
     the depth after ``t`` when ``lo <= t < hi``; nothing counts when either is None),
@@ -229,7 +229,7 @@ def queue_depth(
     room = len(up_t) + len(down_t) if keep_changes else 0
     change_t, change_depth = (np.empty(room, dtype=np.int64) for _ in range(2))
     counted = lo is not None and hi is not None
-    n = _compiled.queue_depth(up_t, same_t, down_t, lo if counted else 0, hi if counted else 0,
+    n = compiled.queue_depth(up_t, same_t, down_t, lo if counted else 0, hi if counted else 0,
                               counted, time_at, marked_at, change_t, change_depth)
     return ({int(d): int(time_at[d]) for d in np.flatnonzero(time_at)},
             {int(d): int(marked_at[d]) for d in np.flatnonzero(marked_at)},
