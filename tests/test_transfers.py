@@ -16,7 +16,9 @@ from conftest import H200, ROOT, corpus_sqlite_files, need, run_on_corpus
 
 import nsysdiag
 from nsysdiag.analyses import transfers
-from nsysdiag.analyses.link import (
+from nsysdiag.cli.main import main
+from nsysdiag.errors import UsageError
+from nsysdiag.links import (
     Baseline,
     default_link,
     host_link,
@@ -24,8 +26,6 @@ from nsysdiag.analyses.link import (
     pcie_gbps,
     resolve_links,
 )
-from nsysdiag.cli.main import main
-from nsysdiag.errors import UsageError
 
 SAMPLE = ROOT / "tests" / "data" / "nvbandwidth_sample.json"
 GEN5_X16 = 16 * 32.0 * 128 / 130 / 8  # 63.0154 GB/s per direction

@@ -8,9 +8,9 @@ all have been collected" only where nsys's own count of the kind disagrees with 
 export's rows), NVTX ranges the end of the capture cut open, and a capture of NVTX alone
 (no CUDA trace: the latency of the units can be measured, their cause not attributed). It
 also states the machine: each GPU with the host link its copies are judged against and
-where that figure comes from (the platform table of :mod:`.link`, an nvbandwidth baseline,
-or none for integrated and unknown GPUs), the driver and CUDA versions the export records,
-and how many blocking host waits (synchronization points) the threads made.
+where that figure comes from (the platform table of :mod:`nsysdiag.links`, an nvbandwidth
+baseline, or none for integrated and unknown GPUs), the driver and CUDA versions the export
+records, and how many blocking host waits (synchronization points) the threads made.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 from ..engine.steps import temp_views
 from ..formatting import cuda_version, driver_version
+from ..links import parse_nvbandwidth, resolve_links
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
-from .link import parse_nvbandwidth, resolve_links
 from .ranges import BLOCKING_WAITS
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.steps import bind
 from ..formatting import fmt_ns
+from ..links import Link, parse_nvbandwidth, resolve_links
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
-from .link import Link, parse_nvbandwidth, resolve_links
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from .errors import UsageError
 
 DIRECTIONS = ("HtoD", "DtoH")
 
