@@ -133,6 +133,15 @@ class AnalysisResult:
         return self.status == OK
 
     @classmethod
+    def analysis_name(cls) -> str:
+        """The analysis this class is the result of (``transfers`` for
+        ``TransfersResult``: the default of its ``analysis`` field)."""
+        default = cls.__dataclass_fields__["analysis"].default
+        if not isinstance(default, str):
+            raise TypeError(f"{cls.__name__} is the result of no one analysis")
+        return default
+
+    @classmethod
     def summary_fields(cls) -> tuple[dataclasses.Field, ...]:
         """The figures of this result class (its own fields, not the shared ones)."""
         return tuple(f for f in dataclasses.fields(cls) if f.name not in _BASE_FIELDS)

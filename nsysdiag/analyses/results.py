@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -68,8 +69,13 @@ class _Entry:
 
 
 def run(report: Report, name: str, **options: Any) -> AnalysisResult:
-    """The result of analysis ``name`` with ``options``: computed once, then reused."""
+    """The result of analysis ``name`` with ``options``: computed once, then reused.
+
+    Options left out count as their defaults (``run(rep, "ranges")`` and ``run(rep,
+    "ranges", range_name=None)`` are one result); one that the analysis' ``run`` does not
+    take raises TypeError."""
     mod = module(name)
+    options = _with_defaults(mod.run, options)
     given = options.get("settings") or DEFAULTS
     settings = plain(given)
     key = _key(name, {k: v for k, v in options.items() if k != "settings"})
@@ -92,6 +98,20 @@ def run(report: Report, name: str, **options: Any) -> AnalysisResult:
     # a caller that runs this analysis with its own (recording) settings read these too
     note_reads(given, entry.fields)
     return entry.result
+
+
+def _with_defaults(run_function: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` of the analysis' ``run`` with the defaults of those left out (not the
+    report, its first parameter)."""
+    bound = _signature(run_function).bind(None, **options)
+    bound.apply_defaults()
+    first = next(iter(bound.signature.parameters))
+    return {k: v for k, v in bound.arguments.items() if k != first}
+
+
+@functools.cache
+def _signature(run_function: Any) -> inspect.Signature:
+    return inspect.signature(run_function)
 
 
 def _values(settings: Settings, fields: tuple[str, ...]) -> str:

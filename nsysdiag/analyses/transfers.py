@@ -265,8 +265,9 @@ def run(
         ``slow_copies``, ``aggregate_pct_of_link``, ``contention_share_pct``,
         ``overlapped_median_gbps``, ``alone_median_gbps`` (JSON keys ``htod_copies``,
         ``link_htod_gbps``, ...). Per-direction figures are those of the device that moved
-        the most bytes in that direction. Tables: ``by_kind`` (main), ``mem_time``, ``host``, ``contention``,
-        ``links``, ``copies`` (one row per memcpy/memset), ``page_faults`` (per process).
+        the most bytes in that direction. Tables: ``by_kind`` (main), ``mem_time``,
+        ``host``, ``contention``, ``links``, ``copies`` (one row per memcpy/memset),
+        ``page_faults`` (per process).
 
     Raises
     ------
