@@ -5,8 +5,8 @@ analysis' own keyword options, documented where the analysis is (its module's ``
 and its result class as the return type: a caller reads figures as attributes
 (``rep.transfers().htod.median_gbps``), checked by a type checker, instead of finding a
 result by name. Results are computed once per report and options (``analyses.results``:
-the options are those of ``run``'s signature, defaults filled in, so ``rep.ranges()``
-and ``rep.analysis("ranges")`` share one result).
+an option given its default counts as left out, so ``rep.ranges()`` and
+``rep.analysis("ranges")`` share one result).
 
 Adding an analysis to ``nsysdiag.analyses.ANALYSES`` adds its method here, with ``run``'s
 signature; ``tests/test_facade.py`` checks that every analysis has one and that its

@@ -71,11 +71,10 @@ class _Entry:
 def run(report: Report, name: str, **options: Any) -> AnalysisResult:
     """The result of analysis ``name`` with ``options``: computed once, then reused.
 
-    Options left out count as their defaults (``run(rep, "ranges")`` and ``run(rep,
-    "ranges", range_name=None)`` are one result); one that the analysis' ``run`` does not
-    take raises TypeError."""
+    An option given its default value counts as left out (``run(rep, "ranges")`` and
+    ``run(rep, "ranges", range_name=None)`` are one result)."""
     mod = module(name)
-    options = _with_defaults(mod.run, options)
+    options = _without_defaults(mod.run, options)
     given = options.get("settings") or DEFAULTS
     settings = plain(given)
     key = _key(name, {k: v for k, v in options.items() if k != "settings"})
@@ -100,13 +99,13 @@ def run(report: Report, name: str, **options: Any) -> AnalysisResult:
     return entry.result
 
 
-def _with_defaults(run_function: Any, options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` of the analysis' ``run`` with the defaults of those left out (not the
-    report, its first parameter)."""
-    bound = _signature(run_function).bind(None, **options)
-    bound.apply_defaults()
-    first = next(iter(bound.signature.parameters))
-    return {k: v for k, v in bound.arguments.items() if k != first}
+def _without_defaults(run_function: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` less those given the default value of the analysis' ``run`` (of the
+    same type: 1 is not True), so that one result answers both ways of asking."""
+    params = _signature(run_function).parameters
+    return {k: v for k, v in options.items()
+            if not (k in params and params[k].default is not inspect.Parameter.empty
+                    and type(v) is type(params[k].default) and v == params[k].default)}
 
 
 @functools.cache
