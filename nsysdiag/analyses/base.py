@@ -68,14 +68,14 @@ def figure(doc: str, default: Any = None, *, key: str | None = None) -> Any:
     """A summary field of a result class: its documentation (with the unit) in the field's
     metadata, from which the JSON schema and the docs are generated.
 
-    In a record of :func:`figures` (a direction's transfer figures, ...), ``key`` is the
+    In a record of :func:`nested` (a direction's transfer figures, ...), ``key`` is the
     figure's JSON key as a template of ``{group}`` (the record field's name) and
     ``{name}`` (its own); the default is ``{group}_{name}``."""
     metadata = {"doc": doc} if key is None else {"doc": doc, "key": key}
     return field(default=default, metadata=metadata)
 
 
-def figures(doc: str, record: type) -> Any:
+def nested(doc: str, record: type) -> Any:
     """A summary field holding a record of figures: a frozen dataclass whose fields are
     :func:`figure` fields with defaults (one direction of the transfers, ...).
 
@@ -91,7 +91,7 @@ def flat_key(group: str, f: dataclasses.Field) -> str:
 
 
 def record_type(f: dataclasses.Field) -> type | None:
-    """The record class a :func:`figures` field holds (None: a plain figure)."""
+    """The record class a :func:`nested` field holds (None: a plain figure)."""
     return f.metadata.get("record")
 
 
@@ -149,7 +149,7 @@ class AnalysisResult:
     @classmethod
     def summary_keys(cls) -> tuple[str, ...]:
         """The keys ``summary`` may have: one per figure, a record's figures flat
-        (:func:`figures`)."""
+        (:func:`nested`)."""
         keys: list[str] = []
         for f in cls.summary_fields():
             record = record_type(f)
@@ -170,7 +170,7 @@ class AnalysisResult:
     @property
     def summary(self) -> dict[str, Any]:
         """The reported figures as a dict of JSON scalars (the JSON ``summary``); the
-        figures of a record (:func:`figures`) as flat keys."""
+        figures of a record (:func:`nested`) as flat keys."""
         records = {f.name: record_type(f) for f in self.summary_fields()}
         out: dict[str, Any] = {}
         for name in self.reported():

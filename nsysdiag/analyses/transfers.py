@@ -19,8 +19,8 @@ from .base import (
     OK,
     AnalysisResult,
     figure,
-    figures,
     load_sql,
+    nested,
     not_captured,
     records,
     run_query,
@@ -190,8 +190,8 @@ class TransfersResult(AnalysisResult):
         "share of copy time overlapping another copy of the same direction, %")
     link_source: str | None = figure("where the link bandwidth comes from: trace, "
                                      "nvbandwidth, default")
-    htod: DirectionFigures = figures("host to device", DirectionFigures)
-    dtoh: DirectionFigures = figures("device to host", DirectionFigures)
+    htod: DirectionFigures = nested("host to device", DirectionFigures)
+    dtoh: DirectionFigures = nested("device to host", DirectionFigures)
 
     def host(self) -> list[HostDirection]:
         """The ``host`` table as records (empty without it)."""

@@ -322,7 +322,7 @@ class Evidence:
             ev.append(
                 f"dispatch queue depth at launch: P50 {depth:g} launched-but-not-started kernels"
             )
-        api = lat.api_duration_p50_ns if lat is not None else None
+        api = lat.api_duration.p50_ns if lat is not None else None
         if api is not None:
             ev.append(f"launch call CPU cost P50 {fmt_ns(api)}")
         if idle is not None:

@@ -131,7 +131,7 @@ def _summary(name: str) -> dict[str, Any]:
         if record is None:
             props.update(_object(cls, {}, [f.name])["properties"])
             continue
-        # a record's figures are flat keys in its place (analyses.base.figures)
+        # a record's figures are flat keys in its place (analyses.base.nested)
         inner = _object(record, {})["properties"]
         props.update({flat_key(f.name, g): {**inner[g.name], "description":
                                             f"{f.metadata['doc']}: {inner[g.name]['description']}"}
