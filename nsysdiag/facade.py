@@ -8,10 +8,11 @@ result by name. Results are computed once per report and options (``analyses.res
 an option given its default counts as left out, so ``rep.ranges()`` and
 ``rep.analysis("ranges")`` share one result).
 
-Adding an analysis to ``nsysdiag.analyses.ANALYSES`` adds its method here, with ``run``'s
-signature; ``tests/test_facade.py`` checks that every analysis has one and that its
-options are those of ``run``. A method returns the bare :class:`AnalysisResult` when the
-analysis had nothing to measure (``not_captured``, ``empty``).
+An analysis added to ``nsysdiag.analyses.ANALYSES`` gets its method here, with ``run``'s
+signature (and its typed accessor, ``diagnosis.model.Analyses``); ``tests/test_facade.py``
+checks that every analysis has both and that a method's options are those of ``run``.
+A method returns the bare :class:`AnalysisResult` when the analysis had nothing to
+measure (``not_captured``, ``empty``).
 """
 
 from __future__ import annotations
