@@ -135,7 +135,8 @@ def run(report: Report, *, top: int | None = None, detail: bool = True,
         figures: ``kernels`` (non-graph), ``matched``, ``unmatched``, ``unmatched_pct``,
         ``queued``, ``negative_queue``, ``negative_queue_pct``, ``graph_launches``;
         each metric of ``latency`` as a :class:`LatencyFigures` (``p50_ns``, ``p90_ns``,
-        ``p99_ns``, ``max_ns``; JSON keys ``<metric>_p50_ns``, ...); ``depth_at_launch_p50``, ``_p90``, ``_p99``, ``_max``, ``mean_depth``
+        ``p99_ns``, ``max_ns``; JSON keys ``<metric>_p50_ns``, ...);
+        ``depth_at_launch_p50``, ``_p90``, ``_p99``, ``_max``, ``mean_depth``
         (time-weighted) and ``queue_nonempty_pct`` (per GPU, all GPUs pooled).
         ``tables``: ``latency`` (main; one row per metric), ``per_kernel``, ``per_name``,
         ``queue_depth`` (every change of depth), ``queue_depth_hist`` (time at each depth)
