@@ -48,6 +48,7 @@ from classifier import _one, calibration_report, ece, print_ece_table  # noqa: E
 from nsysdiag.stats.classifier import (  # noqa: E402
     CALIBRATION_FEATURES,
     CLASSES,
+    TailStatistics,
     _calibration_features,
 )
 
@@ -92,7 +93,10 @@ def fit_multinomial(X: np.ndarray, y: np.ndarray, k: int, l2: float) -> np.ndarr
 def design(rows):
     """(features, verdict index, true class index, n, seed) of the classified rows."""
     rows = [r for r in rows if r.get("stats") is not None and r["shape"] in CLASSES]
-    X = np.array([_calibration_features(r["stats"], TIGHT_RATIO) for r in rows])
+    # rows pickled before the statistics were typed hold their flat dict
+    X = np.array([_calibration_features(
+        TailStatistics.from_dict(r["stats"]) if isinstance(r["stats"], dict) else r["stats"],
+        TIGHT_RATIO) for r in rows])
     v = np.array([CLASSES.index(r["shape"]) for r in rows])
     y = np.array([CLASSES.index(r["label"]) for r in rows])
     n = np.array([r["n"] for r in rows])

@@ -363,7 +363,7 @@ def _load(
 
     if _is_diagnosis(target):
         d = target
-        ks = (d.analyses or {}).get("kernel_summary")
+        ks = d.analyses.get("kernel_summary")  # whatever its status: it ran
         note = ""
         if ks is None and d.path and Path(d.path).exists():
             with Report(d.path, **open_kwargs) as rep:
@@ -647,10 +647,8 @@ def _kind_key(r: CopyKind) -> str:
 
 
 def _by_kind(d: Diagnosis) -> dict[str, CopyKind] | None:
-    from .analyses.transfers import TransfersResult
-
-    t = (d.analyses or {}).get("transfers")
-    if not isinstance(t, TransfersResult) or not t.ok or "by_kind" not in t.tables:
+    t = d.analyses.transfers
+    if t is None or "by_kind" not in t.tables:
         return None
     out: dict[str, CopyKind] = {}
     for r in t.by_kind():

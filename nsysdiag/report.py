@@ -25,6 +25,7 @@ from .config import cache_dir as default_cache_dir
 from .engine.database import connect, environment_error, lock_down, refuse_writes
 from .engine.workspace import Workspace
 from .errors import InputError, ResourceError, UsageError
+from .facade import AnalysisMethods
 from .fileio import content_identity
 from .formatting import (
     cuda_version,
@@ -127,11 +128,13 @@ class ReportInfo:
         return "\n".join(lines)
 
 
-class Report:
+class Report(AnalysisMethods):
     """An Nsight Systems export opened for analysis.
 
     Opening is cheap: views are built (and cached as Parquet) the first time a query
-    names them. Use :func:`nsysdiag.open` to make one.
+    names them. Use :func:`nsysdiag.open` to make one. Each analysis is a method
+    (:class:`~nsysdiag.facade.AnalysisMethods`: ``rep.transfers()``, ``rep.ranges()``,
+    ...) returning its typed result.
 
     Parameters
     ----------
@@ -264,7 +267,8 @@ class Report:
         return self.sql(f"SELECT * FROM {name}")
 
     def analysis(self, name: str, **options: Any) -> AnalysisResult:
-        """Run analysis ``name`` (or reuse its cached result); see ``nsysdiag.analyses``."""
+        """Run analysis ``name`` (or reuse its cached result); see ``nsysdiag.analyses``.
+        Its method (``rep.<name>(...)``) does the same with typed options and result."""
         from .analyses import results
 
         return results.run(self, name, **options)

@@ -9,6 +9,7 @@ data.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -130,7 +131,7 @@ def test_features_beyond_the_fitted_range_are_clipped():
     w, low, high = clf._calibration()[res.shape]
     k = clf.CALIBRATION_FEATURES.index("log10_n_minus_3")
     assert high[k] < 3.0  # log10(1e6) - 3: a million is beyond what was fitted
-    big = [dict(res.statistics, n_fit=n) for n in (10**6, 10**9)]
+    big = [dataclasses.replace(res.statistics, n_fit=n) for n in (10**6, 10**9)]
     a, b = (clf._probabilities(st, res.shape, 2.0).as_array() for st in big)
     assert a == pytest.approx(b, abs=1e-15)
     phi = clf._calibration_features(big[1], 2.0)

@@ -13,7 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsysdiag.stats.classifier import SHAPES, CandidateFit, TailShapeResult, classify_tail
+from nsysdiag.stats.classifier import (
+    SHAPES,
+    CandidateFit,
+    TailShapeResult,
+    TailStatistics,
+    classify_tail,
+)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CORPUS = SHARED / "corpus" / "h200"
@@ -98,22 +104,28 @@ def test_result_object_fields_and_serialisation():
         assert isinstance(c, CandidateFit)
         assert math.isfinite(c.bic) and c.n_params >= 2
     assert res.best_model == min(res.candidates, key=lambda k: res.candidates[k].bic)
-    for key in (
-        "p50",
-        "p90",
-        "p99",
-        "p99_over_p50",
-        "skewness",
-        "skewness_log",
-        "dip_statistic",
-        "dip_pvalue",
-        "tail_flatness",
-    ):
-        assert key in res.statistics, key
+    ev = res.statistics
+    assert ev is not None and ev.fit is not None
+    figures = (ev.p50, ev.p90, ev.p99, ev.p99_over_p50, ev.skewness, ev.skewness_log,
+               ev.fit.dip_statistic, ev.fit.dip_pvalue, ev.fit.tail.flatness)
+    assert all(math.isfinite(v) for v in figures)
+    # the JSON statistics are flat, in the order they were always written: the fit's
+    # figures in its place, each tail's flatness with its prefix, p_tight and reason last
+    flat = ev.to_dict()
+    keys = list(flat)
+    assert keys[:3] == ["n_valid", "n_outliers_low", "n_outliers_high"]
+    assert keys[11:15] == ["skewness", "skewness_log", "dip_statistic", "dip_pvalue"]
+    assert keys[keys.index("tail_count") + 1:keys.index("tail_bump_z")] == [
+        "tail_flatness", "tail_cv", "tail_upper_ratio", "tail_half_ratio",
+        "upper_tail_flatness", "upper_tail_cv", "upper_tail_upper_ratio",
+        "upper_tail_half_ratio"]
+    assert keys[-2:] == ["p_tight", "reason"] and len(keys) == 41
+    assert flat["tail_flatness"] == ev.fit.tail.flatness and flat["reason"] == ev.reason
+    assert TailStatistics.from_dict(flat) == ev
     # percentiles are those of the data, in its unit
     x = sample("multimodal", 2000, 4)
-    assert res.statistics["p50"] == pytest.approx(np.quantile(x, 0.5))
-    assert res.statistics["p99"] == pytest.approx(np.quantile(x, 0.99))
+    assert res.statistics.p50 == pytest.approx(np.quantile(x, 0.5))
+    assert res.statistics.p99 == pytest.approx(np.quantile(x, 0.99))
     d = res.to_dict()
     text = json.dumps(d, allow_nan=False)  # plain floats only, no NaN/inf
     assert json.loads(text)["shape"] == "multimodal"
@@ -132,7 +144,7 @@ def test_bic_prefers_one_lognormal_for_lognormal_data_and_mixtures_for_two_modes
     )
     assert two.best_model.startswith("gmm")
     assert two.shape == "multimodal"
-    locs = sorted(two.statistics["mode_locations"])
+    locs = sorted(two.statistics.fit.mode_locations)
     assert locs[0] == pytest.approx(math.exp(10), rel=0.05)
     assert locs[-1] == pytest.approx(3 * math.exp(10), rel=0.05)
 
@@ -146,10 +158,10 @@ def test_pdf_is_a_density_on_the_original_scale():
     assert np.trapezoid(f, grid) == pytest.approx(1.0, abs=0.01)
     assert res.pdf(np.array([-1.0, 0.0])).tolist() == [0.0, 0.0]
     # and it follows the data: most mass of the histogram where the pdf is high
-    inside = (x > res.statistics["p50"] * 0.8) & (x < res.statistics["p50"] * 1.5)
+    inside = (x > res.statistics.p50 * 0.8) & (x < res.statistics.p50 * 1.5)
     assert np.trapezoid(
-        f[(grid > res.statistics["p50"] * 0.8) & (grid < res.statistics["p50"] * 1.5)],
-        grid[(grid > res.statistics["p50"] * 0.8) & (grid < res.statistics["p50"] * 1.5)],
+        f[(grid > res.statistics.p50 * 0.8) & (grid < res.statistics.p50 * 1.5)],
+        grid[(grid > res.statistics.p50 * 0.8) & (grid < res.statistics.p50 * 1.5)],
     ) == pytest.approx(inside.mean(), abs=0.05)
 
 
@@ -180,7 +192,7 @@ def test_invalid_values_are_dropped_and_counted():
     res = classify_tail(dirty)
     assert res.success and res.shape == "tight"
     assert "dropped 4" in res.message
-    assert res.statistics["n_valid"] == 400
+    assert res.statistics.n_valid == 400
     # dropping takes a sample below min_n
     res = classify_tail(np.concatenate([x[:45], [np.nan] * 10]))
     assert res.shape == "insufficient_data"
@@ -211,8 +223,8 @@ def test_invariant_to_unit_ns_vs_us(shape):
     b = classify_tail(x / 1000.0)
     assert a.shape == b.shape
     assert a.confidence == pytest.approx(b.confidence, abs=1e-6)
-    assert a.statistics["p99_over_p50"] == pytest.approx(b.statistics["p99_over_p50"])
-    assert b.statistics["p50"] == pytest.approx(a.statistics["p50"] / 1000.0)
+    assert a.statistics.p99_over_p50 == pytest.approx(b.statistics.p99_over_p50)
+    assert b.statistics.p50 == pytest.approx(a.statistics.p50 / 1000.0)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -254,7 +266,7 @@ def test_discretised_timers(shape, quantum):
     res = classify_tail(xq)
     assert res.shape == shape, str(res)
     if quantum == 1000.0:
-        assert res.statistics["resolution"] == pytest.approx(1000.0)
+        assert res.statistics.resolution == pytest.approx(1000.0)
 
 
 def test_heavily_tied_tight_data():
@@ -272,7 +284,7 @@ def test_few_huge_outliers_keep_tight_data_tight(n):
     x[:k] = MEDIAN_NS * np.array([40.0, 150.0, 12.0])[:k]  # slow warm-up requests
     res = classify_tail(x)
     assert res.shape == "tight", str(res)
-    assert res.statistics["n_outliers_high"] >= 1
+    assert res.statistics.n_outliers_high >= 1
 
 
 def test_outliers_do_not_make_a_skewed_tail_multimodal():
@@ -292,8 +304,8 @@ def test_ten_million_samples_are_subsampled_and_fast():
     res = classify_tail(x)
     elapsed = time.perf_counter() - t0
     assert res.shape == "tight"
-    assert res.n == n - res.statistics["n_outliers_high"] - res.statistics["n_outliers_low"]
-    assert res.statistics["n_fit"] == 200_000
+    assert res.n == n - res.statistics.n_outliers_high - res.statistics.n_outliers_low
+    assert res.statistics.n_fit == 200_000
     assert elapsed < 30.0  # a few seconds on a laptop; generous for loaded CI
 
 
@@ -454,7 +466,7 @@ def test_bursty_queue_windows_are_right_skewed_not_multimodal():
     """
     res = [classify_tail(bursty_queue(np.random.default_rng(s), 800)) for s in range(500, 520)]
     abnormal = [r for r in res if r.shape != "tight"]
-    assert all(r.statistics["p99_over_p50_robust"] <= 2.0 for r in res if r.shape == "tight")
+    assert all(r.statistics.p99_over_p50_robust <= 2.0 for r in res if r.shape == "tight")
     assert len(abnormal) >= 12, [r.shape for r in res]
     right = sum(r.shape == "right_skewed" for r in abnormal)
     assert right >= 0.85 * len(abnormal), [r.shape for r in abnormal]
@@ -477,8 +489,8 @@ def test_typed_statistics_read_the_evidence():
     rng = np.random.default_rng(5)
     x = np.concatenate([rng.normal(1e6, 3e4, 300), rng.normal(3e6, 9e4, 100)])
     res = classify_tail(x)
-    assert res.dip_pvalue == res.statistics["dip_pvalue"]
-    assert res.n_modes == res.statistics["n_modes"] == 2
-    assert res.tail_flatness == res.statistics["tail_flatness"]
+    assert res.dip_pvalue == res.statistics.fit.dip_pvalue
+    assert res.n_modes == res.statistics.fit.n_modes == 2
+    assert res.tail_flatness == res.statistics.fit.tail.flatness
     failed = classify_tail([1.0, 2.0])
     assert (failed.dip_pvalue, failed.n_modes, failed.tail_flatness) == (None, None, None)

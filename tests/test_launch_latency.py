@@ -57,6 +57,9 @@ def test_latencies_by_hand(three_queued, tmp_path):
     # {20, 38, 38, 40}: p50 38; {-10, 30, 30, 30}: p50 30; queue {0, 30, 30, 30}: p50 30
     assert s["api_start_to_kernel_start_p50_ns"] == 38
     assert s["api_end_to_kernel_start_p50_ns"] == 30 and s["queue_p50_ns"] == 30
+    # the same figures as records, one per metric (the JSON keeps them flat)
+    assert (res.api_duration.p50_ns, res.api_duration.max_ns) == (9, 30)
+    assert (res.api_start_to_kernel_start.p50_ns, res.queue.p50_ns) == (38, 30)
     latency = {r["metric"]: r for r in res.table("latency").to_pylist()}
     assert latency["api_end_to_kernel_start"]["mean_ns"] == 20  # (30 * 3 - 10) / 4
     assert latency["queue"]["mean_ns"] == 22.5  # 90 / 4

@@ -137,6 +137,11 @@ def test_host_link_default_pinned_vs_pageable(builder, tmp_path):
     assert s["htod_achieved_pct_of_link"] == pytest.approx(100 * 18 / GEN5_X16)
     assert s["dtoh_pageable_median_gbps"] == pytest.approx(2.0)
     assert s["dtoh_pinned_median_gbps"] is None
+    # the JSON keys are the nested figures, flat
+    assert res.htod.achieved_pct_of_link == s["htod_achieved_pct_of_link"]
+    assert (res.dtoh.pageable_median_gbps, res.dtoh.pinned_median_gbps) == (2.0, None)
+    assert res.htod.link_gbps == s["link_htod_gbps"] == pytest.approx(GEN5_X16)
+    assert res.direction("dtoh") is res.dtoh
     assert any("pageable host memory (27% of pinned" in f for f in res.findings)
     assert any("zero duration" in f for f in res.findings)
     assert any("unified-memory" in f for f in res.findings)
@@ -481,8 +486,8 @@ def test_expected_time_model(builder, tmp_path):
     assert expected == pytest.approx([small, big, small])
     (host,) = r.host()
     assert host.expected_pct == pytest.approx(100 * (2 * small + big) / (2 * 2100 + 10_000_000))
-    assert host.slow_copies == 1 and r.htod_slow_copies == 1
-    assert r.htod_expected_pct == pytest.approx(host.expected_pct)
+    assert host.slow_copies == 1 and r.htod.slow_copies == 1
+    assert r.htod.expected_pct == pytest.approx(host.expected_pct)
 
 
 def test_small_copies_are_not_slow(builder, tmp_path):
@@ -493,7 +498,7 @@ def test_small_copies_are_not_slow(builder, tmp_path):
     with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
         r = transfers.run(rep)
         d = nsysdiag.diagnose(rep)
-    assert r.htod_achieved_pct_of_link < 5 and r.htod_expected_pct > 95
+    assert r.htod.achieved_pct_of_link < 5 and r.htod.expected_pct > 95
     assert not any("slow" in f for f in r.findings)
     e1 = [f for f in d.findings if f.check == "E1"]
     assert e1 and all(f.title != "Host-device transfers are slowed" for f in e1)
@@ -516,7 +521,7 @@ def test_faster_than_physically_possible(builder, tmp_path):
                                                 "faster_than_link", None]
     assert [row["bandwidth_gbps"] is None for row in rows] == [True, False, True, False]
     assert (r.suspect_copies, r.faster_than_link, r.faster_than_memory) == (2, 1, 1)
-    assert r.htod_median_gbps == pytest.approx((64 << 20) / 2_000_000)
+    assert r.htod.median_gbps == pytest.approx((64 << 20) / 2_000_000)
     assert any("faster than physically possible" in f for f in r.findings)
 
 

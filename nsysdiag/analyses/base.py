@@ -64,10 +64,35 @@ def run_query(report: Report, module: str, query: str, params: dict | None = Non
         return report.sql(sql, bind(sql, params)).to_arrow_table()
 
 
-def figure(doc: str, default: Any = None) -> Any:
+def figure(doc: str, default: Any = None, *, key: str | None = None) -> Any:
     """A summary field of a result class: its documentation (with the unit) in the field's
-    metadata, from which the JSON schema and the docs are generated."""
-    return field(default=default, metadata={"doc": doc})
+    metadata, from which the JSON schema and the docs are generated.
+
+    In a record of :func:`nested` (a direction's transfer figures, ...), ``key`` is the
+    figure's JSON key as a template of ``{group}`` (the record field's name) and
+    ``{name}`` (its own); the default is ``{group}_{name}``."""
+    metadata = {"doc": doc} if key is None else {"doc": doc, "key": key}
+    return field(default=default, metadata=metadata)
+
+
+def nested(doc: str, record: type) -> Any:
+    """A summary field holding a record of figures: a frozen dataclass whose fields are
+    :func:`figure` fields with defaults (one direction of the transfers, ...).
+
+    Its figures are attributes of the record (``result.htod.median_gbps``); in the JSON
+    ``summary`` they stay flat keys (``htod_median_gbps``, see :func:`figure`'s ``key``),
+    so that a nested record adds or renames no key of the documented format."""
+    return field(default_factory=record, metadata={"doc": doc, "record": record})
+
+
+def flat_key(group: str, f: dataclasses.Field) -> str:
+    """The JSON key of figure ``f`` of the record held by field ``group``."""
+    return f.metadata.get("key", "{group}_{name}").format(group=group, name=f.name)
+
+
+def record_type(f: dataclasses.Field) -> type | None:
+    """The record class a :func:`nested` field holds (None: a plain figure)."""
+    return f.metadata.get("record")
 
 
 @dataclass(frozen=True)
@@ -108,13 +133,34 @@ class AnalysisResult:
         return self.status == OK
 
     @classmethod
+    def analysis_name(cls) -> str:
+        """The analysis this class is the result of (``transfers`` for
+        ``TransfersResult``: the default of its ``analysis`` field)."""
+        default = cls.__dataclass_fields__["analysis"].default
+        if not isinstance(default, str):
+            raise TypeError(f"{cls.__name__} is the result of no one analysis")
+        return default
+
+    @classmethod
     def summary_fields(cls) -> tuple[dataclasses.Field, ...]:
         """The figures of this result class (its own fields, not the shared ones)."""
         return tuple(f for f in dataclasses.fields(cls) if f.name not in _BASE_FIELDS)
 
+    @classmethod
+    def summary_keys(cls) -> tuple[str, ...]:
+        """The keys ``summary`` may have: one per figure, a record's figures flat
+        (:func:`nested`)."""
+        keys: list[str] = []
+        for f in cls.summary_fields():
+            record = record_type(f)
+            keys += ([flat_key(f.name, g) for g in dataclasses.fields(record)]
+                     if record is not None else [f.name])
+        return tuple(keys)
+
     def reported(self) -> tuple[str, ...]:
-        """The figures this result reports (the keys of ``summary``): all of them when the
-        analysis measured (status ``ok``), none otherwise; a class may say otherwise."""
+        """The figures this result reports (the fields that make ``summary``): all of them
+        when the analysis measured (status ``ok``), none otherwise; a class may say
+        otherwise."""
         return tuple(f.name for f in self.summary_fields()) if self.ok else ()
 
     def figure_json(self, name: str) -> Any:
@@ -123,8 +169,18 @@ class AnalysisResult:
 
     @property
     def summary(self) -> dict[str, Any]:
-        """The reported figures as a dict of JSON scalars (the JSON ``summary``)."""
-        return {name: self.figure_json(name) for name in self.reported()}
+        """The reported figures as a dict of JSON scalars (the JSON ``summary``); the
+        figures of a record (:func:`nested`) as flat keys."""
+        records = {f.name: record_type(f) for f in self.summary_fields()}
+        out: dict[str, Any] = {}
+        for name in self.reported():
+            if records.get(name) is None:
+                out[name] = self.figure_json(name)
+                continue
+            value = getattr(self, name)
+            for g in dataclasses.fields(records[name]):
+                out[flat_key(name, g)] = _json_value(getattr(value, g.name))
+        return out
 
     @classmethod
     def from_summary(cls, analysis: str, status: str, message: str, summary: dict[str, Any],
@@ -135,12 +191,18 @@ class AnalysisResult:
         Raises KeyError for a summary key that is no field of the class."""
         if cls is AnalysisResult or not summary:
             return AnalysisResult(analysis, status, message, tables, main, findings)
-        names = {f.name for f in cls.summary_fields()}
-        unknown = set(summary) - names
+        unknown = set(summary) - set(cls.summary_keys())
         if unknown:
             raise KeyError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}")
+        values = cls._figures_from_json(summary)
+        for f in cls.summary_fields():
+            record = record_type(f)
+            if record is not None:
+                values[f.name] = record(**{g.name: values.pop(flat_key(f.name, g))
+                                           for g in dataclasses.fields(record)
+                                           if flat_key(f.name, g) in values})
         return cls(status=status, message=message, tables=tables, main=main,
-                   findings=findings, **cls._figures_from_json(summary))
+                   findings=findings, **values)
 
     @classmethod
     def _figures_from_json(cls, summary: dict[str, Any]) -> dict[str, Any]:

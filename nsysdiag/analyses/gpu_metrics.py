@@ -14,6 +14,7 @@ from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
+    from ..settings import Settings
 
 NAME = "gpu_metrics"
 
@@ -47,7 +48,7 @@ class GpuMetricsResult(AnalysisResult):
 RESULT = GpuMetricsResult
 
 
-def run(report: Report, *, settings: object = None) -> GpuMetricsResult | AnalysisResult:
+def run(report: Report, *, settings: Settings | None = None) -> GpuMetricsResult | AnalysisResult:
     """Summarize the sampled DRAM, SM and PCIe metrics.
 
     Parameters

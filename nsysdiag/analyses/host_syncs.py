@@ -15,6 +15,7 @@ from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
+    from ..settings import Settings
 
 NAME = "host_syncs"
 
@@ -42,7 +43,7 @@ class HostSyncsResult(AnalysisResult):
 RESULT = HostSyncsResult
 
 
-def run(report: Report, *, settings: object = None) -> HostSyncsResult | AnalysisResult:
+def run(report: Report, *, settings: Settings | None = None) -> HostSyncsResult | AnalysisResult:
     """Measure the host's synchronization waits per call name and per thread.
 
     Parameters

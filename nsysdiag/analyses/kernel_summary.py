@@ -14,6 +14,7 @@ from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
+    from ..settings import Settings
 
 NAME = "kernel_summary"
 
@@ -68,7 +69,7 @@ RESULT = KernelSummaryResult
 
 
 def run(report: Report, *, top: int | None = None,
-        settings: object = None) -> KernelSummaryResult | AnalysisResult:
+        settings: Settings | None = None) -> KernelSummaryResult | AnalysisResult:
     """Summarize kernel execution time per kernel name.
 
     Parameters

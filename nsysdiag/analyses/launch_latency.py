@@ -24,7 +24,7 @@ from ..engine.steps import registered, steps, temp_views
 from ..errors import UsageError
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
+from .base import OK, AnalysisResult, figure, load_sql, nested, not_captured, run_query
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
@@ -41,7 +41,8 @@ _DEPTH_SCHEMAS = {
     "_depth_changes": pa.schema([*_SERIES_FIELDS, ("t_ns", pa.int64()), ("depth", pa.int64())]),
 }
 
-#: rows of the ``latency`` table, flattened into the summary as ``<metric>_<stat>_ns``
+#: rows of the ``latency`` table: the result's LatencyFigures fields (the JSON summary's
+#: ``<metric>_<stat>_ns`` keys)
 _METRICS = (
     "api_duration",
     "api_start_to_kernel_start",
@@ -52,11 +53,23 @@ _METRICS = (
 )
 
 
+@dataclass(frozen=True)
+class LatencyFigures:
+    """One row of the ``latency`` table: a metric's percentiles (``result.queue.p50_ns``).
+    In the JSON summary they are flat keys: ``queue_p50_ns``, ``api_duration_max_ns``, ..."""
+
+    p50_ns: float | None = figure("P50, ns")
+    p90_ns: float | None = figure("P90, ns")
+    p99_ns: float | None = figure("P99, ns")
+    max_ns: int | None = figure("largest, ns")
+
+
 @dataclass(frozen=True, kw_only=True)
 class LaunchLatencyResult(AnalysisResult):
     """Launch latency: the launch calls' cost, launch-to-start times and the dispatch
-    queue's depth (check C1). Metrics per ``latency`` row are flattened into
-    ``<metric>_<stat>_ns``.
+    queue's depth (check C1). Each metric of the ``latency`` table is a
+    :class:`LatencyFigures` record (``result.api_duration.p50_ns``; the JSON summary's
+    ``api_duration_p50_ns``).
 
     Tables: ``latency`` (main; one row per metric), ``queue_depth_hist`` (time at each
     depth), ``graph_launches``; with details also ``per_kernel``, ``per_name`` and
@@ -80,36 +93,18 @@ class LaunchLatencyResult(AnalysisResult):
     depth_at_launch_max: int | None = figure("largest depth at launch (kernels)")
     mean_depth: float | None = figure("time-weighted mean depth per GPU, GPUs pooled (kernels)")
     queue_nonempty_pct: float | None = figure("share of the time the queue held a kernel, %")
-    api_duration_p50_ns: float | None = figure("P50 the launch call's CPU time, ns")
-    api_duration_p90_ns: float | None = figure("P90 of api_duration, ns")
-    api_duration_p99_ns: float | None = figure("P99 of api_duration, ns")
-    api_duration_max_ns: int | None = figure("largest of api_duration, ns")
-    api_start_to_kernel_start_p50_ns: float | None = figure(
-        "P50 from the launch call's entry to the kernel's start, ns")
-    api_start_to_kernel_start_p90_ns: float | None = figure("P90 of api_start_to_kernel_start, ns")
-    api_start_to_kernel_start_p99_ns: float | None = figure("P99 of api_start_to_kernel_start, ns")
-    api_start_to_kernel_start_max_ns: int | None = figure(
-        "largest of api_start_to_kernel_start, ns")
-    api_end_to_kernel_start_p50_ns: float | None = figure(
-        "P50 from the launch call's return to the kernel's start (negative: started "
-        "before the return), ns")
-    api_end_to_kernel_start_p90_ns: float | None = figure("P90 of api_end_to_kernel_start, ns")
-    api_end_to_kernel_start_p99_ns: float | None = figure("P99 of api_end_to_kernel_start, ns")
-    api_end_to_kernel_start_max_ns: int | None = figure("largest of api_end_to_kernel_start, ns")
-    queue_p50_ns: float | None = figure(
-        "P50 queue time: the positive part of api_end_to_kernel_start, ns")
-    queue_p90_ns: float | None = figure("P90 of queue, ns")
-    queue_p99_ns: float | None = figure("P99 of queue, ns")
-    queue_max_ns: int | None = figure("largest of queue, ns")
-    graph_api_duration_p50_ns: float | None = figure("P50 a graph launch call's CPU time, ns")
-    graph_api_duration_p90_ns: float | None = figure("P90 of graph_api_duration, ns")
-    graph_api_duration_p99_ns: float | None = figure("P99 of graph_api_duration, ns")
-    graph_api_duration_max_ns: int | None = figure("largest of graph_api_duration, ns")
-    graph_launch_to_start_p50_ns: float | None = figure(
-        "P50 from a graph launch call's entry to the graph's first GPU work, ns")
-    graph_launch_to_start_p90_ns: float | None = figure("P90 of graph_launch_to_start, ns")
-    graph_launch_to_start_p99_ns: float | None = figure("P99 of graph_launch_to_start, ns")
-    graph_launch_to_start_max_ns: int | None = figure("largest of graph_launch_to_start, ns")
+    api_duration: LatencyFigures = nested("the launch call's CPU time", LatencyFigures)
+    api_start_to_kernel_start: LatencyFigures = nested(
+        "from the launch call's entry to the kernel's start", LatencyFigures)
+    api_end_to_kernel_start: LatencyFigures = nested(
+        "from the launch call's return to the kernel's start (negative: started before the "
+        "return)", LatencyFigures)
+    queue: LatencyFigures = nested(
+        "queue time: the positive part of api_end_to_kernel_start", LatencyFigures)
+    graph_api_duration: LatencyFigures = nested("a graph launch call's CPU time",
+                                                LatencyFigures)
+    graph_launch_to_start: LatencyFigures = nested(
+        "from a graph launch call's entry to the graph's first GPU work", LatencyFigures)
 
 
 RESULT = LaunchLatencyResult
@@ -139,8 +134,9 @@ def run(report: Report, *, top: int | None = None, detail: bool = True,
     LaunchLatencyResult
         figures: ``kernels`` (non-graph), ``matched``, ``unmatched``, ``unmatched_pct``,
         ``queued``, ``negative_queue``, ``negative_queue_pct``, ``graph_launches``;
-        ``<metric>_p50_ns``, ``_p90_ns``, ``_p99_ns``, ``_max_ns`` for each metric of
-        ``latency``; ``depth_at_launch_p50``, ``_p90``, ``_p99``, ``_max``, ``mean_depth``
+        each metric of ``latency`` as a :class:`LatencyFigures` (``p50_ns``, ``p90_ns``,
+        ``p99_ns``, ``max_ns``; JSON keys ``<metric>_p50_ns``, ...);
+        ``depth_at_launch_p50``, ``_p90``, ``_p99``, ``_max``, ``mean_depth``
         (time-weighted) and ``queue_nonempty_pct`` (per GPU, all GPUs pooled).
         ``tables``: ``latency`` (main; one row per metric), ``per_kernel``, ``per_name``,
         ``queue_depth`` (every change of depth), ``queue_depth_hist`` (time at each depth)
@@ -172,8 +168,9 @@ def run(report: Report, *, top: int | None = None, detail: bool = True,
         summary = run_query(report, NAME, "summary").to_pylist()[0]
     latency = {r["metric"]: r for r in tables["latency"].to_pylist()}
     for metric in _METRICS:
-        for stat in ("p50", "p90", "p99", "max"):
-            summary[f"{metric}_{stat}_ns"] = latency.get(metric, {}).get(f"{stat}_ns")
+        row = latency.get(metric, {})
+        summary[metric] = LatencyFigures(row.get("p50_ns"), row.get("p90_ns"),
+                                         row.get("p99_ns"), row.get("max_ns"))
     result = LaunchLatencyResult(status=OK, tables=tables, main="latency", **summary)
     return replace(result, message=_message(result),
                    findings=_findings(result, settings or DEFAULTS))
@@ -330,9 +327,9 @@ def _us(ns: float | None) -> str:
 def _message(r: LaunchLatencyResult) -> str:
     depth = "n/a" if r.mean_depth is None else f"{r.mean_depth:.2f}"
     return (
-        f"{r.kernels} kernels: launch call P50 {_us(r.api_duration_p50_ns)}, "
-        f"call to start P50 {_us(r.api_start_to_kernel_start_p50_ns)}, "
-        f"queue P50 {_us(r.queue_p50_ns)}; mean queue depth {depth}"
+        f"{r.kernels} kernels: launch call P50 {_us(r.api_duration.p50_ns)}, "
+        f"call to start P50 {_us(r.api_start_to_kernel_start.p50_ns)}, "
+        f"queue P50 {_us(r.queue.p50_ns)}; mean queue depth {depth}"
     )
 
 

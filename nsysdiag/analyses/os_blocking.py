@@ -14,6 +14,7 @@ from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
+    from ..settings import Settings
 
 NAME = "os_blocking"
 
@@ -48,7 +49,7 @@ class OsBlockingResult(AnalysisResult):
 RESULT = OsBlockingResult
 
 
-def run(report: Report, *, settings: object = None) -> OsBlockingResult | AnalysisResult:
+def run(report: Report, *, settings: Settings | None = None) -> OsBlockingResult | AnalysisResult:
     """Measure the traced OS runtime calls per call name.
 
     Parameters

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -68,8 +69,12 @@ class _Entry:
 
 
 def run(report: Report, name: str, **options: Any) -> AnalysisResult:
-    """The result of analysis ``name`` with ``options``: computed once, then reused."""
+    """The result of analysis ``name`` with ``options``: computed once, then reused.
+
+    An option given its default value counts as left out (``run(rep, "ranges")`` and
+    ``run(rep, "ranges", range_name=None)`` are one result)."""
     mod = module(name)
+    options = _without_defaults(mod.run, options)
     given = options.get("settings") or DEFAULTS
     settings = plain(given)
     key = _key(name, {k: v for k, v in options.items() if k != "settings"})
@@ -92,6 +97,20 @@ def run(report: Report, name: str, **options: Any) -> AnalysisResult:
     # a caller that runs this analysis with its own (recording) settings read these too
     note_reads(given, entry.fields)
     return entry.result
+
+
+def _without_defaults(run_function: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` less those given the default value of the analysis' ``run`` (of the
+    same type: 1 is not True), so that one result answers both ways of asking."""
+    params = _signature(run_function).parameters
+    return {k: v for k, v in options.items()
+            if not (k in params and params[k].default is not inspect.Parameter.empty
+                    and type(v) is type(params[k].default) and v == params[k].default)}
+
+
+@functools.cache
+def _signature(run_function: Any) -> inspect.Signature:
+    return inspect.signature(run_function)
 
 
 def _values(settings: Settings, fields: tuple[str, ...]) -> str:

@@ -16,7 +16,16 @@ from ..engine.steps import bind
 from ..formatting import fmt_ns
 from ..links import Link, parse_nvbandwidth, resolve_links
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
+from .base import (
+    OK,
+    AnalysisResult,
+    figure,
+    load_sql,
+    nested,
+    not_captured,
+    records,
+    run_query,
+)
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
@@ -29,25 +38,29 @@ DIRECTIONS = ("htod", "dtoh")
 @dataclass(frozen=True)
 class DirectionFigures:
     """One direction's figures (host to device or back) of the device that moved the most
-    bytes in that direction (see :meth:`TransfersResult.direction`)."""
+    bytes in that direction: ``TransfersResult.htod`` and ``.dtoh``. In the JSON summary
+    they are flat keys: ``htod_median_gbps``, ``link_htod_gbps``, ..."""
 
-    direction: str
-    link_gbps: float | None
-    copies: int
-    bytes: int
-    median_gbps: float | None
-    p90_gbps: float | None
-    aggregate_gbps: float | None
-    pinned_median_gbps: float | None
-    pageable_median_gbps: float | None
-    pageable_vs_pinned_pct: float | None
-    achieved_pct_of_link: float | None
-    aggregate_pct_of_link: float | None
-    expected_pct: float | None
-    slow_copies: int | None
-    contention_share_pct: float | None
-    overlapped_median_gbps: float | None
-    alone_median_gbps: float | None
+    link_gbps: float | None = figure("the link's bandwidth, GB/s", key="link_{group}_gbps")
+    copies: int = figure("copies", 0)
+    bytes: int = figure("bytes", 0)
+    median_gbps: float | None = figure("median bandwidth of a copy, GB/s")
+    p90_gbps: float | None = figure("P90 copy bandwidth (large copies when any), GB/s")
+    aggregate_gbps: float | None = figure("bytes over their busy time, GB/s")
+    pinned_median_gbps: float | None = figure("median bandwidth of pinned copies, GB/s")
+    pageable_median_gbps: float | None = figure("median bandwidth of pageable copies, GB/s")
+    pageable_vs_pinned_pct: float | None = figure("pageable median over pinned median, %")
+    achieved_pct_of_link: float | None = figure("P90 bandwidth over the link, %")
+    expected_pct: float | None = figure(
+        "the copies' expected time (latency + bytes / bandwidth by memory kind) over their "
+        "time: 100 is as fast as was possible, %")
+    slow_copies: int | None = figure("copies below low_link_pct of their expected speed")
+    aggregate_pct_of_link: float | None = figure("aggregate bandwidth over the link, %")
+    contention_share_pct: float | None = figure(
+        "share of the copy time overlapping another copy of the same direction, %")
+    overlapped_median_gbps: float | None = figure(
+        "median bandwidth of the copies while overlapped, GB/s")
+    alone_median_gbps: float | None = figure("median bandwidth of the copies alone, GB/s")
 
 
 @dataclass(frozen=True)
@@ -132,9 +145,9 @@ class LinkFigure:
 @dataclass(frozen=True, kw_only=True)
 class TransfersResult(AnalysisResult):
     """Transfers: copy bandwidth against the host link, pageable memory and same-direction
-    contention (check E1). Per-direction figures (``htod_``/``dtoh_`` prefix) are those of
-    the device that moved the most bytes in that direction; :meth:`direction` gives them
-    as one record.
+    contention (check E1). The figures of each direction, :attr:`htod` and :attr:`dtoh`
+    (:class:`DirectionFigures`; flat ``htod_``/``dtoh_`` keys in the JSON summary), are
+    those of the device that moved the most bytes in that direction.
 
     Tables: ``by_kind`` (main), ``mem_time``, ``host``, ``contention``, ``copies`` (one row
     per memcpy/memset), ``links`` and ``page_faults`` (unified-memory page faults per
@@ -177,58 +190,8 @@ class TransfersResult(AnalysisResult):
         "share of copy time overlapping another copy of the same direction, %")
     link_source: str | None = figure("where the link bandwidth comes from: trace, "
                                      "nvbandwidth, default")
-    link_htod_gbps: float | None = figure("host-to-device link bandwidth, GB/s")
-    htod_copies: int = figure("host-to-device copies", 0)
-    htod_bytes: int = figure("host-to-device bytes", 0)
-    htod_median_gbps: float | None = figure("median bandwidth of a host-to-device copy, GB/s")
-    htod_p90_gbps: float | None = figure("P90 host-to-device copy bandwidth (large copies "
-                                         "when any), GB/s")
-    htod_aggregate_gbps: float | None = figure("host-to-device bytes over their busy time, "
-                                               "GB/s")
-    htod_pinned_median_gbps: float | None = figure("median bandwidth of pinned host-to-device "
-                                                   "copies, GB/s")
-    htod_pageable_median_gbps: float | None = figure("median bandwidth of pageable "
-                                                     "host-to-device copies, GB/s")
-    htod_pageable_vs_pinned_pct: float | None = figure("pageable median over pinned median, %")
-    htod_achieved_pct_of_link: float | None = figure("P90 bandwidth over the link, %")
-    htod_expected_pct: float | None = figure(
-        "host-to-device copies' expected time (latency + bytes / bandwidth by memory kind) over "
-        "their time: 100 is as fast as was possible, %")
-    htod_slow_copies: int | None = figure("host-to-device copies below low_link_pct of their "
-                                         "expected speed")
-    htod_aggregate_pct_of_link: float | None = figure("aggregate bandwidth over the link, %")
-    htod_contention_share_pct: float | None = figure(
-        "share of host-to-device copy time overlapping another host-to-device copy, %")
-    htod_overlapped_median_gbps: float | None = figure(
-        "median bandwidth of host-to-device copies while overlapped, GB/s")
-    htod_alone_median_gbps: float | None = figure(
-        "median bandwidth of host-to-device copies alone, GB/s")
-    link_dtoh_gbps: float | None = figure("device-to-host link bandwidth, GB/s")
-    dtoh_copies: int = figure("device-to-host copies", 0)
-    dtoh_bytes: int = figure("device-to-host bytes", 0)
-    dtoh_median_gbps: float | None = figure("median bandwidth of a device-to-host copy, GB/s")
-    dtoh_p90_gbps: float | None = figure("P90 device-to-host copy bandwidth (large copies "
-                                         "when any), GB/s")
-    dtoh_aggregate_gbps: float | None = figure("device-to-host bytes over their busy time, "
-                                               "GB/s")
-    dtoh_pinned_median_gbps: float | None = figure("median bandwidth of pinned device-to-host "
-                                                   "copies, GB/s")
-    dtoh_pageable_median_gbps: float | None = figure("median bandwidth of pageable "
-                                                     "device-to-host copies, GB/s")
-    dtoh_pageable_vs_pinned_pct: float | None = figure("pageable median over pinned median, %")
-    dtoh_achieved_pct_of_link: float | None = figure("P90 bandwidth over the link, %")
-    dtoh_expected_pct: float | None = figure(
-        "device-to-host copies' expected time (latency + bytes / bandwidth by memory kind) over "
-        "their time: 100 is as fast as was possible, %")
-    dtoh_slow_copies: int | None = figure("device-to-host copies below low_link_pct of their "
-                                         "expected speed")
-    dtoh_aggregate_pct_of_link: float | None = figure("aggregate bandwidth over the link, %")
-    dtoh_contention_share_pct: float | None = figure(
-        "share of device-to-host copy time overlapping another device-to-host copy, %")
-    dtoh_overlapped_median_gbps: float | None = figure(
-        "median bandwidth of device-to-host copies while overlapped, GB/s")
-    dtoh_alone_median_gbps: float | None = figure(
-        "median bandwidth of device-to-host copies alone, GB/s")
+    htod: DirectionFigures = nested("host to device", DirectionFigures)
+    dtoh: DirectionFigures = nested("device to host", DirectionFigures)
 
     def host(self) -> list[HostDirection]:
         """The ``host`` table as records (empty without it)."""
@@ -256,17 +219,11 @@ class TransfersResult(AnalysisResult):
         return records(table, CopyKind) if table is not None else []
 
     def direction(self, d: str) -> DirectionFigures:
-        """The figures of direction ``d`` (``htod`` or ``dtoh``) as one record."""
+        """The figures of direction ``d`` (``htod`` or ``dtoh``): :attr:`htod` or
+        :attr:`dtoh`, for a loop over :data:`DIRECTIONS`."""
         if d not in DIRECTIONS:
             raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {d!r}")
-        return DirectionFigures(
-            direction=d, link_gbps=getattr(self, f"link_{d}_gbps"),
-            **{f: getattr(self, f"{d}_{f}") for f in _PER_DIRECTION})
-
-
-#: the per-direction figures (``htod_<name>``, ``dtoh_<name>``)
-_PER_DIRECTION = tuple(f for f in DirectionFigures.__dataclass_fields__
-                       if f not in ("direction", "link_gbps"))
+        return self.htod if d == "htod" else self.dtoh
 
 RESULT = TransfersResult
 
@@ -301,14 +258,16 @@ def run(
         ``um_faults_recorded``, ``um_cpu_faults``, ``um_gpu_faults``,
         ``um_gpu_fault_groups``, ``um_gpu_fault_time_ns``,
         ``pageable_copies``, ``pageable_bytes``, ``pageable_time_pct``, ``link_source``,
-        ``link_htod_gbps``, ``link_dtoh_gbps``, ``contention_share_pct`` and per direction
-        (``htod_``/``dtoh_`` prefix): ``copies``, ``bytes``, ``median_gbps``, ``p90_gbps``,
-        ``aggregate_gbps``, ``pinned_median_gbps``, ``pageable_median_gbps``,
-        ``pageable_vs_pinned_pct``, ``achieved_pct_of_link``, ``aggregate_pct_of_link``,
-        ``contention_share_pct``, ``overlapped_median_gbps``, ``alone_median_gbps``.
-        Per-direction figures are those of the device that moved the most bytes in that
-        direction. Tables: ``by_kind`` (main), ``mem_time``, ``host``, ``contention``,
-        ``links``, ``copies`` (one row per memcpy/memset), ``page_faults`` (per process).
+        ``contention_share_pct`` and per direction, ``htod`` and ``dtoh``
+        (:class:`DirectionFigures`): ``link_gbps``, ``copies``, ``bytes``, ``median_gbps``,
+        ``p90_gbps``, ``aggregate_gbps``, ``pinned_median_gbps``, ``pageable_median_gbps``,
+        ``pageable_vs_pinned_pct``, ``achieved_pct_of_link``, ``expected_pct``,
+        ``slow_copies``, ``aggregate_pct_of_link``, ``contention_share_pct``,
+        ``overlapped_median_gbps``, ``alone_median_gbps`` (JSON keys ``htod_copies``,
+        ``link_htod_gbps``, ...). Per-direction figures are those of the device that moved
+        the most bytes in that direction. Tables: ``by_kind`` (main), ``mem_time``,
+        ``host``, ``contention``, ``links``, ``copies`` (one row per memcpy/memset),
+        ``page_faults`` (per process).
 
     Raises
     ------
@@ -410,28 +369,27 @@ def _summary(
     first = dev_links.get("HtoD") or next(iter(dev_links.values()), None)
     summary["link_source"] = first.source if first else None
     for d in ("HtoD", "DtoH"):
-        p = d.lower()
         lk = dev_links.get(d)
-        summary[f"link_{p}_gbps"] = lk.gbps if lk else None
         row = chosen[d] or {}
-        for key, col in (
-            ("copies", "copies"),
-            ("bytes", "total_bytes"),
-            ("median_gbps", "median_gbps"),
-            ("p90_gbps", "p90_gbps"),
-            ("aggregate_gbps", "aggregate_gbps"),
-            ("pinned_median_gbps", "pinned_median_gbps"),
-            ("pageable_median_gbps", "pageable_median_gbps"),
-            ("pageable_vs_pinned_pct", "pageable_vs_pinned_pct"),
-            ("achieved_pct_of_link", "achieved_pct_of_link"),
-            ("aggregate_pct_of_link", "aggregate_pct_of_link"),
-            ("expected_pct", "expected_pct"),
-            ("slow_copies", "slow_copies"),
-        ):
-            summary[f"{p}_{key}"] = row.get(col, 0 if key in ("copies", "bytes") else None)
         c = by_dir.get(d) or {}
-        for key in ("contention_share_pct", "overlapped_median_gbps", "alone_median_gbps"):
-            summary[f"{p}_{key}"] = c.get(key)
+        summary[d.lower()] = DirectionFigures(
+            link_gbps=lk.gbps if lk else None,
+            copies=row.get("copies", 0),
+            bytes=row.get("total_bytes", 0),
+            median_gbps=row.get("median_gbps"),
+            p90_gbps=row.get("p90_gbps"),
+            aggregate_gbps=row.get("aggregate_gbps"),
+            pinned_median_gbps=row.get("pinned_median_gbps"),
+            pageable_median_gbps=row.get("pageable_median_gbps"),
+            pageable_vs_pinned_pct=row.get("pageable_vs_pinned_pct"),
+            achieved_pct_of_link=row.get("achieved_pct_of_link"),
+            expected_pct=row.get("expected_pct"),
+            slow_copies=row.get("slow_copies"),
+            aggregate_pct_of_link=row.get("aggregate_pct_of_link"),
+            contention_share_pct=c.get("contention_share_pct"),
+            overlapped_median_gbps=c.get("overlapped_median_gbps"),
+            alone_median_gbps=c.get("alone_median_gbps"),
+        )
     return summary
 
 

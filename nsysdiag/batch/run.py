@@ -157,7 +157,7 @@ def diagnose_one(path: str, options: dict[str, Any]) -> dict[str, Any]:
             nsys=options.get("nsys"),
         ) as rep:
             d = diagnose(rep, range_name=options.get("range_name"))
-            ks = rep.analysis("kernel_summary")
+            ks = rep.kernel_summary()
             kernels = ks.per_name() if isinstance(ks, KernelSummaryResult) and ks.ok else []
         t, v, g = d.tail, d.verdict, d.launch_gaps
         record.update(

@@ -11,21 +11,13 @@ Each check reads the measured evidence of the analyses and yields
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple
 
-from ..analyses.base import AnalysisResult
-from ..analyses.capture import CaptureResult
 from ..analyses.gpu_idle import MEANING as IDLE_MEANING
 from ..analyses.gpu_idle import GpuIdleResult, breakdown
-from ..analyses.gpu_metrics import GpuMetricsResult
 from ..analyses.graphs import GraphsResult
 from ..analyses.host_stall import HostStall, Layout
 from ..analyses.interference import InterferenceResult
-from ..analyses.jitter import JitterResult
-from ..analyses.launch_gaps import LaunchGapsResult
-from ..analyses.launch_latency import LaunchLatencyResult
-from ..analyses.os_blocking import OsBlockingResult
-from ..analyses.overlap import OverlapResult
 from ..analyses.ranges import Component, ComponentGrowth, RangesResult
 from ..analyses.transfers import DIRECTIONS, TransfersResult
 from ..analyses.workload import (
@@ -37,13 +29,11 @@ from ..analyses.workload import (
 )
 from ..formatting import fmt_ns, fmt_ratio
 from ..layers import CAUSE_LAYERS, Layer
-from .model import Finding, Mechanism
+from .model import Analyses, Finding, Mechanism
 
 if TYPE_CHECKING:
     from ..settings import Settings
     from .model import TailSummary
-
-R = TypeVar("R", bound=AnalysisResult)
 
 
 def component_layer(component: Component | str) -> Layer | None:
@@ -67,11 +57,12 @@ class HostSignature(NamedTuple):
 
 class Evidence:
     """The analyses' results, read as the method's checks: measurements in, findings and
-    scores out. It runs no SQL and no analysis (the engine measures first)."""
+    scores out. It runs no SQL and no analysis (the engine measures first); it reads each
+    result by type (``self.results.transfers``: the result when it measured, else None)."""
 
     def __init__(
         self,
-        results: dict[str, AnalysisResult],
+        results: Analyses,
         settings: Settings,
         graphs_in_use: bool,
         *,
@@ -97,11 +88,6 @@ class Evidence:
         #: share of the growth, the other work's share of slow units)
         self.signatures: dict[Layer, float] = {}
 
-    def measured(self, name: str, kind: type[R]) -> R | None:
-        """The result of analysis ``name`` when it measured (status ok), else None."""
-        r = self.results.get(name)
-        return r if isinstance(r, kind) and r.ok else None
-
     # -- scores -------------------------------------------------------------------------
     def _score(self, layer: Layer, value: float, reason: str) -> None:
         if value > self._scores[layer]:
@@ -120,7 +106,7 @@ class Evidence:
         return "; ".join(parts[:3]) if parts else "the evidence is weak"
 
     def unit_reason(self) -> str:
-        r = self.results.get("ranges")
+        r = self.results.get("ranges")  # its message whatever its status
         return r.message if r is not None else "the ranges analysis did not run"
 
     def time_base(self) -> tuple[float | None, str]:
@@ -128,13 +114,13 @@ class Evidence:
         units, the span of the GPU work (None when neither was measured)."""
         if self.unit_time_ns:
             return self.unit_time_ns, "the units' time"
-        o = self.measured("overlap", OverlapResult)
+        o = self.results.overlap
         return (o.wall_span_ns if o is not None else None), "the GPU work's span"
 
     def attribution(self) -> tuple[ComponentGrowth, ...]:
         """The tail attribution's components (largest growth first); empty without it, and
         empty when a lone outlier unit would carry it."""
-        r = self.measured("ranges", RangesResult)
+        r = self.results.ranges
         return r.attribution if r is not None and not self.lone_outlier else ()
 
     def attribution_shares(self) -> dict[Layer, float]:
@@ -181,7 +167,7 @@ class Evidence:
         """The slow units do more work (:func:`is_workload_tail`) of their own: not when
         they queued behind their own earlier work (C3's queueing signature), as a queued
         unit's window holds the kernels of the work it waited for."""
-        w = self.measured("workload", WorkloadResult)
+        w = self.results.workload
         return (w is not None and is_workload_tail(w, self.settings)
                 and not self.queued_behind_own_work())
 
@@ -193,7 +179,7 @@ class Evidence:
         found = self.host_signature()
         if found is None or found[0] is not Mechanism.QUEUEING:
             return False
-        i = self.measured("interference", InterferenceResult)
+        i = self.results.interference
         return i is None or bool(i.own_work)
 
     def attribution_detail(self, layer: Layer) -> str:
@@ -237,7 +223,7 @@ class Evidence:
     def capture(self) -> list[Finding]:
         """What the capture lost or lacks (check ``capture``): critical when it undermines
         the verdict (NVTX only, kernel records or launch calls missing, dropped events)."""
-        c = self.measured("capture", CaptureResult)
+        c = self.results.capture
         if c is None or not c.findings:
             return []
         undermines = c.incomplete or c.nvtx_only
@@ -253,7 +239,7 @@ class Evidence:
         and the page faults (per unit, per process, GPU time resolving them), with their
         shares of the units' time; a warning when either share reaches
         ``settings.uvm_pct``."""
-        t = self.measured("transfers", TransfersResult)
+        t = self.results.transfers
         if t is None or not (t.uvm_copies or t.managed_copies or t.um_faults):
             return []
         whole, of = self.time_base()
@@ -300,7 +286,7 @@ class Evidence:
                         "--cuda-um-cpu-page-faults=true --cuda-um-gpu-page-faults=true to see "
                         "how many accesses fault"]
             return []
-        r = self.measured("ranges", RangesResult)
+        r = self.results.ranges
         per_unit = f", {t.um_faults / r.n:.3g} per unit ({r.n} units)" if r and r.n else ""
         ev = [f"{t.um_faults} unified-memory page faults ({t.um_cpu_faults} on the host, "
               f"{t.um_gpu_faults} raised by kernels in {t.um_gpu_fault_groups} groups)"
@@ -316,9 +302,9 @@ class Evidence:
         units when there are units); the method's P50/P99 over every gap is context. A
         gap that copies, synchronizations, CPU work, other processes or the time between
         units explain is no launch overhead."""
-        g = self.measured("launch_gaps", LaunchGapsResult)
-        idle = self.measured("gpu_idle", GpuIdleResult)
-        lat = self.measured("launch_latency", LaunchLatencyResult)
+        g = self.results.launch_gaps
+        idle = self.results.gpu_idle
+        lat = self.results.launch_latency
         out: list[Finding] = []
         if g is None or g.p99_ns is None:
             return out
@@ -345,7 +331,7 @@ class Evidence:
             ev.append(
                 f"dispatch queue depth at launch: P50 {depth:g} launched-but-not-started kernels"
             )
-        api = lat.api_duration_p50_ns if lat is not None else None
+        api = lat.api_duration.p50_ns if lat is not None else None
         if api is not None:
             ev.append(f"launch call CPU cost P50 {fmt_ns(api)}")
         if idle is not None:
@@ -426,7 +412,7 @@ class Evidence:
 
     def gpu_idle(self) -> list[Finding]:
         """The GPU's idle time by cause, as one info finding."""
-        idle = self.measured("gpu_idle", GpuIdleResult)
+        idle = self.results.gpu_idle
         if idle is None or not idle.gaps or not idle.top_cause:
             return []
         ev = [f"{idle.gaps} gaps before kernels, {fmt_ns(idle.idle_ns)} idle in all"]
@@ -440,7 +426,7 @@ class Evidence:
     def c2_threads(self) -> list[Finding]:
         # CPU time outside CUDA calls is measured per unit by the ranges analysis; OS
         # runtime blocking adds what the threads waited on when it was traced.
-        blocking = self.measured("os_blocking", OsBlockingResult)
+        blocking = self.results.os_blocking
         rows = blocking.top(3) if blocking is not None else []
         if not rows:
             return []
@@ -548,8 +534,8 @@ class Evidence:
         """Check D1's other half scores the GPU when other work (not the program's own
         stream) is what grew in the slow units and ran in at least half of them, at most
         half as often in the median band (the interference finding says it in words)."""
-        i = self.measured("interference", InterferenceResult)
-        r = self.measured("ranges", RangesResult)
+        i = self.results.interference
+        r = self.results.ranges
         if i is None or r is None or r.top_gpu_component is not Component.GPU_OTHER \
                 or i.own_work or not i.culprit_slow_units or not i.slow_n:
             return []
@@ -567,7 +553,7 @@ class Evidence:
         """What was measured inside ``layer`` (cpu: the host signature, else the CPU
         component that grew most; gpu: the GPU component that grew most; pcie: what
         check E1 found)."""
-        r = self.measured("ranges", RangesResult)
+        r = self.results.ranges
         if layer == Layer.WORKLOAD:
             return Mechanism.MORE_WORK
         if layer == Layer.PCIE:
@@ -581,7 +567,7 @@ class Evidence:
             return Mechanism.SLOW_TRANSFERS
         if layer == Layer.GPU:
             top = r.top_gpu_component if r is not None else None
-            i = self.measured("interference", InterferenceResult)
+            i = self.results.interference
             if top is Component.GPU_OTHER and i is not None and i.own_work:
                 return Mechanism.GPU_BOUND  # the program's own work, on its own stream
             return {Component.GPU_OTHER: Mechanism.OTHER_GPU_WORK,
@@ -606,7 +592,7 @@ class Evidence:
         return Mechanism.HOST_WORK
 
     def d1_jitter(self) -> list[Finding]:
-        j = self.measured("jitter", JitterResult)
+        j = self.results.jitter
         if j is None or not j.kernels_examined:
             return []
         slow = j.time_weighted_slow_pct or 0.0
@@ -639,7 +625,7 @@ class Evidence:
                         weight=0.02)]
 
     def d2_metrics(self) -> list[Finding]:
-        metrics = self.measured("gpu_metrics", GpuMetricsResult)
+        metrics = self.results.gpu_metrics
         if metrics is None:
             return [
                 Finding(
@@ -667,12 +653,12 @@ class Evidence:
     def pageable_dominant(self) -> bool:
         """Most copy time moves pageable host memory (the driver stages it through a bounce
         buffer): at least ``settings.pageable_dominant_pct``."""
-        t = self.measured("transfers", TransfersResult)
+        t = self.results.transfers
         pct = t.pageable_time_pct if t is not None else None
         return (pct or 0.0) >= self.settings.pageable_dominant_pct
 
     def e1_transfers(self) -> list[Finding]:
-        t = self.measured("transfers", TransfersResult)
+        t = self.results.transfers
         if t is None:
             return []
         contention = t.contention_share_pct or 0.0
@@ -782,7 +768,7 @@ class Evidence:
         ]
 
     def overlap(self) -> list[Finding]:
-        r = self.measured("overlap", OverlapResult)
+        r = self.results.overlap
         if r is None or not r.findings:
             return []
         return [
@@ -800,7 +786,7 @@ class Evidence:
 
     def interference(self) -> list[Finding]:
         """Check D1's other half: the other GPU work of the slow units, by name."""
-        r = self.measured("interference", InterferenceResult)
+        r = self.results.interference
         f = _interference_finding(r) if r is not None else None
         return [f] if f is not None else []
 
@@ -808,7 +794,7 @@ class Evidence:
         """More work vs slower work in the slow units: own kernels per unit, and host-device
         bytes per unit (a transfer-volume tail is check E1's: the link moved more, not
         slower, so it counts as a fault of the transfer layer)."""
-        w = self.measured("workload", WorkloadResult)
+        w = self.results.workload
         if w is None:
             return []
         out = [f for f in (_workload_finding(w, self.settings, self.queued_behind_own_work()),)
@@ -829,8 +815,8 @@ class Evidence:
         return out
 
     def graphs(self) -> list[Finding]:
-        g = self.results.get("graphs")
-        if not isinstance(g, GraphsResult) or not g.in_use:
+        g = self.results.typed(GraphsResult)
+        if g is None or not g.in_use:
             return []
         ev = [
             f"{int(g.graph_launches or 0)} graph launches "
@@ -967,9 +953,10 @@ def _kernel_range(lo: int, hi: int) -> str:
     return f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
-def tail_findings(tail: TailSummary, ranges: AnalysisResult | None) -> list[Finding]:
-    """The tail itself and its attribution, as findings."""
-    if not isinstance(ranges, RangesResult) or not ranges.ok or tail.p50_ns is None:
+def tail_findings(tail: TailSummary, ranges: RangesResult | None) -> list[Finding]:
+    """The tail itself and its attribution (``ranges``: the ranges analysis' result when
+    it measured), as findings."""
+    if ranges is None or tail.p50_ns is None:
         return []
     ev = [
         f"{tail.n} x '{tail.unit}': P50 {fmt_ns(tail.p50_ns)}, P90 {fmt_ns(tail.p90_ns)}, "

@@ -29,8 +29,6 @@ from ..analyses.capture import CaptureResult
 from ..analyses.graphs import GraphsResult
 from ..analyses.host_stall import HostStall
 from ..analyses.host_stall import measure as measure_host_stall
-from ..analyses.interference import InterferenceResult
-from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
 from ..analyses.whole_run import WholeRunResult
 from ..analyses.workload import (
@@ -47,6 +45,7 @@ from ..settings import Settings
 from ..stats.classifier import classify_tail
 from . import checks, consistency, support
 from .model import (
+    Analyses,
     Diagnosis,
     Finding,
     GapSummary,
@@ -125,11 +124,11 @@ def _diagnose(
     done = schedule.diagnosis_analyses(
         report, _run, ("launch_gaps", gaps_options),
         (*beside, ("whole_run", {"settings": settings})), after)
-    results = {name: done[name]
-               for name in ("launch_gaps", *(n for n, _ in beside), *(n for n, _ in after),
-                            "whole_run") if name in done}
+    results = Analyses({name: done[name]
+                        for name in ("launch_gaps", *(n for n, _ in beside),
+                                     *(n for n, _ in after), "whole_run") if name in done})
 
-    ranges = results.get("ranges")
+    ranges = results.ranges
     durations = _durations(ranges)
     classifier = None
     # jitter (DuckDB, every core) runs beside the mixture fits of the tail (one core)
@@ -141,31 +140,32 @@ def _diagnose(
                                        elevated_ratio=settings.elevated_ratio)
         if jitter is not None:
             results["jitter"] = jitter.result()
-    tail = _tail_summary(ranges, durations, classifier, settings)
+    unmeasured = results.get("ranges")  # its message says why there is no unit
+    tail = _tail_summary(ranges, durations, classifier, settings,
+                         why=unmeasured.message if unmeasured is not None
+                         and not unmeasured.ok else None)
     results.update(_culprit_analyses(report, ranges, tail, range_name, settings))
-    tail = _oneoff_with_sizes(tail, results.get("workload"))
+    tail = _oneoff_with_sizes(tail, results.typed(WorkloadResult))
 
-    graphs = results.get("graphs")
-    graphs = graphs if isinstance(graphs, GraphsResult) else None
+    graphs = results.typed(GraphsResult)  # an empty one too: in_use False, with its figures
     in_use = bool(graphs.in_use) if graphs is not None else False
-    capture = results.get("capture")
-    capture = capture if isinstance(capture, CaptureResult) and capture.ok else None
+    capture = results.capture
     ev = checks.Evidence(results, settings, in_use,
-                         host_stall=_host_stall(report, results.get("ranges"), tail, settings),
+                         host_stall=_host_stall(report, ranges, tail, settings),
                          unit_time_ns=float(durations.sum()) if durations is not None else None,
                          lone_outlier=tail.lone_outlier_ns is not None)
     findings = ev.run_all()
     findings += checks.tail_findings(tail, ranges)
     verdict = _verdict(tail, ev, settings, in_use, capture)
-    verdict = _without_unit(verdict, tail, results.get("whole_run"))
+    verdict = _without_unit(verdict, tail, results.whole_run)
     # what the capture lost comes first among findings of its severity: it undermines the rest
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.check != "capture",
                                  -f.weight))
     findings = consistency.relabelled(findings, verdict)
     findings = consistency.annotated(consistency.ordered(findings, verdict), verdict)
 
-    gaps = results.get("launch_gaps")
-    measured = gaps if isinstance(gaps, LaunchGapsResult) and gaps.ok else None
+    gaps = results.get("launch_gaps")  # its status, whatever it is
+    measured = results.launch_gaps
     launch_gaps = GapSummary(
         status=gaps.status if gaps is not None else "not_captured",
         count=int(measured.count or 0) if measured else 0,
@@ -193,25 +193,24 @@ def _diagnose(
     )
 
 
-def _host_stall(report: Report, ranges: AnalysisResult | None, tail: TailSummary,
+def _host_stall(report: Report, ranges: RangesResult | None, tail: TailSummary,
                 settings: Settings) -> HostStall | None:
     """How the slow units' extra host time is laid out (check C3's measurement), when the
     tail attribution compares slow units with the median band (not a lone outlier)."""
-    if not isinstance(ranges, RangesResult) or not ranges.ok or not ranges.attribution \
+    if ranges is None or not ranges.attribution \
             or tail.lone_outlier_ns is not None:
         return None
     return measure_host_stall(report, ranges, report.probe.present("os_runtime"),
                               settings.host_signature_ratio)
 
 
-def _culprit_analyses(report: Report, ranges: AnalysisResult | None, tail: TailSummary,
+def _culprit_analyses(report: Report, ranges: RangesResult | None, tail: TailSummary,
                       range_name: str | None, settings: Settings) -> dict[str, AnalysisResult]:
     """Interference and workload, when the tail is elevated or abnormal (enough units to
     judge it) and what they explain grew: other GPU work (gpu_other) names its culprit; own
     kernel or copy time, launch or copy calls: more work vs slower work. Skipped otherwise,
     so a healthy trace costs nothing more."""
-    if not isinstance(ranges, RangesResult) or not ranges.ok \
-            or tail.level not in ("elevated", "abnormal") \
+    if ranges is None or tail.level not in ("elevated", "abnormal") \
             or _too_few_units(tail, settings) is not None:
         return {}
 
@@ -240,8 +239,10 @@ def _platform(capture: CaptureResult | None) -> Platform:
     return Platform(tuple(capture.gpus()), capture.driver_version, capture.cuda_version)
 
 
-def _durations(ranges: AnalysisResult | None) -> np.ndarray | None:
-    if not isinstance(ranges, RangesResult) or not ranges.ok or "instances" not in ranges.tables:
+def _durations(ranges: RangesResult | None) -> np.ndarray | None:
+    """The counted units' durations (ranges: the ranges analysis' result when it
+    measured), ns; None without."""
+    if ranges is None or "instances" not in ranges.tables:
         return None
     table = ranges.tables["instances"]
     if "counted" in table.column_names:  # warm-up units left out (ranges.warmup)
@@ -252,13 +253,15 @@ def _durations(ranges: AnalysisResult | None) -> np.ndarray | None:
 
 
 def _tail_summary(
-    ranges: AnalysisResult | None, d: np.ndarray | None, classifier, settings: Settings
+    ranges: RangesResult | None, d: np.ndarray | None, classifier, settings: Settings,
+    why: str | None = None,
 ) -> TailSummary:
-    if not isinstance(ranges, RangesResult) or d is None or d.size == 0:
-        reason = ranges.message if ranges is not None and not ranges.ok else None
+    """The tail's figures from the units' durations ``d``; without units, ``why`` (the
+    ranges analysis' message when it did not measure) is the reason."""
+    if ranges is None or d is None or d.size == 0:
         return TailSummary(
             None, None, 0, None, None, None, None, "insufficient_data", 0.0, "unknown",
-            unit_reason=reason,
+            unit_reason=why,
             min_units=settings.min_units,
         )
     p50, p90, p99 = (float(v) for v in np.percentile(d, [50, 90, 99]))
@@ -315,12 +318,11 @@ def lone_outlier(d: np.ndarray, settings: Settings) -> tuple[float | None, float
 
 
 def _without_unit(verdict: Verdict, tail: TailSummary,
-                  whole: AnalysisResult | None) -> Verdict:
+                  whole: WholeRunResult | None) -> Verdict:
     """The answer without units: when no unit repeats (or too few do), what dominated the
     whole run (the whole_run analysis) instead of a bare "undetermined"."""
     if verdict.layer not in (Layer.UNDETERMINED, Layer.INSUFFICIENT) \
-            or not isinstance(whole, WholeRunResult) or not whole.ok \
-            or not whole.dominant_summary:
+            or whole is None or not whole.dominant_summary:
         return verdict
     if tail.unit is None:
         return dataclasses.replace(
@@ -363,7 +365,7 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
     verdict is undetermined and says what the units carry. Where what grew decides (the
     layer explains at least ``decisive_share`` of the tail's extra latency), the verdict
     is as sure as that bound, above the score's margin too."""
-    r = ev.measured("ranges", RangesResult)
+    r = ev.results.ranges
     if verdict.layer not in (*CAUSE_LAYERS, Layer.WORKLOAD) or r is None:
         return verdict
     found = support.measure(r, verdict.layer, settings, ev.pageable_dominant(),
@@ -566,7 +568,7 @@ def _layer_verdict(
     workload = _workload_explains(best, ev, settings) or more_work
     if workload is not None:
         best = Layer.WORKLOAD
-        w = ev.measured("workload", WorkloadResult)
+        w = ev.results.workload
         # the size clause of slow units that are the first of their size: a cost per size
         mechanism = (Mechanism.NEW_SIZES if w is not None and is_new_size_tail(w)
                      and workload == w.size_line() else Mechanism.MORE_WORK)
@@ -591,7 +593,7 @@ def _signature(layer: Layer, mechanism: Mechanism | None, ev: checks.Evidence) -
     if layer in ev.signatures:
         return ev.signatures[layer]
     if mechanism is Mechanism.TRANSFER_VOLUME:
-        w = ev.measured("workload", WorkloadResult)
+        w = ev.results.workload
         if w is not None and w.copies_explain is not None:
             return min(1.0, max(0.0, w.copies_explain))
     return None
@@ -638,8 +640,8 @@ def _workload_explains(best: Layer, ev: checks.Evidence, settings: Settings) -> 
     the extra kernels explain at least ``work_explains`` of the extra latency (more work
     grows the host's time around each launch and the GPU's waits as well). None when the
     slow units queued behind their own earlier work: their windows hold its kernels."""
-    w = ev.measured("workload", WorkloadResult)
-    r = ev.measured("ranges", RangesResult)
+    w = ev.results.workload
+    r = ev.results.ranges
     if w is None or r is None or ev.queued_behind_own_work():
         return None
     top = {Layer.GPU: r.top_gpu_component, Layer.CPU: r.top_cpu_component}.get(best)
@@ -657,10 +659,10 @@ def _workload_explains(best: Layer, ev: checks.Evidence, settings: Settings) -> 
     return w.line() + explains
 
 
-def _oneoff_with_sizes(tail: TailSummary, w: AnalysisResult | None) -> TailSummary:
+def _oneoff_with_sizes(tail: TailSummary, w: WorkloadResult | None) -> TailSummary:
     """The mid-run line says when the one-off calls come with new sizes (the workload
     analysis' ``oneoff_line``): a cache growing with the work, not a fault."""
-    line = w.oneoff_line() if isinstance(w, WorkloadResult) else None
+    line = w.oneoff_line() if w is not None else None
     if line is None or not tail.later_oneoff:
         return tail
     return dataclasses.replace(tail, later_oneoff=f"{tail.later_oneoff}; {line}")
@@ -668,8 +670,8 @@ def _oneoff_with_sizes(tail: TailSummary, w: AnalysisResult | None) -> TailSumma
 
 def _culprit_clause(ev: checks.Evidence) -> str | None:
     """The other GPU work of the slow units, by name, when other work is what grew."""
-    i = ev.measured("interference", InterferenceResult)
-    r = ev.measured("ranges", RangesResult)
+    i = ev.results.interference
+    r = ev.results.ranges
     if i is None or r is None or r.top_gpu_component is not Component.GPU_OTHER:
         return None
     line = i.culprit_line()

@@ -19,9 +19,25 @@ import enum
 import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..analyses.base import AnalysisResult
+from ..analyses.capture import CaptureResult
 from ..analyses.gpu_idle import GpuIdleResult, breakdown
+from ..analyses.gpu_metrics import GpuMetricsResult
+from ..analyses.graphs import GraphsResult
+from ..analyses.host_syncs import HostSyncsResult
+from ..analyses.interference import InterferenceResult
+from ..analyses.jitter import JitterResult
+from ..analyses.kernel_summary import KernelSummaryResult
+from ..analyses.launch_gaps import LaunchGapsResult
+from ..analyses.launch_latency import LaunchLatencyResult
+from ..analyses.os_blocking import OsBlockingResult
+from ..analyses.overlap import OverlapResult
+from ..analyses.ranges import RangesResult
+from ..analyses.transfers import TransfersResult
+from ..analyses.whole_run import WholeRunResult
+from ..analyses.workload import WorkloadResult
 from ..formatting import dumps, fmt_ns, html_table
 from ..layers import Layer
 from ..settings import Settings
@@ -29,10 +45,10 @@ from ..settings import Settings
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..analyses.base import AnalysisResult
     from ..analyses.capture import GpuLink
-    from ..analyses.graphs import GraphsResult
     from ..stats.classifier import TailShapeResult
+
+R = TypeVar("R", bound=AnalysisResult)
 
 SCHEMA = "nsysdiag.diagnosis/1"
 SEVERITIES = ("critical", "warning", "info")
@@ -345,9 +361,97 @@ class GraphUse:
         return out
 
 
+class Analyses(dict[str, AnalysisResult]):
+    """The analyses' results of a diagnosis, by name (the JSON ``evidence``), read by
+    type: ``d.analyses.ranges`` is the ranges analysis' :class:`RangesResult` when it
+    measured (status ok), else None (not run, not captured, nothing to measure).
+
+    One property per analysis of ``nsysdiag.analyses.ANALYSES``
+    (``tests/test_facade.py`` checks); :meth:`typed` gives a result whatever its status.
+    """
+
+    def typed(self, kind: type[R]) -> R | None:
+        """The result of the analysis ``kind`` is the result class of, whatever its
+        status; None when it did not run or measured nothing (a bare AnalysisResult)."""
+        r = self.get(kind.analysis_name())
+        return r if isinstance(r, kind) else None
+
+    def measured(self, kind: type[R]) -> R | None:
+        """The result of class ``kind`` when its analysis measured (status ok)."""
+        r = self.typed(kind)
+        return r if r is not None and r.ok else None
+
+    @property
+    def capture(self) -> CaptureResult | None:
+        return self.measured(CaptureResult)
+
+    @property
+    def kernel_summary(self) -> KernelSummaryResult | None:
+        return self.measured(KernelSummaryResult)
+
+    @property
+    def launch_gaps(self) -> LaunchGapsResult | None:
+        return self.measured(LaunchGapsResult)
+
+    @property
+    def launch_latency(self) -> LaunchLatencyResult | None:
+        return self.measured(LaunchLatencyResult)
+
+    @property
+    def transfers(self) -> TransfersResult | None:
+        return self.measured(TransfersResult)
+
+    @property
+    def overlap(self) -> OverlapResult | None:
+        return self.measured(OverlapResult)
+
+    @property
+    def graphs(self) -> GraphsResult | None:
+        return self.measured(GraphsResult)
+
+    @property
+    def jitter(self) -> JitterResult | None:
+        return self.measured(JitterResult)
+
+    @property
+    def ranges(self) -> RangesResult | None:
+        return self.measured(RangesResult)
+
+    @property
+    def gpu_idle(self) -> GpuIdleResult | None:
+        return self.measured(GpuIdleResult)
+
+    @property
+    def whole_run(self) -> WholeRunResult | None:
+        return self.measured(WholeRunResult)
+
+    @property
+    def host_syncs(self) -> HostSyncsResult | None:
+        return self.measured(HostSyncsResult)
+
+    @property
+    def os_blocking(self) -> OsBlockingResult | None:
+        return self.measured(OsBlockingResult)
+
+    @property
+    def gpu_metrics(self) -> GpuMetricsResult | None:
+        return self.measured(GpuMetricsResult)
+
+    @property
+    def interference(self) -> InterferenceResult | None:
+        return self.measured(InterferenceResult)
+
+    @property
+    def workload(self) -> WorkloadResult | None:
+        return self.measured(WorkloadResult)
+
+
 @dataclass(frozen=True)
 class Diagnosis:
-    """Everything ``nsysdiag diagnose`` reports for one trace."""
+    """Everything ``nsysdiag diagnose`` reports for one trace.
+
+    ``analyses`` holds each analysis' result by name and by type
+    (:class:`Analyses`: ``d.analyses.transfers.htod.median_gbps``)."""
 
     path: str
     tail: TailSummary
@@ -361,8 +465,12 @@ class Diagnosis:
     baseline: str | None = None
     classifier: TailShapeResult | None = None
     durations_ns: np.ndarray | None = None
-    analyses: dict[str, AnalysisResult] = field(default_factory=dict)
+    analyses: Analyses = field(default_factory=Analyses)
     platform: Platform = field(default_factory=Platform)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.analyses, Analyses):  # a plain dict given: typed
+            object.__setattr__(self, "analyses", Analyses(self.analyses or {}))
 
     @property
     def evidence(self) -> dict[str, dict[str, Any]]:
@@ -442,8 +550,8 @@ class Diagnosis:
                                            if t.warmup_calls else "")))
         if t.later_oneoff:
             lines.append(e(f"mid-run    {t.later_oneoff}"))
-        whole = self.analyses.get("whole_run")
-        if whole is not None and whole.ok and getattr(whole, "dominant_summary", None):
+        whole = self.analyses.whole_run
+        if whole is not None and whole.dominant_summary:
             lines.append(e(f"whole run  {whole.dominant_summary}"))
         if t.unit:
             lines += [
@@ -460,8 +568,8 @@ class Diagnosis:
             lines.append(
                 f"launch gaps {g.count} gaps, P50 {fmt_ns(g.p50_ns)}, P99 {fmt_ns(g.p99_ns)}"
             )
-        idle = self.analyses.get("gpu_idle")
-        if isinstance(idle, GpuIdleResult) and idle.ok and idle.gaps:
+        idle = self.analyses.gpu_idle
+        if idle is not None and idle.gaps:
             lines.append(f"GPU idle   {fmt_ns(idle.idle_ns)} in {idle.gaps} gaps: "
                          f"{breakdown(idle)}")
         lines.append(f"CUDA Graphs {'in use' if self.cuda_graphs.in_use else 'not used'}")

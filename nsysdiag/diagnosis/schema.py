@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from ..analyses import ANALYSES, module
+from ..analyses.base import flat_key, record_type
 from ..analyses.capture import GpuLink
 from ..analyses.ranges import Component, ComponentGrowth
 from ..layers import FINDING_LAYERS, VERDICT_LAYERS, Layer
@@ -124,10 +125,19 @@ def _object(cls: type, extra: dict[str, dict], names: list[str] | None = None,
 def _summary(name: str) -> dict[str, Any]:
     cls = module(name).RESULT
     doc = (cls.__doc__ or "").strip().split("\n\n")[0]
-    spec = _object(cls, {}, [f.name for f in cls.summary_fields()])
-    spec["description"] = " ".join(doc.split())
-    spec["additionalProperties"] = False
-    return spec
+    props: dict[str, Any] = {}
+    for f in cls.summary_fields():
+        record = record_type(f)
+        if record is None:
+            props.update(_object(cls, {}, [f.name])["properties"])
+            continue
+        # a record's figures are flat keys in its place (analyses.base.nested)
+        inner = _object(record, {})["properties"]
+        props.update({flat_key(f.name, g): {**inner[g.name], "description":
+                                            f"{f.metadata['doc']}: {inner[g.name]['description']}"}
+                      for g in dataclasses.fields(record)})
+    return {"type": "object", "properties": props, "description": " ".join(doc.split()),
+            "additionalProperties": False}
 
 
 def diagnosis_schema() -> dict[str, Any]:

@@ -61,7 +61,7 @@ def collect_timelines(
             report,
             unit=diagnosis.tail.unit,
             p50_ns=diagnosis.tail.p50_ns,
-            ranges=(diagnosis.analyses or {}).get("ranges"),
+            ranges=diagnosis.analyses.ranges,
             n=n,
             median=median,
             max_events=max_events,

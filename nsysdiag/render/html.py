@@ -55,16 +55,9 @@ import numpy as np
 from markupsafe import Markup
 
 from .._version import __version__
-from ..analyses.base import AnalysisResult
 from ..analyses.gpu_idle import MEANING as IDLE_MEANING
-from ..analyses.gpu_idle import GpuIdleResult
-from ..analyses.interference import InterferenceResult
-from ..analyses.jitter import JitterResult
-from ..analyses.launch_gaps import LaunchGapsResult
 from ..analyses.ranges import Component, RangesResult
 from ..analyses.timelines import ApiSpan, GpuSpan, NvtxSpan, UnitTimeline
-from ..analyses.transfers import TransfersResult
-from ..analyses.whole_run import WholeRunResult
 from ..analyses.workload import WorkloadResult
 from ..diagnosis.model import LINK_SOURCES, TailSummary
 from ..diagnosis.timelines import collect_timelines
@@ -473,14 +466,9 @@ def write_text_atomic(text: str, path: str | os.PathLike[str]) -> Path:
 # ============================================================================ helpers
 
 
-def _analysis(d: Diagnosis, name: str) -> AnalysisResult | None:
-    r = (d.analyses or {}).get(name)
-    return r if r is not None and r.ok else None
-
-
 def _missing(d: Diagnosis, analysis: str, what: str) -> str:
     """Why a section is empty, from the analysis' status and message."""
-    r = (d.analyses or {}).get(analysis)
+    r = d.analyses.get(analysis)
     if r is None:
         return f"{what}: the {analysis} analysis did not run for this trace."
     return f"{what}: {r.status}" + (f" - {r.message}" if r.message else "")
@@ -540,8 +528,8 @@ def _verdict(d: Diagnosis) -> VerdictView:
         ]
     if t.n_warmup:
         cards.append(Card("warm-up", f"{t.n_warmup} set apart", ", ".join(t.warmup_calls)))
-    whole = _analysis(d, "whole_run")
-    if isinstance(whole, WholeRunResult) and whole.dominated_by:
+    whole = d.analyses.whole_run
+    if whole is not None and whole.dominated_by:
         cards.append(Card("whole run", str(whole.dominated_by).replace("_", " "),
                           f"{(whole.kernel_busy_pct or 0):.0f}% kernels, "
                           f"{(whole.gpu_idle_pct or 0):.0f}% idle"))
@@ -662,8 +650,8 @@ def _shape_confidence(t: TailSummary) -> str:
 
 def _gaps(d: Diagnosis) -> GapsView:
     view = GapsView(fmt_ns(d.settings.gap_normal_ns), fmt_ns(d.settings.gap_p99_ns))
-    r = _analysis(d, "launch_gaps")
-    if not isinstance(r, LaunchGapsResult):
+    r = d.analyses.launch_gaps
+    if r is None:
         return _replace(view, missing=_missing(d, "launch_gaps", "No launch gaps"))
     # the thresholds the analysis judged with (the settings')
     normal = float(r.normal_threshold_ns)
@@ -735,8 +723,8 @@ def _gaps(d: Diagnosis) -> GapsView:
 
 
 def _idle(d: Diagnosis) -> IdleView:
-    r = _analysis(d, "gpu_idle")
-    if not isinstance(r, GpuIdleResult):
+    r = d.analyses.gpu_idle
+    if r is None:
         return IdleView(missing=_missing(d, "gpu_idle", "No GPU idle breakdown"))
     cards = (
         Card("gaps", f"{r.gaps:,}", f"unit {r.unit}" if r.unit else "no unit: whole run"),
@@ -766,8 +754,8 @@ def _idle(d: Diagnosis) -> IdleView:
 
 
 def _transfers(d: Diagnosis) -> TransfersView:
-    r = _analysis(d, "transfers")
-    if not isinstance(r, TransfersResult):
+    r = d.analyses.transfers
+    if r is None:
         return TransfersView(missing=_missing(d, "transfers", "No transfers"))
     links: dict[str, tuple[float, str]] = {}
     for lk in r.links():
@@ -939,8 +927,7 @@ def _pretty(component: str) -> str:
 
 def _attribution(d: Diagnosis) -> AttributionView:
     pct = d.settings.tail_pct
-    r = _analysis(d, "ranges")
-    r = r if isinstance(r, RangesResult) else None
+    r = d.analyses.ranges
     tail_n = r.tail_n if r is not None else None
     med_n = r.median_band_n if r is not None else None
     view = AttributionView(
@@ -1138,8 +1125,8 @@ def _one_timeline(
 
 
 def _jitter(d: Diagnosis) -> JitterView:
-    j = _analysis(d, "jitter")
-    per_kernel = j.per_kernel() if isinstance(j, JitterResult) else []
+    j = d.analyses.jitter
+    per_kernel = j.per_kernel() if j is not None else []
     if not per_kernel:
         return JitterView(missing=_missing(d, "jitter", "No kernel jitter figures"))
     return JitterView(table=_table(
@@ -1163,8 +1150,8 @@ def _jitter(d: Diagnosis) -> JitterView:
 def _culprit(d: Diagnosis) -> CulpritView:
     """Other GPU work during the slow units by name, and latency against work per unit."""
     view = CulpritView()
-    inter = _analysis(d, "interference")
-    streams = inter.per_stream() if isinstance(inter, InterferenceResult) else []
+    inter = d.analyses.interference
+    streams = inter.per_stream() if inter is not None else []
     if streams:
         view = _replace(view, streams=_table(
             ["process", "stream", "names", "slow units", "median units", "time / slow unit",
@@ -1174,13 +1161,13 @@ def _culprit(d: Diagnosis) -> CulpritView:
               fmt_ns(w.slow_overlap_mean_ns), fmt_ns(w.median_overlap_mean_ns))
              for w in streams[:10]],
             numeric=[False, True, False, True, True, True, True]))
-    work = _analysis(d, "workload")
-    if not isinstance(work, WorkloadResult):
+    work = d.analyses.workload
+    if work is None:
         return view
     size = work.size_line()
     view = _replace(view, workload=f"{work.kind.replace('_', ' ')}: {work.line()}"
                     + (f"; {size}" if size else ""))
-    ranges = _analysis(d, "ranges")
+    ranges = d.analyses.ranges
     sizes = work.tables.get("sizes")
     measure = next((r for r in work.size_relation() if r.measure == work.size_measure), None)
     if measure is not None and sizes is not None and measure.measure != "n_kernels":
@@ -1201,7 +1188,7 @@ def _culprit(d: Diagnosis) -> CulpritView:
             x_label=f"{what} per unit", y_label="latency",
             line=(slope, mid_y - slope * mid_x) if measure.slope is not None else None,
             highlight=[(v or 0) >= cut for v in y])))
-    elif isinstance(ranges, RangesResult) and "instances" in ranges.tables:
+    elif ranges is not None and "instances" in ranges.tables:
         t = ranges.tables["instances"].select(["n_kernels", "duration_ns"])
         if t.num_rows > 3000:  # a sample keeps the page small
             t = t.take(list(range(0, t.num_rows, t.num_rows // 3000 + 1)))
@@ -1238,7 +1225,7 @@ def _captured(d: Diagnosis) -> CapturedView:
     return CapturedView(
         views=_table(["view", "status"], (d.captured or {}).items()),
         analyses=_table(["analysis", "status", "message"],
-                        [(k, r.status, r.message) for k, r in (d.analyses or {}).items()]),
+                        [(k, r.status, r.message) for k, r in d.analyses.items()]),
         settings=_table(["setting", "value"],
                         [(k, "" if v is None else v) for k, v in d.settings_dict().items()]),
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from typing import Any
 
@@ -160,6 +160,110 @@ class ShapeProbabilities:
 
 
 @dataclass(frozen=True)
+class TailFlatness:
+    """How flat a tail is (:func:`_tail_shape`): NaN figures and flatness 0 with fewer than
+    8 values. In the JSON statistics its figures are flat keys with the tail's prefix
+    (``tail_cv``, ``upper_tail_cv``)."""
+
+    flatness: float  #: 1 - Kolmogorov distance to a uniform tail over its range (1: flat)
+    cv: float  #: excess coefficient of variation of the counts in equal-width bins (~0: flat)
+    upper_ratio: float  #: (q95 - q75) / (q75 - q25) of the tail: 0.4 uniform, 1.5 exponential
+    half_ratio: float  #: values in the upper half of the range over the lower half (1: flat)
+
+    def to_dict(self, prefix: str) -> dict[str, float]:
+        return {f"{prefix}{f.name}": getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class FitStatistics:
+    """The evidence of the fits (absent when the kept values are all equal): the dip test,
+    the best mixture's modes, the tail past the body and its flatness."""
+
+    dip_statistic: float  #: Hartigan's dip statistic
+    dip_pvalue: float  #: its p-value (small: not unimodal)
+    sigma_floor: float  #: the narrowest component width allowed, log scale
+    best_gmm: str  #: the Gaussian mixture (lognormal, gmm2..4) of the lowest BIC
+    n_modes: int  #: separated modes of that mixture
+    mode_locations: tuple[float, ...]  #: where they are, in the data's unit
+    mode_masses: tuple[float, ...]  #: the share of the values around each
+    valley_depth: float  #: the shallowest valley between two modes (density ratio)
+    uniform_weight: float  #: weight of the uniform component of body_uniform
+    dbic_body_uniform: float  #: BIC of body_uniform minus the best mixture's
+    body_peak: float  #: the density's highest point, in the data's unit
+    tail_start: float  #: where the tail starts past the body, in the data's unit
+    tail_fraction: float  #: share of the values in the tail
+    tail_count: int  #: values in the tail
+    tail: TailFlatness  #: the whole tail's flatness (keys ``tail_*``)
+    upper_tail: TailFlatness  #: the same past its lower quarter (keys ``upper_tail_*``)
+    tail_bump_z: float  #: strongest rise of the tail's density after a dip, z-score
+    plateau_bump_z: float  #: the same with a milder rise, the tail's top 1 % left out
+    peak_quantile: float  #: share of the values below the density's peak
+    tail_top_share: float  #: the tail's share in the top fifth of its range over a uniform's
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, TailFlatness):
+                out.update(value.to_dict(f"{f.name}_"))
+            else:
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+@dataclass(frozen=True)
+class TailStatistics:
+    """The evidence :func:`classify_tail` decides with (``TailShapeResult.statistics``).
+
+    Its JSON form (:meth:`to_dict`, the ``statistics`` of the classifier's result) is flat:
+    the figures below, those of :attr:`fit` in its place (``dip_pvalue``, ``tail_cv``,
+    ...), then ``p_tight`` and ``reason``."""
+
+    n_valid: int  #: valid values (finite, positive)
+    n_outliers_low: int  #: isolated extremes set aside, low
+    n_outliers_high: int  #: isolated extremes set aside, high
+    p50: float  #: P50 of the valid values, in their unit
+    p90: float  #: P90
+    p99: float  #: P99
+    p99_over_p50: float  #: P99 / P50
+    p99_over_p50_robust: float  #: the same without the isolated extremes (the gate's ratio)
+    se_log_ratio: float  #: standard error of ln(p99/p50) from the order statistics
+    resolution: float  #: the timer's step found in the values (0: none)
+    n_fit: int  #: values fitted (evenly spaced order statistics of larger samples)
+    skewness: float  #: sample skewness of the fitted values
+    skewness_log: float  #: the same of their logarithms
+    fit: FitStatistics | None = None  #: the fits' evidence (None: the kept values are equal)
+    p_tight: float | None = None  #: probability that p99/p50 is within the tight ratio
+    reason: str = ""  #: why the shape was chosen, in words
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat JSON form (:attr:`fit`'s figures in its place)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "fit":
+                out.update(value.to_dict() if value is not None else {})
+            else:
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, flat: dict[str, Any]) -> TailStatistics:
+        """The statistics whose :meth:`to_dict` gave ``flat`` (rows stored before the
+        statistics were typed read back this way too)."""
+        own = {f.name: flat[f.name] for f in fields(cls) if f.name != "fit" and f.name in flat}
+        fit = None
+        if "dip_pvalue" in flat:
+            shapes = {p: TailFlatness(*(flat[f"{p}_{f.name}"] for f in fields(TailFlatness)))
+                      for p in ("tail", "upper_tail")}
+            fit = FitStatistics(**{
+                f.name: shapes[f.name] if f.name in shapes
+                else tuple(flat[f.name]) if f.name.startswith("mode_") else flat[f.name]
+                for f in fields(FitStatistics)})
+        return cls(**own, fit=fit)
+
+
+@dataclass(frozen=True)
 class TailShapeResult:
     """Result of :func:`classify_tail`.
 
@@ -177,10 +281,10 @@ class TailShapeResult:
         Every fitted candidate model, by name.
     best_model : str
         Name of the candidate with the lowest BIC ("" when nothing was fitted).
-    statistics : dict
+    statistics : TailStatistics or None
         The evidence: percentiles, ratios, skewness, Hartigan's dip test, the tail's
-        flatness, the modes found, and the shape probabilities. See Notes of
-        :func:`classify_tail`.
+        flatness, the modes found (:class:`TailStatistics`; None when too few or
+        constant values left nothing to measure). See Notes of :func:`classify_tail`.
     success : bool
         False when the data could not be classified (too few or constant values).
     message : str
@@ -194,7 +298,7 @@ class TailShapeResult:
     n: int
     candidates: dict = field(default_factory=dict)
     best_model: str = ""
-    statistics: dict = field(default_factory=dict)
+    statistics: TailStatistics | None = None
     success: bool = True
     message: str = ""
     probabilities: ShapeProbabilities | None = None
@@ -225,25 +329,24 @@ class TailShapeResult:
         out[pos] = np.exp(_logpdf_from_params(fit.params, y) - y)
         return out
 
-    def _statistic(self, key: str) -> float | None:
-        value = self.statistics.get(key)
-        return None if value is None else float(value)
+    @property
+    def _fit(self) -> FitStatistics | None:
+        return self.statistics.fit if self.statistics is not None else None
 
     @property
     def dip_pvalue(self) -> float | None:
         """p-value of Hartigan's dip test of unimodality (None when not computed)."""
-        return self._statistic("dip_pvalue")
+        return self._fit.dip_pvalue if self._fit is not None else None
 
     @property
     def n_modes(self) -> int | None:
         """Modes found in the fitted mixture (None when not computed)."""
-        value = self._statistic("n_modes")
-        return None if value is None else int(value)
+        return self._fit.n_modes if self._fit is not None else None
 
     @property
     def tail_flatness(self) -> float | None:
         """Flatness of the tail, 0 (decaying) to 1 (flat) (None when not computed)."""
-        return self._statistic("tail_flatness")
+        return self._fit.tail.flatness if self._fit is not None else None
 
     def to_dict(self) -> dict:
         """Plain-Python (JSON-serialisable) form of the result."""
@@ -256,7 +359,7 @@ class TailShapeResult:
             "n": int(self.n),
             "best_model": self.best_model,
             "candidates": {k: v.to_dict() for k, v in self.candidates.items()},
-            "statistics": _plain(self.statistics),
+            "statistics": _plain(self.statistics.to_dict() if self.statistics else {}),
             "success": bool(self.success),
             "message": self.message,
         }
@@ -269,16 +372,16 @@ class TailShapeResult:
                 "  probabilities: "
                 + ", ".join(f"{k} {v:.3f}" for k, v in self.probabilities.to_dict().items())
             )
-        if "p50" in st:
+        if st is not None:
             lines.append(
-                f"  p50={_fmt(st['p50'])} p90={_fmt(st['p90'])} p99={_fmt(st['p99'])}"
-                f"  p99/p50={st['p99_over_p50']:.3g} (robust {st['p99_over_p50_robust']:.3g})"
+                f"  p50={_fmt(st.p50)} p90={_fmt(st.p90)} p99={_fmt(st.p99)}"
+                f"  p99/p50={st.p99_over_p50:.3g} (robust {st.p99_over_p50_robust:.3g})"
             )
-        if "dip_pvalue" in st:
+        if st is not None and st.fit is not None:
             lines.append(
-                f"  dip={st['dip_statistic']:.4f} (p={st['dip_pvalue']:.3g})"
-                f"  modes={st['n_modes']}  tail_flatness={st['tail_flatness']:.2f}"
-                f"  skewness(log)={st['skewness_log']:.2f}"
+                f"  dip={st.fit.dip_statistic:.4f} (p={st.fit.dip_pvalue:.3g})"
+                f"  modes={st.fit.n_modes}  tail_flatness={st.fit.tail.flatness:.2f}"
+                f"  skewness(log)={st.skewness_log:.2f}"
             )
         if self.candidates:
             best = min(c.bic for c in self.candidates.values())
@@ -522,45 +625,46 @@ def _tail_start(fit: mixture.MixtureFit, grid: np.ndarray) -> tuple[float, float
     return t0, float(grid[top])
 
 
-def _tail_shape(tail: np.ndarray, a: float) -> dict:
+def _tail_shape(tail: np.ndarray, a: float) -> TailFlatness:
     """Shape statistics of the tail values ``tail`` (sorted, linear scale) above ``a``.
 
     Only the tail up to its 95th percentile is used, so that a few stray extreme values
     do not stretch the range (a uniform tail cut at a quantile is still uniform).
     Returned (NaN, and flatness 0, when there are fewer than 8 values):
 
-    - ``tail_flatness``: 1 - Kolmogorov distance between the tail and a uniform
+    - ``flatness``: 1 - Kolmogorov distance between the tail and a uniform
       distribution over its range (1 = perfectly flat).
-    - ``tail_cv``: excess coefficient of variation of the counts in equal-width bins
+    - ``cv``: excess coefficient of variation of the counts in equal-width bins
       over the inner 80 % of the range (Poisson noise removed); ~0 when flat.
-    - ``tail_upper_ratio``: (q95 - q75) / (q75 - q25) of the tail; 0.4 for a uniform
+    - ``upper_ratio``: (q95 - q75) / (q75 - q25) of the tail; 0.4 for a uniform
       tail, 1.5 for an exponential one.
-    - ``tail_half_ratio``: values in the upper half of the range over the lower half;
+    - ``half_ratio``: values in the upper half of the range over the lower half;
       1 when flat, near 0 when the density decays.
     """
     nan = float("nan")
-    out = dict(tail_flatness=0.0, tail_cv=nan, tail_upper_ratio=nan, tail_half_ratio=nan)
+    none = TailFlatness(flatness=0.0, cv=nan, upper_ratio=nan, half_ratio=nan)
     if tail.size < 8:
-        return out
+        return none
     tail = tail[: tail.size - max(1, int(0.05 * tail.size))]
     b = float(tail[-1])
     if b <= a:
-        return out
+        return none
     u = (tail - a) / (b - a)
     ks = max(
         float(np.max(np.arange(1, u.size + 1) / u.size - u)),
         float(np.max(u - np.arange(u.size) / u.size)),
     )
-    out["tail_flatness"] = 1.0 - ks
     q25, q75, q95 = np.quantile(tail, [0.25, 0.75, 0.95])
-    out["tail_upper_ratio"] = float((q95 - q75) / max(q75 - q25, 1e-300 * b))
     nb = int(min(20, max(5, round(math.sqrt(tail.size)))))
     c, _ = np.histogram(u, bins=nb, range=(0.1, 0.9))
     mc = float(c.mean())
-    out["tail_cv"] = math.sqrt(max(float(c.var()) - mc, 0.0)) / mc if mc > 0 else 10.0
     h2 = int(np.count_nonzero(u > 0.5))
-    out["tail_half_ratio"] = h2 / max(u.size - h2, 1)
-    return out
+    return TailFlatness(
+        flatness=1.0 - ks,
+        cv=math.sqrt(max(float(c.var()) - mc, 0.0)) / mc if mc > 0 else 10.0,
+        upper_ratio=float((q95 - q75) / max(q75 - q25, 1e-300 * b)),
+        half_ratio=h2 / max(u.size - h2, 1),
+    )
 
 
 def _tail_top_share(tail: np.ndarray, a: float) -> float:
@@ -607,14 +711,14 @@ def _tail_bump(tail: np.ndarray, a: float, body_peak: float, rise: float = _BUMP
     return float(z[ok].max()) if np.any(ok) else 0.0
 
 
-def _insufficient(n, message, stats_=None) -> TailShapeResult:
+def _insufficient(n, message) -> TailShapeResult:
     return TailShapeResult(
         shape="insufficient_data",
         confidence=0.0,
         n=int(n),
         candidates={},
         best_model="",
-        statistics=stats_ or {},
+        statistics=None,
         success=False,
         message=message,
     )
@@ -728,9 +832,9 @@ def classify_tail(
     >>> res = classify_tail(x)
     >>> res.shape, res.best_model
     ('multimodal', 'gmm2')
-    >>> [round(m / 1e6, 1) for m in res.statistics["mode_locations"]]
+    >>> [round(m / 1e6, 1) for m in res.statistics.fit.mode_locations]
     [2.0, 5.0]
-    >>> round(res.statistics["p99_over_p50"], 2)
+    >>> round(res.statistics.p99_over_p50, 2)
     2.69
 
     The same body alone is tight:
@@ -751,7 +855,7 @@ def classify_tail(
         notes.append(f"all {n_valid} values are equal ({x[0]:g}): no distribution to classify")
         return _insufficient(n_valid, "; ".join(notes))
     xt, y, st, fits, cands = _features(x, gen, max_samples=max_samples)
-    st["p_tight"] = float(special.ndtr(_gate_z(st, tight_ratio)))
+    st = replace(st, p_tight=float(special.ndtr(_gate_z(st, tight_ratio))))
     if not cands:
         # all kept values equal once the isolated extremes are set aside
         shape, reason = "tight", "all values equal apart from isolated extremes"
@@ -762,12 +866,12 @@ def classify_tail(
         if shape == "tight" and elevated_ratio is not None:
             probs = _strictly_tight(probs, float(special.ndtr(_gate_z(st, elevated_ratio))))
     conf = probs[shape]
-    st["reason"] = reason
-    n_out = st["n_outliers_low"] + st["n_outliers_high"]
+    st = replace(st, reason=reason)
+    n_out = st.n_outliers_low + st.n_outliers_high
     if n_out:
         notes.append(
-            f"set aside {n_out} isolated extreme value(s) ({st['n_outliers_low']} low, "
-            f"{st['n_outliers_high']} high) before the fits"
+            f"set aside {n_out} isolated extreme value(s) ({st.n_outliers_low} low, "
+            f"{st.n_outliers_high} high) before the fits"
         )
     if xt.size > max_samples:
         notes.append(f"fitted {max_samples} evenly spaced order statistics of {xt.size} values")
@@ -786,86 +890,87 @@ def classify_tail(
     )
 
 
-def _decide(st: dict, tight_ratio: float) -> tuple[str, str]:
-    """The shape, from the evidence in ``st``, and a one-line reason."""
-    r = st["p99_over_p50_robust"]
+def _decide(st: TailStatistics, tight_ratio: float) -> tuple[str, str]:
+    """The shape, from the evidence in ``st`` (with its fits), and a one-line reason."""
+    r = st.p99_over_p50_robust
     if r <= tight_ratio:
         return "tight", f"p99/p50 = {r:.3g} <= tight_ratio {tight_ratio:g}"
     head = f"p99/p50 = {r:.3g} > {tight_ratio:g}"
-    body_modes = [m for m in st["mode_locations"] if m < st["tail_start"]]
-    if st["peak_quantile"] < NO_BODY_QUANTILE or (
-        st["n_modes"] <= 1 and st["body_peak"] < NO_BODY_PEAK * st["p50"]
+    fit = _fitted(st)
+    body_modes = [m for m in fit.mode_locations if m < fit.tail_start]
+    if fit.peak_quantile < NO_BODY_QUANTILE or (
+        fit.n_modes <= 1 and fit.body_peak < NO_BODY_PEAK * st.p50
     ):
         # the density is highest among the shortest values and falls from there (an
         # M/M/1 sojourn time is exponential): the clusters or plateaus a short window
         # of a busy queue shows in its tail are busy periods, not modes or contention
         return "right_skewed", f"{head}; density falls from the shortest values (no body)"
-    if _is_flat(st):
+    if _is_flat(fit):
         if len(body_modes) >= 2:
             return "multimodal", f"{head}; separated modes below a flat tail"
-        if st["tail_bump_z"] >= _BUMP_Z:
+        if fit.tail_bump_z >= _BUMP_Z:
             # a plateau ending in a cluster: requests partly and wholly overlapped by
             # on/off GPU contention, not a uniform wait
-            z = st["tail_bump_z"]
+            z = fit.tail_bump_z
             return "multimodal", f"{head}; a flat tail ending in a cluster (z={z:.1f})"
-        if st["plateau_bump_z"] >= _PLATEAU_Z:
+        if fit.plateau_bump_z >= _PLATEAU_Z:
             # the same with a milder rise, on the tail without its top 1 % (stray
             # values would stretch the bins): the slow copy of the body where the
             # wholly slowed requests gather
-            z = st["plateau_bump_z"]
+            z = fit.plateau_bump_z
             return "multimodal", f"{head}; a flat tail ending in a cluster (z={z:.1f})"
-        top = st["tail_top_share"]
+        top = fit.tail_top_share
         if math.isfinite(top) and top >= TAIL_TOP_CLUSTER:
             return "multimodal", f"{head}; a flat tail ending in a cluster ({top:.1f}x)"
-        return "flat_tail", f"{head}; flat tail (flatness {st['tail_flatness']:.2f})"
+        return "flat_tail", f"{head}; flat tail (flatness {fit.tail.flatness:.2f})"
     if (
-        st["tail_fraction"] > MAX_FLAT_FRACTION
-        and st["n_modes"] <= 2
-        and st["tail_bump_z"] < _BUSY_Z
+        fit.tail_fraction > MAX_FLAT_FRACTION
+        and fit.n_modes <= 2
+        and fit.tail_bump_z < _BUSY_Z
     ):
         # most requests past a minority body (those that found the server free) and
         # no sharp cluster: a busy queue, whose busy periods make broad lumps, not the
         # sharp slow modes of discrete code paths
         return "right_skewed", f"{head}; most values past the body, no sharp cluster (busy queue)"
-    if st["n_modes"] >= 2:
-        return "multimodal", f"{head}; {st['n_modes']} separated modes"
-    if st["tail_bump_z"] >= _BUMP_Z:
-        z = st["tail_bump_z"]
+    if fit.n_modes >= 2:
+        return "multimodal", f"{head}; {fit.n_modes} separated modes"
+    if fit.tail_bump_z >= _BUMP_Z:
+        z = fit.tail_bump_z
         return "multimodal", f"{head}; a separated cluster in the tail (z={z:.1f})"
     return "right_skewed", f"{head}; one mode, decaying tail"
 
 
-def _is_flat(st: dict) -> bool:
+def _is_flat(fit: FitStatistics) -> bool:
     """A flat tail past a narrow body: the whole tail, or its upper three quarters."""
-    if st["tail_count"] < MIN_TAIL_COUNT or st["tail_start"] > MAX_TAIL_START * st["body_peak"]:
+    if fit.tail_count < MIN_TAIL_COUNT or fit.tail_start > MAX_TAIL_START * fit.body_peak:
         return False
-    if st["tail_fraction"] > MAX_FLAT_FRACTION:
+    if fit.tail_fraction > MAX_FLAT_FRACTION:
         # most requests delayed: a busy queue (M/D/1 at high load), not a body with
         # occasional contention waits
         return False
-    if _flat_stats(st, "tail_"):
+    if _flat_stats(fit.tail):
         return True
     # a light queue in front adds a decaying lump of waits next to the body, which
     # hides a plateau further out from the statistics of the whole tail; an
     # exponential (queueing) tail is memoryless, so its upper part decays just the same
-    return st["tail_count"] >= MIN_UPPER_TAIL_COUNT and _flat_stats(st, "upper_tail_")
+    return fit.tail_count >= MIN_UPPER_TAIL_COUNT and _flat_stats(fit.upper_tail)
 
 
-def _flat_stats(st: dict, prefix: str) -> bool:
-    cv, ur, hr = (st[prefix + k] for k in ("cv", "upper_ratio", "half_ratio"))
+def _flat_stats(tail: TailFlatness) -> bool:
+    cv, ur, hr = tail.cv, tail.upper_ratio, tail.half_ratio
     if not (math.isfinite(cv) and math.isfinite(ur) and math.isfinite(hr)):
         return False
     return cv <= _FLAT_CV and ur <= _FLAT_UR and hr >= _FLAT_HR
 
 
-def _gate_z(st: dict, tight_ratio: float) -> float:
+def _gate_z(st: TailStatistics, tight_ratio: float) -> float:
     """z-score of ln(tight_ratio) - ln(p99/p50) with the order-statistic standard error."""
-    se = max(st["se_log_ratio"], 1e-9)
-    z = (math.log(tight_ratio) - math.log(st["p99_over_p50_robust"])) / se
+    se = max(st.se_log_ratio, 1e-9)
+    z = (math.log(tight_ratio) - math.log(st.p99_over_p50_robust)) / se
     return float(min(max(z, -30.0), 30.0))
 
 
-def _calibration_features(st: dict, tight_ratio: float) -> np.ndarray:
+def _calibration_features(st: TailStatistics, tight_ratio: float) -> np.ndarray:
     """Inputs of the probability model (:data:`CALIBRATION_FEATURES`, in that order).
 
     All read the evidence in ``st``, whatever the verdict: 1; log Phi(z) and
@@ -877,14 +982,15 @@ def _calibration_features(st: dict, tight_ratio: float) -> np.ndarray:
     ``tail_fraction``; ln ``tail_top_share`` (clipped to [-3, 2], 0 when undefined);
     1 with two or more separated modes.
     """
+    fit = _fitted(st)
     z = _gate_z(st, tight_ratio)
     lp_tight = max(float(special.log_ndtr(z)), -10.0)
     lp_abn = max(float(special.log_ndtr(-z)), -10.0)
-    ln = math.log10(max(st["n_fit"], 1)) - 3.0
-    masses = sorted(st["mode_masses"], reverse=True)
+    ln = math.log10(max(st.n_fit, 1)) - 3.0
+    masses = sorted(fit.mode_masses, reverse=True)
     second = masses[1] if len(masses) > 1 else 0.0
-    nt = math.log10(st["tail_count"] + 1.0)
-    top = st["tail_top_share"]
+    nt = math.log10(fit.tail_count + 1.0)
+    top = fit.tail_top_share
     ltop = min(max(math.log(top), -3.0), 2.0) if math.isfinite(top) and top > 0 else 0.0
     return np.array(
         [
@@ -892,30 +998,37 @@ def _calibration_features(st: dict, tight_ratio: float) -> np.ndarray:
             lp_tight,
             lp_abn,
             ln,
-            _flat_margin(st, "tail_"),
-            _flat_margin(st, "upper_tail_"),
+            _flat_margin(fit.tail),
+            _flat_margin(fit.upper_tail),
             second,
             nt,
-            min(st["tail_bump_z"], 10.0) / 10.0,
-            min(st["plateau_bump_z"], 10.0) / 10.0,
-            st["peak_quantile"],
-            st["tail_fraction"],
+            min(fit.tail_bump_z, 10.0) / 10.0,
+            min(fit.plateau_bump_z, 10.0) / 10.0,
+            fit.peak_quantile,
+            fit.tail_fraction,
             ltop,
-            1.0 if st["n_modes"] >= 2 else 0.0,
+            1.0 if fit.n_modes >= 2 else 0.0,
         ]
     )
 
 
-def _flat_margin(st: dict, prefix: str) -> float:
+def _flat_margin(tail: TailFlatness) -> float:
     """Smallest relative distance of the tail statistics from the flat_tail thresholds.
 
     Positive when all three are inside (flat), clipped to [-2, 1]; -2 when undefined.
     """
-    cv, ur, hr = (st[prefix + k] for k in ("cv", "upper_ratio", "half_ratio"))
+    cv, ur, hr = tail.cv, tail.upper_ratio, tail.half_ratio
     if not all(math.isfinite(v) for v in (cv, ur, hr)):
         return -2.0
     m = min((_FLAT_CV - cv) / _FLAT_CV, (_FLAT_UR - ur) / _FLAT_UR, (hr - _FLAT_HR) / _FLAT_HR)
     return min(max(m, -2.0), 1.0)
+
+
+def _fitted(st: TailStatistics) -> FitStatistics:
+    """The fits' evidence of ``st`` (the decision and the probabilities need it)."""
+    if st.fit is None:
+        raise ValueError("the statistics hold no fit (all kept values equal)")
+    return st.fit
 
 
 @functools.lru_cache(maxsize=1)
@@ -977,7 +1090,8 @@ def _skewness(v: np.ndarray) -> float:
 def _robust_sample(x: np.ndarray, max_samples: int) -> tuple[np.ndarray, np.ndarray, dict]:
     """Percentiles, isolated extremes, the gate's ratio and the sample to fit.
 
-    Returns (values kept, de-tied fit sample in the caller's unit, statistics).
+    Returns (values kept, de-tied fit sample in the caller's unit, the first figures of
+    :class:`TailStatistics` by name).
     """
     n_valid = x.size
     p50, p90, p99 = (float(v) for v in np.quantile(x, [0.5, 0.9, 0.99]))
@@ -1046,23 +1160,22 @@ def _fit_candidates(
 def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
     """All the evidence the decision uses, from sorted valid durations ``x``.
 
-    Returns (values kept, log-durations fitted, statistics, fits, candidates); fits and
-    candidates are empty when the kept values are all equal.
+    Returns (values kept, log-durations fitted, :class:`TailStatistics`, fits,
+    candidates); fits and candidates are empty, and the statistics hold no fit, when the
+    kept values are all equal.
     """
-    xt, xd, st = _robust_sample(x, max_samples)
+    xt, xd, robust = _robust_sample(x, max_samples)
     q50 = float(np.quantile(xt, 0.5))
     y = np.log(xd) - math.log(q50)
-    st["skewness"] = _skewness(xd)
-    st["skewness_log"] = _skewness(y)
+    st = TailStatistics(**robust, skewness=_skewness(xd), skewness_log=_skewness(y))
     if xd[-1] <= xd[0]:
         return xt, y, st, {}, {}
     xdip = xd
     if xd.size > _DIP_MAX:
         xdip = xd[np.round(np.linspace(0, xd.size - 1, _DIP_MAX)).astype(np.int64)]
     dip, pval = diptest.diptest(xdip, sort_x=True)
-    st["dip_statistic"], st["dip_pvalue"] = float(dip), float(pval)
 
-    fits, cands, st["sigma_floor"] = _fit_candidates(y, q50, st["resolution"], gen)
+    fits, cands, sigma_floor = _fit_candidates(y, q50, st.resolution, gen)
 
     # modes of the best Gaussian mixture, on the linear scale
     best_gmm = min(("lognormal", "gmm2", "gmm3", "gmm4"), key=lambda k: cands[k].bic)
@@ -1074,31 +1187,36 @@ def _features(x: np.ndarray, gen: np.random.Generator, *, max_samples: int):
         max_depth=MAX_VALLEY_DEPTH,
         min_mass=max(0.015, 4.0 / y.size),
     )
-    st["best_gmm"] = best_gmm
-    st["n_modes"] = len(modes)
-    st["mode_locations"] = [math.exp(m[0]) * q50 for m in modes]
-    st["mode_masses"] = [m[1] for m in modes]
-    st["valley_depth"] = depth
-    st["uniform_weight"] = fits["body_uniform"].uniform[0]
-    st["dbic_body_uniform"] = cands["body_uniform"].bic - cands[best_gmm].bic
 
     # the tail: values past the body, on the linear scale
     t0, top = _tail_start(fits[best_gmm], grid)
     tail = np.exp(y[y > t0])
-    st["body_peak"] = math.exp(top) * q50
-    st["tail_start"] = math.exp(t0) * q50
-    st["tail_fraction"] = tail.size / y.size
-    st["tail_count"] = int(tail.size)
-    st.update(_tail_shape(tail, math.exp(t0)))
     # the same past the tail's lower quarter (see _is_flat)
     upper = tail[int(0.25 * tail.size) :]
     a_up = float(upper[0]) if upper.size else math.exp(t0)
-    st.update({f"upper_{k}": v for k, v in _tail_shape(upper, a_up).items()})
-    st["tail_bump_z"] = _tail_bump(tail, math.exp(t0), math.exp(top))
     kept = tail[tail <= np.quantile(tail, 0.99)] if tail.size >= 10 else tail
-    st["plateau_bump_z"] = _tail_bump(kept, math.exp(t0), math.exp(top), _PLATEAU_RISE)
-    # where the highest peak sits in the sample: near 0 when the density falls from
-    # the shortest values (no body)
-    st["peak_quantile"] = float(np.count_nonzero(y < top)) / y.size
-    st["tail_top_share"] = _tail_top_share(tail, math.exp(t0))
-    return xt, y, st, fits, cands
+    fit = FitStatistics(
+        dip_statistic=float(dip),
+        dip_pvalue=float(pval),
+        sigma_floor=sigma_floor,
+        best_gmm=best_gmm,
+        n_modes=len(modes),
+        mode_locations=tuple(math.exp(m[0]) * q50 for m in modes),
+        mode_masses=tuple(m[1] for m in modes),
+        valley_depth=depth,
+        uniform_weight=fits["body_uniform"].uniform[0],
+        dbic_body_uniform=cands["body_uniform"].bic - cands[best_gmm].bic,
+        body_peak=math.exp(top) * q50,
+        tail_start=math.exp(t0) * q50,
+        tail_fraction=tail.size / y.size,
+        tail_count=int(tail.size),
+        tail=_tail_shape(tail, math.exp(t0)),
+        upper_tail=_tail_shape(upper, a_up),
+        tail_bump_z=_tail_bump(tail, math.exp(t0), math.exp(top)),
+        plateau_bump_z=_tail_bump(kept, math.exp(t0), math.exp(top), _PLATEAU_RISE),
+        # where the highest peak sits in the sample: near 0 when the density falls from
+        # the shortest values (no body)
+        peak_quantile=float(np.count_nonzero(y < top)) / y.size,
+        tail_top_share=_tail_top_share(tail, math.exp(t0)),
+    )
+    return xt, y, replace(st, fit=fit), fits, cands
