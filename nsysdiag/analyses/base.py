@@ -47,14 +47,64 @@ OK, NOT_CAPTURED, EMPTY = "ok", "not_captured", "empty"
 T = TypeVar("T")
 
 _QUERY_MARK = re.compile(r"^--\s*@query\s+(\w+)\s*$", re.M)
+#: the declaration lines right after ``-- @query NAME``: what the step reads
+_NEEDS_MARK = re.compile(r"\A\s*--\s*@needs\b([^\n]*)\n")
+#: a step that creates a table yields that table, not a relation named after the step
+_CREATES = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?TABLE\s+(\w+)", re.I)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One query of an analysis' SQL file: its name, its SQL (the text after the
+    declarations, as :func:`run_query` runs it) and the relations it reads (``needs``, its
+    ``-- @needs`` lines: normalized views, other steps of the file, tables the analysis'
+    Python registers)."""
+
+    name: str
+    sql: str
+    needs: tuple[str, ...]
+
+    @property
+    def yields(self) -> str:
+        """The relation the step makes: the table a ``CREATE ... TABLE t AS`` step creates,
+        else a relation named as the step (a view, a step file or a registered table)."""
+        created = _CREATES.match(self.sql)
+        return created.group(1) if created else self.name
+
+
+def parse_steps(text: str, source: str = "SQL") -> dict[str, Step]:
+    """The steps of an analysis' SQL file by name, in the file's order.
+
+    Raises ValueError for a step without a ``-- @needs`` line (``source`` names the file
+    in the message)."""
+    parts = _QUERY_MARK.split(text)
+    out: dict[str, Step] = {}
+    for name, body in zip(parts[1::2], parts[2::2]):
+        needs: list[str] = []
+        declared = _NEEDS_MARK.match(body)
+        if declared is None:
+            raise ValueError(f"{source}: step {name} declares no '-- @needs' line")
+        while declared is not None:
+            needs += [n.strip() for n in declared.group(1).split(",") if n.strip()]
+            body = body[declared.end():]
+            declared = _NEEDS_MARK.match(body)
+        out[name] = Step(name, body.strip().rstrip(";"), tuple(needs))
+    return out
+
+
+@functools.cache
+def load_steps(module: str) -> dict[str, Step]:
+    """The steps of ``sql/<module>.sql`` by name (:func:`parse_steps`)."""
+    text = resources.files(__package__).joinpath("sql", f"{module}.sql").read_text()
+    return parse_steps(text, f"sql/{module}.sql")
 
 
 @functools.cache
 def load_sql(module: str) -> dict[str, str]:
-    """The queries of ``sql/<module>.sql`` by name (text after each ``-- @query NAME``)."""
-    text = resources.files(__package__).joinpath("sql", f"{module}.sql").read_text()
-    parts = _QUERY_MARK.split(text)
-    return {parts[i]: parts[i + 1].strip().rstrip(";") for i in range(1, len(parts), 2)}
+    """The queries of ``sql/<module>.sql`` by name (each step's SQL, declarations left
+    out)."""
+    return {name: step.sql for name, step in load_steps(module).items()}
 
 
 def run_query(report: Report, module: str, query: str, params: dict | None = None) -> pa.Table:

@@ -25,6 +25,7 @@
 --            the export lists, for the link table)
 
 -- @query capturing
+-- @needs api_calls
 -- Stream capture windows: a thread's launches from cudaStreamBeginCapture to the first
 -- cudaStreamEndCapture after it are recorded into a graph, not run (the graph's launches
 -- run them); hi is NULL when the capture never ended. The expressions are matched once
@@ -42,6 +43,7 @@ SELECT b.global_tid, b.start_ns AS lo,
 FROM marks b WHERE b.begins
 
 -- @query launched_outside_capture
+-- @needs api_calls, capturing
 -- `launched` where the export has capture windows (the query `capturing`, named as a
 -- temporary view): the successful launch calls outside every window.
 SELECT a.* FROM api_calls a
@@ -51,12 +53,14 @@ WHERE a.category = 'launch' AND coalesce(a.return_value, 0) = 0
                     AND (c.hi IS NULL OR a.start_ns <= c.hi))
 
 -- @query launched_all
+-- @needs api_calls
 -- `launched` where it has none (most exports): every successful launch call. The anti-join
 -- above would cost a pass that pairs every launch call with the (empty) windows.
 SELECT a.* FROM api_calls a
 WHERE a.category = 'launch' AND coalesce(a.return_value, 0) = 0
 
 -- @query launches
+-- @needs api_calls, kernels, launched
 -- Reads `launched` (launched_outside_capture or launched_all, as a temporary view).
 WITH calls AS (
     SELECT global_pid, any_value(pid) AS pid, count(*) AS launch_calls
@@ -90,6 +94,7 @@ FROM counts c LEFT JOIN lost l USING (global_pid) LEFT JOIN orphans o USING (glo
 ORDER BY c.global_pid
 
 -- @query launches_no_calls
+-- @needs kernels
 -- The same table when the capture has kernels and no API calls (every kernel lacks its call).
 SELECT global_pid, NULL::BIGINT AS pid, 0::BIGINT AS launch_calls, count(*) AS kernels,
        0::BIGINT AS launches_without_kernel, count(*) AS kernels_without_launch
@@ -97,6 +102,7 @@ FROM kernels WHERE graph_node_id IS NULL
 GROUP BY global_pid ORDER BY global_pid
 
 -- @query launches_no_kernels
+-- @needs api_calls
 -- The same table when the capture has API calls and no kernel records.
 SELECT global_pid, any_value(pid) AS pid, count(*) AS launch_calls, 0::BIGINT AS kernels,
        count(*) AS launches_without_kernel, 0::BIGINT AS kernels_without_launch
@@ -105,16 +111,19 @@ WHERE category = 'launch' AND coalesce(return_value, 0) = 0
 GROUP BY global_pid ORDER BY global_pid
 
 -- @query blocking
+-- @needs api_calls
 -- the expression is matched once per distinct name, not once per call
 SELECT coalesce(sum(n), 0)::BIGINT AS blocking_waits
 FROM (SELECT name, count(*) AS n FROM api_calls GROUP BY name)
 WHERE regexp_matches(name, $blocking) AND NOT contains(name, 'Async')
 
 -- @query open_ranges
+-- @needs nvtx_ranges
 SELECT name, count(*) AS n
 FROM nvtx_ranges WHERE end_ns IS NULL
 GROUP BY name ORDER BY n DESC, name
 
 -- @query devices
+-- @needs devices
 SELECT device_id, name, chip_name, compute_capability, is_discrete, pcie_generation, pcie_width
 FROM devices ORDER BY device_id

@@ -21,6 +21,7 @@
 -- Units: ns.
 
 -- @query nccl_kernels
+-- @needs kernels
 WITH nccl AS (
     SELECT pid, device_id, stream_id, start_ns, end_ns, name,
            coalesce(lower(nullif(regexp_extract(
@@ -45,6 +46,7 @@ FROM nccl n JOIN comms c USING (pid, device_id, stream_id)
 ORDER BY n.pid, n.device_id, n.start_ns
 
 -- @query overlap
+-- @needs kernels
 -- Per rank: NCCL kernel time, other kernel time on the same GPU by the same process, and
 -- the NCCL time during which one of those other kernels ran. The other kernels' union is
 -- a run of disjoint islands; cover(t), the island time before t, is the islands wholly
@@ -104,12 +106,14 @@ FROM ranks r LEFT JOIN overlapped o USING (pid, device_id)
 ORDER BY r.pid, r.device_id
 
 -- @query complete
+-- @needs k
 -- The kernels (table k: on one timeline, with their rank) of the instances every one of
 -- the $n ranks holds: the table `arrivals` of the queries below.
 SELECT rank, comm, kind, seq, start_ns, end_ns, export FROM k
 QUALIFY count(*) OVER (PARTITION BY comm, kind, seq) = $n
 
 -- @query end_residuals
+-- @needs arrivals
 -- Per export: the median over its kernels of (end - the instance's median end), ns: how
 -- far its clock sits from the run's, since a collective's kernels end together.
 SELECT export, median(end_ns - m)::BIGINT AS residual_ns
@@ -118,6 +122,7 @@ FROM (SELECT export, end_ns, median(end_ns) OVER (PARTITION BY comm, kind, seq) 
 GROUP BY export
 
 -- @query end_fits
+-- @needs arrivals
 -- Per export: its clock's error against the run's as a line a + b * t (offset and
 -- drift), the least-squares fit of (end - the instance's median end) on t.
 SELECT export, regr_intercept(end_ns - m, m) AS a, coalesce(regr_slope(end_ns - m, m), 0) AS b
@@ -126,6 +131,7 @@ FROM (SELECT export, end_ns, median(end_ns) OVER (PARTITION BY comm, kind, seq) 
 GROUP BY export
 
 -- @query instances
+-- @needs arrivals
 WITH inst AS (
     SELECT comm, kind, seq,
            max(start_ns) AS last_arrival_ns,
@@ -146,6 +152,7 @@ FROM inst
 ORDER BY first_arrival_ns, comm, kind, seq
 
 -- @query per_rank
+-- @needs arrivals, instances
 -- $instances: the table of the query above, registered as `instances`.
 SELECT a.rank,
        count(*) AS instances,
@@ -158,6 +165,7 @@ GROUP BY a.rank
 ORDER BY a.rank
 
 -- @query slowest
+-- @needs arrivals, instances
 -- Every rank's arrival and end at the $n instances with the longest waits.
 SELECT i.comm, i.kind, i.seq, i.wait_ns, i.last_rank, a.rank, a.start_ns, a.end_ns
 FROM (SELECT * FROM instances WHERE wait_ns > 0

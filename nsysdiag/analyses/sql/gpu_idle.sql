@@ -23,6 +23,7 @@
 --                  them, compute/sweep.py)
 
 -- @query gaps
+-- @needs cuda_graphs, kernels
 -- The order of the device sequence: by start, then end (NULL last); work tied on both
 -- is taken kernels outside graphs first, then by stream, launch call return and thread,
 -- so that the one gap a tie holds goes to the same kernel on every run.
@@ -54,6 +55,7 @@ ORDER BY global_pid, device_id, start_ns, end_ns NULLS LAST, stream_id, launch_e
          launch_global_tid
 
 -- @query copies_busy
+-- @needs memcpys, memsets
 SELECT global_pid + device_id AS key, start_ns, end_ns FROM memcpys
 WHERE global_pid IS NOT NULL AND device_id IS NOT NULL
 UNION ALL
@@ -61,12 +63,14 @@ SELECT global_pid + device_id, start_ns, end_ns FROM memsets
 WHERE global_pid IS NOT NULL AND device_id IS NOT NULL
 
 -- @query device_busy
+-- @needs cuda_graphs, kernels, memcpys, memsets
 SELECT device_id AS key, start_ns, end_ns FROM kernels
 UNION ALL SELECT device_id, start_ns, end_ns FROM memcpys
 UNION ALL SELECT device_id, start_ns, end_ns FROM memsets
 UNION ALL SELECT device_id, gpu_start_ns, gpu_end_ns FROM cuda_graphs WHERE trace_level = 'graph'
 
 -- @query device_processes
+-- @needs cuda_graphs, kernels, memcpys, memsets
 -- Per GPU, whether all its operations belong to one known process: then other work never
 -- runs in a gap (the process's own kernels do not, by the gap's definition, and its
 -- copies are its own), and device_busy need not be read for it.
@@ -80,6 +84,7 @@ WHERE device_id IS NOT NULL
 GROUP BY device_id
 
 -- @query thread_calls
+-- @needs api_calls
 SELECT global_tid AS key, start_ns, end_ns,
        CASE WHEN category IN ('launch', 'graph_launch') THEN 0
             WHEN category IN ('memcpy', 'memset') THEN 1
@@ -87,6 +92,7 @@ SELECT global_tid AS key, start_ns, end_ns,
 FROM api_calls
 
 -- @query host_pieces
+-- @needs _gpu_idle_windows, thread_calls
 -- (a step) The calls of the threads with a host window (_gpu_idle_windows: id, key the
 -- thread, start_ns, end_ns; registered by analyses/gpu_idle.py) cut into disjoint pieces:
 -- taken by start (ties: the longer first, then the lower class), each call keeps the part
@@ -114,6 +120,7 @@ FROM pieces
 WINDOW w AS (PARTITION BY key ORDER BY piece_start ROWS UNBOUNDED PRECEDING)
 
 -- @query host_windows
+-- @needs _gpu_idle_windows, host_pieces
 -- Per host window, the time of each class of call inside it: covered(end) -
 -- covered(start), where covered(t), the length of a class's pieces before instant t, is
 -- the running total at the last piece that starts at or before t (an ASOF join) less the
@@ -145,6 +152,7 @@ GROUP BY id
 ORDER BY id
 
 -- @query sequence
+-- @needs cuda_graphs, kernels
 -- (The accelerated pass of analyses/gpu_idle.py reads this and sequence_rows.) The rows of gaps' device sequence as the pass reads them: a NULL end reads $no_end,
 -- sort_end the end for ordering (NULL last), in_graph 1 for graph work.
 SELECT global_pid, device_id, start_ns, coalesce(end_ns, $no_end) AS end_ns,
@@ -163,6 +171,7 @@ FROM (SELECT global_pid, device_id, start_ns, end_ns,
       WHERE trace_level = 'graph')
 
 -- @query sequence_rows
+-- @needs cuda_graphs, kernels
 -- The rows of sequence (room for its gaps), and of them the graph-level executions
 SELECT (SELECT count(*) FROM kernels) + g AS n, g AS graph_rows
 FROM (SELECT count(*) AS g FROM cuda_graphs WHERE trace_level = 'graph')

@@ -11,6 +11,7 @@
 --   summary     metrics (kept), samples (of them)
 
 -- @query per_metric
+-- @needs gpu_metrics
 SELECT metric_name, avg(value) AS mean, quantile_cont(value, 0.99) AS p99,
        count(*) AS samples
 FROM gpu_metrics
@@ -19,6 +20,7 @@ GROUP BY metric_name
 ORDER BY metric_name
 
 -- @query summary
+-- @needs gpu_metrics
 SELECT count(DISTINCT metric_name) AS metrics, count(*) AS samples
 FROM gpu_metrics
 WHERE regexp_matches(lower(metric_name), 'dram|vram|sm active|pcie')

@@ -27,6 +27,7 @@
 -- launches: the cuda_graphs rows, with api_duration_ns, in launch order.
 
 -- @query summary
+-- @needs cuda_graphs, kernels
 WITH g AS (
     SELECT *, api_end_ns - api_start_ns AS api_duration_ns FROM cuda_graphs),
 k AS (
@@ -68,6 +69,7 @@ SELECT s.graph_launches, s.host_launches, s.device_launches, s.gpu_traced, s.tra
 FROM s, k
 
 -- @query per_graph
+-- @needs cuda_graphs
 SELECT graph_id, trace_level, count(*) AS launches, sum(n_kernels)::BIGINT AS kernels,
        sum(gpu_duration_ns)::BIGINT AS total_gpu_ns,
        quantile_cont(gpu_duration_ns, 0.5) AS gpu_duration_p50_ns,
@@ -81,6 +83,7 @@ ORDER BY total_gpu_ns DESC NULLS LAST, launches DESC, graph_id
 LIMIT $top
 
 -- @query launches
+-- @needs cuda_graphs
 SELECT pid, tid, global_pid, correlation_id, api_name, api_start_ns, api_end_ns,
        api_end_ns - api_start_ns AS api_duration_ns, gpu_start_ns, gpu_end_ns,
        gpu_duration_ns, launch_to_start_ns, device_id, stream_id, graph_id, graph_exec_id,

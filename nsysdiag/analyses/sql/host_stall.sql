@@ -19,6 +19,7 @@
 --            opened: it queued; a wait that begins inside the unit is the unit's own)
 
 -- @query stretches
+-- @needs api_calls, hs_all, hs_units
 WITH busy AS (
     SELECT u.instance, max(o.end_ns) AS busy_until
     FROM hs_units u JOIN hs_all o
@@ -55,6 +56,7 @@ UNION ALL SELECT g.instance, g.gap_ns, g.start_ns <= coalesce(p.first_launch_ns,
 ORDER BY instance, stretch_ns DESC
 
 -- @query blocked
+-- @needs api_calls, os_runtime, hs_units
 WITH u AS (SELECT * FROM hs_units),
 lead AS (
     SELECT u.instance, u.pid, u.tid, u.start_ns AS lo,
@@ -74,6 +76,7 @@ ORDER BY l.instance
 
 
 -- @query pass_calls
+-- @needs api_calls, hs_threads
 -- The accelerated pass (host_stall.py: stretches_accelerated, blocked_accelerated) reads
 -- the CUDA calls of the measured units' threads, each with its thread's code in
 -- hs_threads (pid, tid, code), and places them in the units by searches among the calls
@@ -83,6 +86,7 @@ FROM api_calls a JOIN hs_threads t ON a.pid = t.pid AND a.tid = t.tid
 WHERE a.start_ns IS NOT NULL
 
 -- @query pass_waits
+-- @needs os_runtime, hs_threads
 -- (the accelerated pass of blocked) the OS waits of the measured units' threads
 SELECT t.code, o.start_ns, o.end_ns
 FROM os_runtime o JOIN hs_threads t ON o.pid = t.pid AND o.tid = t.tid

@@ -23,6 +23,7 @@
 --               and memcpy_waits (waits of each kind)
 
 -- @query waits
+-- @needs api_calls
 -- (a view) The outermost waits of each thread.
 WITH calls AS (
     SELECT pid, tid, global_tid, name, start_ns, end_ns, duration_ns,
@@ -38,6 +39,7 @@ FROM calls
 WHERE covered_ns IS NULL OR start_ns >= covered_ns
 
 -- @query per_call
+-- @needs waits
 SELECT name, any_value(kind) AS kind, count(*) AS waits, count(DISTINCT global_tid) AS threads,
        sum(duration_ns)::BIGINT AS total_ns, avg(duration_ns) AS mean_ns,
        quantile_cont(duration_ns, 0.5) AS p50_ns, quantile_cont(duration_ns, 0.99) AS p99_ns,
@@ -48,6 +50,7 @@ GROUP BY name
 ORDER BY total_ns DESC, name
 
 -- @query per_thread
+-- @needs waits
 SELECT any_value(pid) AS pid, any_value(tid) AS tid, name, any_value(kind) AS kind,
        count(*) AS waits, sum(duration_ns)::BIGINT AS total_ns,
        quantile_cont(duration_ns, 0.5) AS p50_ns, quantile_cont(duration_ns, 0.99) AS p99_ns,
@@ -57,6 +60,7 @@ GROUP BY global_tid, name
 ORDER BY pid, tid, total_ns DESC, name
 
 -- @query summary
+-- @needs waits
 SELECT count(*) AS waits, count(DISTINCT global_tid) AS threads,
        coalesce(sum(duration_ns), 0)::BIGINT AS total_ns,
        quantile_cont(duration_ns, 0.5) AS p50_ns, quantile_cont(duration_ns, 0.99) AS p99_ns,

@@ -34,6 +34,7 @@
 
 
 -- @query units
+-- @needs _interference_instances
 WITH i AS (
     SELECT * FROM _interference_instances
     WHERE cuda_covered IS NOT FALSE AND device_id IS NOT NULL),
@@ -50,6 +51,7 @@ ORDER BY grp DESC, instance
 
 
 -- @query if_other
+-- @needs api_calls, kernels, memcpys, memsets, _interference_units
 -- Step: every (compared unit, other operation) pair with the operation's GPU time inside
 -- the unit's window, overlap_ns. The pairs (unit, operation) come from an inequality join on time alone (an interval
 -- join; the device is compared after it, since one device would make an equality join
@@ -102,6 +104,7 @@ SELECT * FROM other
 
 
 -- @query per_name
+-- @needs processes, _interference_units, if_other
 WITH u AS (SELECT * FROM _interference_units),
 other AS (SELECT * FROM if_other),
 sizes AS (
@@ -127,6 +130,7 @@ ORDER BY delta_ns DESC, p.pid, p.stream_id, p.name
 
 
 -- @query per_stream
+-- @needs processes, _interference_units, if_other
 -- per_name per process and stream (a stream ran in a unit when any of its operations
 -- did); names: its three operation names with the most GPU time in the slow units,
 -- '; '-separated.

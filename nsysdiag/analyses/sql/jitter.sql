@@ -15,6 +15,7 @@
 -- (The concurrency table comes from the overlap analysis: see jitter.py.)
 
 -- @query by_position
+-- @needs kernel_configs, kernels
 -- A kernel's configuration is the kernel_configs row made from the same row of the
 -- export's kernel table. Both views read that table and write its rows in its order
 -- (ViewSpec.in_export_order), so it is the row at the same position: a positional join,
@@ -24,6 +25,7 @@ FROM kernels k POSITIONAL JOIN kernel_configs c
 WHERE k.duration_ns > 0
 
 -- @query aligned
+-- @needs kernel_configs, kernels
 -- Every row of the two views carries the same key (process, correlation id, start), and
 -- both have as many rows (a missing row is NULL on its side).
 SELECT count(*) = 0
@@ -33,6 +35,7 @@ WHERE k.global_pid IS DISTINCT FROM c.global_pid
    OR k.start_ns IS DISTINCT FROM c.start_ns
 
 -- @query by_config
+-- @needs kernel_configs, kernels
 -- Where the two views are not aligned (`aligned` false: not expected, a safeguard): the
 -- kernel_configs row with the kernel's process, correlation id and start. Where every key
 -- is set and unique, these are the rows of by_position.
@@ -43,11 +46,13 @@ FROM kernels k LEFT JOIN kernel_configs c
 WHERE k.duration_ns > 0
 
 -- @query by_name
+-- @needs kernels
 SELECT name, NULL::BIGINT AS grid_x, NULL::BIGINT AS grid_y, NULL::BIGINT AS grid_z,
        NULL::BIGINT AS block_x, NULL::BIGINT AS block_y, NULL::BIGINT AS block_z, duration_ns
 FROM kernels WHERE duration_ns > 0
 
 -- @query per_kernel
+-- @needs jitter_kernels
 -- The figures of every (name, configuration) repeated 20 times come from one pass, and
 -- the $top with the most GPU time are kept (choosing them first would cost a second pass
 -- and a join). Kernels are grouped by the name and the six integers, and the label

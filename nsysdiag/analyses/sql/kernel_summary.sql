@@ -16,6 +16,7 @@
 --          totals: kernels, names, total_ns (ns), graph_kernels (graph-node kernels).
 
 -- @query per_name
+-- @needs kernels
 SELECT name, any_value(short_name) AS short_name, count(*) AS instances,
        sum(duration_ns)::BIGINT AS total_ns, avg(duration_ns) AS avg_ns,
        quantile_cont(duration_ns, 0.5) AS median_ns, min(duration_ns) AS min_ns,
@@ -27,6 +28,7 @@ QUALIFY $top IS NULL OR row_number() OVER (ORDER BY sum(duration_ns) DESC, name)
 ORDER BY total_ns DESC, name
 
 -- @query totals
+-- @needs kernels
 SELECT count(*) AS kernels, count(DISTINCT name) AS names,
        coalesce(sum(duration_ns), 0)::BIGINT AS total_ns, count(graph_node_id) AS graph_kernels
 FROM kernels

@@ -55,6 +55,7 @@
 -- and tests/test_accelerated.py compares them table for table.
 
 -- @query gaps
+-- @needs cuda_graphs, kernels
 -- (a step) Every gap of the device sequences: the units that start after busy_until_ns,
 -- the running maximum of end_ns over the earlier units of their process and GPU. A NULL
 -- end extends no busy period (max ignores it); rows with a NULL process, device or start
@@ -91,6 +92,7 @@ LEFT JOIN first_nodes f
 WHERE s.start_ns > s.busy_until_ns
 
 -- @query stream_gaps
+-- @needs kernels
 -- (a step) Per stream, the gap before each kernel launched on its own: start_ns minus the
 -- end of the kernel before it on the stream (lag; graph nodes count as predecessors),
 -- when positive. Kernels with a NULL context or stream are in no stream.
@@ -104,6 +106,7 @@ FROM (SELECT global_pid, device_id, context_id, stream_id, graph_node_id, start_
 WHERE graph_node_id IS NULL AND start_ns > previous_end_ns
 
 -- @query summary
+-- @needs gaps, stream_counts
 SELECT count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, q[4] AS p999_ns,
        max_ns, mean_ns, total_ns, share_above_normal_pct, share_above_p99_threshold_pct,
        coalesce(q[3] > $p99_ns, false) AS cpu_bound, kernels, graph_kernels,
@@ -130,6 +133,7 @@ FROM (SELECT count(*) AS count, quantile_cont(gap_ns, [0.5, 0.9, 0.99, 0.999]) A
       FROM stream_counts)
 
 -- @query per_device
+-- @needs gaps, stream_counts
 SELECT k.device_id, k.pid, k.kernels, k.graph_kernels, coalesce(g.gaps, 0) AS gaps,
        g.q[1] AS p50_ns, g.q[2] AS p90_ns, g.q[3] AS p99_ns, g.q[4] AS p999_ns, g.max_ns,
        g.mean_ns, coalesce(g.total_ns, 0) AS total_ns, g.share_above_normal_pct
@@ -146,6 +150,7 @@ LEFT JOIN (SELECT global_pid, device_id, count(*) AS gaps,
 ORDER BY k.device_id, k.pid, k.global_pid
 
 -- @query device_counts
+-- @needs gaps, stream_counts
 -- Main gaps per GPU, every GPU that ran kernels (gaps_per_device in the summary)
 SELECT d.device_id, count(g.gap_ns) AS gaps
 FROM (SELECT DISTINCT device_id FROM stream_counts) d
@@ -155,6 +160,7 @@ GROUP BY d.device_id
 ORDER BY d.device_id
 
 -- @query graph
+-- @needs gaps
 SELECT kind, count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, mean_ns
 FROM (SELECT kind, count(*) AS count, quantile_cont(gap_ns, [0.5, 0.9, 0.99]) AS q,
              max(gap_ns) AS max_ns, avg(gap_ns) AS mean_ns
@@ -164,6 +170,7 @@ FROM (SELECT kind, count(*) AS count, quantile_cont(gap_ns, [0.5, 0.9, 0.99]) AS
 ORDER BY kind
 
 -- @query per_stream
+-- @needs stream_counts, stream_gaps
 SELECT k.device_id, k.pid, k.context_id, k.stream_id, k.kernels, coalesce(g.gaps, 0) AS gaps,
        g.q[1] AS p50_ns, g.q[2] AS p90_ns, g.q[3] AS p99_ns, g.max_ns, g.mean_ns,
        g.share_above_normal_pct
@@ -179,12 +186,14 @@ LEFT JOIN (SELECT global_pid, device_id, context_id, stream_id, count(*) AS gaps
 ORDER BY k.device_id, k.pid, k.context_id, k.stream_id, k.global_pid
 
 -- @query distribution
+-- @needs gaps
 SELECT device_id, pid, gap_ns, start_ns, launched_before_idle
 FROM gaps
 WHERE kind = 'kernel'
 ORDER BY device_id, pid, start_ns
 
 -- @query histogram
+-- @needs gaps
 WITH gap_bins AS (SELECT floor(log10(gap_ns) * 5 + 1e-9)::BIGINT AS bin
                   FROM gaps WHERE kind = 'kernel')
 SELECT b.bin, pow(10, b.bin / 5) AS bin_lo_ns, pow(10, (b.bin + 1) / 5) AS bin_hi_ns,
@@ -197,6 +206,7 @@ ORDER BY b.bin
 -- The accelerated pass reads these three.
 
 -- @query sequence
+-- @needs cuda_graphs, kernels
 -- The device sequence as the pass reads it, sorted by start_ns then end_ns (NULL last):
 -- every kernel and graph-level execution, unit 0 kernel, 1 graph node, 2 graph-level
 -- execution; a NULL end reads $no_end (below every timestamp: it extends no busy period),
@@ -218,11 +228,13 @@ FROM (SELECT global_pid, device_id, correlation_id, start_ns, end_ns, launch_end
       WHERE trace_level = 'graph' AND gpu_start_ns IS NOT NULL)
 
 -- @query sequence_rows
+-- @needs cuda_graphs, kernels
 -- The rows of sequence (room for its gaps), and of them the graph-level executions
 SELECT (SELECT count(*) FROM kernels) + g AS n, g AS graph_rows
 FROM (SELECT count(*) AS g FROM cuda_graphs WHERE trace_level = 'graph')
 
 -- @query graph_first
+-- @needs kernels
 SELECT global_pid, correlation_id, min(start_ns) AS first_start_ns
 FROM kernels
 WHERE graph_node_id IS NOT NULL AND correlation_id IS NOT NULL AND start_ns IS NOT NULL
@@ -230,6 +242,7 @@ GROUP BY global_pid, correlation_id
 ORDER BY global_pid, correlation_id
 
 -- @query stream_counts
+-- @needs kernels
 -- Kernels per stream: every row of kernels, graph nodes apart (per device and process
 -- they are added up from these).
 SELECT global_pid, device_id, context_id, stream_id, any_value(pid) AS pid,

@@ -63,6 +63,7 @@
 --                    launch_to_start_ns (api start -> first GPU work), gpu_duration_ns
 
 -- @query launches
+-- @needs kernels
 SELECT k.pid, k.global_pid, k.device_id, k.context_id, k.stream_id, k.correlation_id,
        k.name, k.short_name, k.start_ns, k.launch_start_ns AS api_start_ns,
        k.launch_end_ns AS api_end_ns, k.launch_end_ns - k.launch_start_ns AS api_duration_ns,
@@ -74,6 +75,7 @@ FROM kernels k
 WHERE k.graph_node_id IS NULL
 
 -- @query depth
+-- @needs launches
 -- (a step) One row per instant of each series: level ('device': all processes on a GPU;
 -- 'stream'), its keys, the instant t, net (the sum of the instant's +1 and -1 events), marks (the
 -- matched launch calls that returned at it, device level), depth (after t), next_t (the
@@ -106,6 +108,7 @@ WINDOW s AS (PARTITION BY level, device_id, global_pid, context_id, stream_id),
        w AS (s ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 
 -- @query _depth_hist
+-- @needs depth
 SELECT level, device_id, global_pid, pid, context_id, stream_id, depth,
        sum(next_t - t)::BIGINT AS time_ns
 FROM depth
@@ -115,6 +118,7 @@ HAVING sum(next_t - t) <> 0
 ORDER BY level, device_id, global_pid, context_id, stream_id, depth
 
 -- @query _depth_at_launch
+-- @needs depth
 SELECT depth, sum(marks)::BIGINT AS launches
 FROM depth
 WHERE level = 'device' AND marks > 0
@@ -122,11 +126,13 @@ GROUP BY depth
 ORDER BY depth
 
 -- @query _depth_changes
+-- @needs depth
 SELECT level, device_id, global_pid, pid, context_id, stream_id, t AS t_ns, depth
 FROM depth
 WHERE net <> 0
 
 -- @query queue_devices
+-- @needs launches
 SELECT device_id, count(*) AS launches
 FROM launches
 WHERE api_end_ns IS NOT NULL AND device_id IS NOT NULL
@@ -134,6 +140,7 @@ GROUP BY device_id
 ORDER BY device_id
 
 -- @query queue_launches
+-- @needs launches
 -- One GPU's matched launches: the call's return, and its kernel's start when the kernel
 -- started after it (queued), else NULL
 SELECT api_end_ns, CASE WHEN start_ns > api_end_ns THEN start_ns END AS queued_start_ns
@@ -141,6 +148,7 @@ FROM launches
 WHERE device_id = $device AND api_end_ns IS NOT NULL
 
 -- @query queue_streams
+-- @needs launches
 -- One GPU's queued launches with a known stream
 SELECT global_pid, context_id, stream_id, api_end_ns, start_ns
 FROM launches
@@ -148,6 +156,7 @@ WHERE device_id = $device AND start_ns > api_end_ns
   AND global_pid IS NOT NULL AND context_id IS NOT NULL AND stream_id IS NOT NULL
 
 -- @query latency
+-- @needs graph_latency, launches
 -- One row per metric, NULLs skipped.
 WITH l AS (
     SELECT 'api_duration' AS metric, count(api_duration_ns) AS count,
@@ -171,6 +180,7 @@ FROM l WHERE count > 0
 ORDER BY pos
 
 -- @query graph_latency
+-- @needs cuda_graphs
 -- (a view) The graph metrics of latency.
 SELECT 'graph_api_duration' AS metric, count(api_end_ns - api_start_ns) AS count,
        quantile_cont(api_end_ns - api_start_ns, [0.5, 0.9, 0.99]) AS q,
@@ -184,6 +194,7 @@ SELECT 'graph_launch_to_start', count(launch_to_start_ns),
 FROM cuda_graphs WHERE api_start_ns IS NOT NULL
 
 -- @query summary
+-- @needs cuda_graphs, _depth_at_launch, _depth_hist, launches
 SELECT *
 FROM (SELECT count(*) AS kernels, count(api_end_ns) AS matched,
              count(*) - count(api_end_ns) AS unmatched,
@@ -218,12 +229,14 @@ FROM (SELECT count(*) AS kernels, count(api_end_ns) AS matched,
       FROM _depth_hist WHERE level = 'device')
 
 -- @query per_kernel
+-- @needs launches
 SELECT pid, device_id, stream_id, correlation_id, short_name, start_ns, api_duration_ns,
        api_start_to_kernel_start_ns, api_end_to_kernel_start_ns
 FROM launches
 ORDER BY device_id, start_ns
 
 -- @query per_name
+-- @needs launches
 SELECT name, short_name, kernels, unmatched,
        api_q[1] AS api_duration_p50_ns, api_q[2] AS api_duration_p99_ns,
        start_q[1] AS api_start_to_kernel_start_p50_ns,
@@ -241,12 +254,14 @@ FROM (SELECT name, any_value(short_name) AS short_name, count(*) AS kernels,
 ORDER BY kernels DESC, name
 
 -- @query queue_depth
+-- @needs _depth_changes
 -- every change: the instants whose events do not net to zero
 SELECT level, device_id, pid, context_id, stream_id, t_ns, depth
 FROM _depth_changes
 ORDER BY level, device_id, pid, context_id, stream_id, t_ns
 
 -- @query queue_depth_hist
+-- @needs _depth_hist
 SELECT level, device_id, pid, context_id, stream_id, depth, time_ns,
        100.0 * time_ns / sum(time_ns) OVER (
            PARTITION BY level, device_id, global_pid, context_id, stream_id) AS time_pct
@@ -254,6 +269,7 @@ FROM _depth_hist
 ORDER BY level, device_id, pid, context_id, stream_id, depth
 
 -- @query graph_launches
+-- @needs cuda_graphs
 SELECT pid, correlation_id, device_id, stream_id, api_start_ns,
        api_end_ns - api_start_ns AS api_duration_ns, launch_to_start_ns, gpu_duration_ns,
        n_kernels
@@ -262,6 +278,7 @@ WHERE api_start_ns IS NOT NULL
 ORDER BY api_start_ns
 
 -- @query graph_latency_rows
+-- @needs graph_latency
 -- The rows of latency that the accelerated pass takes from SQL.
 SELECT metric, count, q[1] AS p50_ns, q[2] AS p90_ns, q[3] AS p99_ns, max_ns, mean_ns
 FROM graph_latency WHERE count > 0

@@ -11,6 +11,7 @@
 --   summary   every call: calls, total_ns, threads
 
 -- @query per_name
+-- @needs os_runtime
 SELECT name, count(*) AS calls, sum(duration_ns)::BIGINT AS total_ns,
        count(DISTINCT global_tid) AS threads, max(duration_ns)::BIGINT AS max_ns
 FROM os_runtime
@@ -18,6 +19,7 @@ GROUP BY name
 ORDER BY total_ns DESC, name
 
 -- @query summary
+-- @needs os_runtime
 SELECT count(*) AS calls, coalesce(sum(duration_ns), 0)::BIGINT AS total_ns,
        count(DISTINCT global_tid) AS threads
 FROM os_runtime

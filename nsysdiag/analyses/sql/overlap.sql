@@ -22,6 +22,7 @@
 --   copies, bytes and copy time per API name; synchronous = a memcpy API without 'Async'.
 
 -- @query ops
+-- @needs kernels, other_ops
 -- A view: every operation of each device with a valid interval, of class 'kernel'
 -- (kernels and graph-level launches) or 'copy' (memcpys and memsets). The accelerated
 -- pass reads the kernels as the view stores them (start order) and merges the other
@@ -33,6 +34,7 @@ UNION ALL
 SELECT * FROM other_ops
 
 -- @query other_ops
+-- @needs cuda_graphs, memcpys, memsets
 SELECT device_id, 'kernel' AS cls, global_pid, stream_id, gpu_start_ns AS start_ns,
        gpu_end_ns AS end_ns
 FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_end_ns >= gpu_start_ns
@@ -44,6 +46,7 @@ SELECT device_id, 'copy', global_pid, stream_id, start_ns, end_ns
 FROM memsets WHERE end_ns >= start_ns
 
 -- @query op_streams
+-- @needs cuda_graphs, kernels, memcpys, memsets
 -- Per device and stream, every operation (kernels, graph-level launches, copies and
 -- memsets, also those without a valid interval): what `streams` shows, and the counts of
 -- the operations with a valid interval (end_ns >= start_ns: those of `ops`) that `devices`
@@ -75,6 +78,7 @@ FROM all_ops
 GROUP BY device_id, global_pid, stream_id
 
 -- @query busy
+-- @needs ops
 -- Per device: kernel_ns, copy_ns, any_ns (the unions of its kernels, its copies, both),
 -- concurrent_ns (the union of the pieces [start, least(end, running max end)) of its
 -- kernels: a point inside two kernels lies in the piece of the later-starting one) and
@@ -128,6 +132,7 @@ LEFT JOIN (SELECT device_id, max(kernels) AS max_in_flight FROM in_flight GROUP 
 ORDER BY u.device_id
 
 -- @query devices
+-- @needs _overlap_busy, _overlap_streams
 WITH busy AS (SELECT * FROM _overlap_busy),
 counts AS (
     SELECT device_id, min(valid_first_ns) AS first_ns, max(valid_last_ns) AS last_ns,
@@ -166,12 +171,14 @@ FROM total
 ORDER BY device_id NULLS LAST
 
 -- @query streams
+-- @needs _overlap_streams
 SELECT device_id, pid, global_pid, stream_id, kernels, graph_launches, copies,
        kernel_time_ns, copy_time_ns, first_ns, last_ns
 FROM _overlap_streams
 ORDER BY device_id, kernel_time_ns + copy_time_ns DESC, pid, stream_id
 
 -- @query copy_apis
+-- @needs api_calls, memcpys
 WITH api AS (
     SELECT global_pid, correlation_id,
            arg_min(name, CASE api WHEN 'runtime' THEN 0 ELSE 1 END) AS api_name,

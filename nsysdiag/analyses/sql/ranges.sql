@@ -45,6 +45,7 @@
 
 
 -- @query names
+-- @needs nvtx_ranges
 SELECT name, count(*) AS n
 FROM nvtx_ranges
 WHERE end_ns IS NOT NULL
@@ -54,6 +55,7 @@ LIMIT 5;
 
 
 -- @query unit_families
+-- @needs nvtx_ranges
 -- Numbered families of range names: names that differ only in their numbers, such as
 -- token_0_processing, token_1_processing, ..., token_63_processing, are one range with a
 -- counter in its name. A member occurs at most once in each process and fewer than
@@ -77,6 +79,7 @@ WHERE family IN (SELECT family FROM members GROUP BY family HAVING count(*) >= $
 
 
 -- @query unit_probes
+-- @needs nvtx_ranges, unit_families
 -- The probes of the unit choice: up to ~64 evenly spaced instances of each range name
 -- (a numbered family, unit_families, as one name) repeated at least $min_instances times
 -- (every instance of a name repeated less often than 128 times), with an id. A step
@@ -96,6 +99,7 @@ FROM cand WHERE (i - 1) % greatest(1, n // 64) = 0;
 
 
 -- @query unit_probe_calls
+-- @needs api_calls, unit_probes
 -- Per probe (unit_probes), the calls its process made inside it (start_ns in
 -- [start_ns, end_ns]) that put work on the GPU: api_calls of category launch,
 -- graph_launch, memcpy or memset. id, calls (probes without such calls are left out).
@@ -109,6 +113,7 @@ GROUP BY p.id;
 
 
 -- @query candidates
+-- @needs nvtx_ranges, unit_families, unit_probe_calls, unit_probes
 -- Every range name repeated at least $min_instances times (a numbered family, unit_families,
 -- as one name), with the evidence the unit choice (analyses/ranges.py, select_unit) reads.
 -- members: the distinct names it stands for (1, or a family's members), first_member and
@@ -210,6 +215,7 @@ ORDER BY qualifies DESC, inside_frac >= 0.5, total_ns DESC, n DESC, name;
 
 
 -- @query units_nvtx
+-- @needs nvtx_ranges
 -- The closed ranges named $name (or DOMAIN:NAME); a name holding '#' also takes the ranges
 -- whose names read the same with each run of digits written '#' (a numbered family,
 -- unit_families).
@@ -224,6 +230,7 @@ ORDER BY instance;
 
 
 -- @query units_sync
+-- @needs api_calls
 -- Blocking host waits: the API calls whose name matches $blocking and holds no 'Async'
 -- (ranges.BLOCKING_WAITS:
 -- *Synchronize calls of devices, contexts, streams and events, synchronous copies
@@ -252,6 +259,7 @@ ORDER BY instance;
 
 
 -- @query launch_sequence
+-- @needs api_calls, kernels, memcpys, memsets
 -- The GPU work one thread submits, in order: the calls that put work on the GPU (api_calls
 -- category launch, graph_launch, memcpy, memset; a runtime call and the driver call with
 -- its id count as one) of the thread that made the most of them. label: the kernel's
@@ -289,6 +297,7 @@ ORDER BY m.start_ns, m.end_ns;
 
 
 -- @query blocking_ends
+-- @needs api_calls
 -- The blocking host waits of thread $tid (the waits of units_sync: $blocking, no 'Async', a
 -- call nested in another such call is the same wait), in order: when each began and
 -- returned (start_ns, end_ns) and its API name.
@@ -302,6 +311,7 @@ ORDER BY end_ns, start_ns;
 
 
 -- @query sync_work
+-- @needs api_calls, kernels, memcpys, memsets, _ranges_units
 -- The GPU work each sync interval (_ranges_units, of units_sync) holds: the calls of its
 -- thread that put work on the GPU (api_calls category launch, graph_launch, memcpy,
 -- memset; a runtime call and the driver call with its id count once) that begin inside it,
@@ -344,6 +354,7 @@ GROUP BY u.instance ORDER BY u.instance;
 
 
 -- @query units_named
+-- @needs nvtx_ranges
 -- The closed ranges of several names ($names, a list) in process $pid, in start order: the
 -- instances of sibling ranges that a group unit is made of.
 SELECT name, domain, style, start_ns, end_ns, pid, tid, global_pid, global_tid, end_tid
@@ -353,6 +364,7 @@ ORDER BY start_ns, end_ns DESC;
 
 
 -- @query units_warmup
+-- @needs api_calls, nvtx_ranges, _ranges_units
 -- The one-off calls each unit instance holds: calls of the process that start inside the
 -- instance (CUDA API calls, and NVTX ranges, where nsys writes cuBLAS / cuDNN calls) whose
 -- name matches $pattern (module loading, context or handle creation, JIT compilation,
@@ -375,6 +387,7 @@ ORDER BY u.instance, o.name;
 
 
 -- @query rg_units
+-- @needs _ranges_units
 -- The rg_* queries are steps of `instances` (materialized one by one, so that each heavy
 -- join or window gets the whole memory budget).
 -- rg_units: the instances with the key their CUDA calls are matched on, and the scope.
@@ -383,6 +396,7 @@ SELECT *, CASE WHEN $scope = 'thread' THEN global_tid ELSE global_pid END AS key
 FROM _ranges_units
 
 -- @query rg_calls
+-- @needs api_calls
 -- Every CUDA call with the key it counts for (the scope: the variable rg_scope, set by
 -- analyses/ranges.py, since a view takes no parameters) and the CPU component it counts
 -- into, cls: 0 launch, 1 memcpy, 2 sync, 3 other (the order of CPU_COMPONENTS). A view,
@@ -398,17 +412,20 @@ SELECT CASE WHEN getvariable('rg_scope') = 'thread' THEN global_tid ELSE global_
 FROM api_calls
 
 -- @query rg_cpu_intervals
+-- @needs rg_calls
 -- The key's calls for the CPU components; the sweep in compute/sweep.py cuts them into
 -- disjoint pieces (a call keeps the part not covered by a call that began earlier) and sums
 -- each class up to every instance boundary.
 SELECT key, start_ns, end_ns, cls FROM rg_calls
 
 -- @query rg_cpu_probes
+-- @needs rg_units
 -- Each instance's boundaries: covered time at its end minus at its start.
 SELECT key, unnest([start_ns, end_ns]) AS ts, instance AS grp, unnest([-1, 1]) AS sign
 FROM rg_units
 
 -- @query rg_ops
+-- @needs cuda_graphs, kernels, memcpys, memsets
 -- (a view) Every GPU operation with its launch key; kernel: a kernel or a graph-level
 -- execution (else a copy or memset; a boolean, cheaper per row than a string);
 -- kernel_row: a row of kernels, which carries its launch call.
@@ -426,6 +443,7 @@ SELECT true, device_id, global_pid, correlation_id, gpu_start_ns, gpu_end_ns, fa
 FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_start_ns > 0
 
 -- @query rg_launched_other
+-- @needs rg_calls, rg_ops
 -- Step: the GPU operations other than kernels (copies, memsets, graph-level executions)
 -- with the key's call that launched them, from rg_calls; a few, next to the kernels. As
 -- for a kernel, several calls with the operation's id (a runtime call and the driver call
@@ -445,6 +463,7 @@ FROM other o
 JOIN calls c ON c.global_pid = o.global_pid AND c.correlation_id = o.correlation_id
 
 -- @query rg_launched
+-- @needs kernels, rg_launched_other, rg_units
 -- Every GPU operation with the key's call that launched it: a kernel's is the launch call
 -- the kernels view carries (several calls with its id, runtime and driver, count as one
 -- from the first entry to the last return); the others come from rg_launched_other.
@@ -465,11 +484,13 @@ UNION ALL
 SELECT * FROM rg_launched_other
 
 -- @query rg_busy_intervals
+-- @needs rg_ops
 -- Every GPU operation as an interval of its device: intervals.Coverage gives the device's
 -- busy time (the union of its operations) before any instant.
 SELECT device_id AS key, start_ns, end_ns FROM rg_ops
 
 -- @query rg_own_sums
+-- @needs rg_own
 -- Step: the own work's counts, time sums and span per instance, device and kind, for
 -- rg_udev and instances (one pass over rg_own for both, instead of one each).
 SELECT instance, device_id, kernel, count(*) AS n, sum(end_ns - start_ns) AS t,
@@ -479,6 +500,7 @@ WHERE instance IS NOT NULL
 GROUP BY ALL
 
 -- @query rg_udev
+-- @needs rg_ops, rg_own_sums, rg_units
 -- The device each instance's GPU side is measured on: the one that ran most of its own
 -- GPU time, else its process's busiest device.
 WITH u AS (SELECT * FROM rg_units),
@@ -517,6 +539,7 @@ SELECT * FROM udev
 -- the two by input size.
 
 -- @query rg_cpu_pieces
+-- @needs rg_calls
 -- (a step) The key's calls cut into disjoint pieces: taken by start (ties: the longer
 -- first, then the lower class), each call keeps the part beyond the furthest end of the
 -- calls before it, [piece_start, piece_end), credited to its class; cum0_ns .. cum3_ns:
@@ -540,6 +563,7 @@ FROM pieces
 WINDOW w AS (PARTITION BY key ORDER BY piece_start ROWS UNBOUNDED PRECEDING)
 
 -- @query rg_cpu
+-- @needs rg_cpu_pieces, rg_units
 -- (a step) Per instance, the time of each class inside its window: covered(end) -
 -- covered(start), where covered(t), the length of a class's pieces before instant t, is
 -- the running total at the last piece that starts at or before t (an ASOF join) less the
@@ -566,6 +590,7 @@ FROM probes
 GROUP BY instance
 
 -- @query rg_own
+-- @needs rg_launched, rg_units
 -- (a step) Each launched operation placed in the instance of its key with the latest
 -- start_ns <= its call's start (ties: the higher instance number), when that instance
 -- also contains the call's end: an ASOF join.
@@ -580,6 +605,7 @@ ASOF JOIN units u ON u.key = l.key AND u.start_ns <= l.api_start_ns
 WHERE l.api_end_ns <= u.end_ns
 
 -- @query rg_busy_pieces
+-- @needs rg_busy_intervals
 -- (a step) Each device's busy time (the union of rg_busy_intervals) as disjoint pieces,
 -- cut as the CPU side's, with cum_ns, the running total of their lengths (included).
 WITH pieces AS (
@@ -598,6 +624,7 @@ SELECT device_id, piece_start, piece_end,
 FROM pieces
 
 -- @query rg_own_pieces
+-- @needs rg_own, rg_udev
 -- (a step) Per instance, its own work on its device as two pieces clipped to its window
 -- (ranges.sql, Own work): ws (from the work's start), ps (from its launch call's return)
 -- and e; with the parts of the pending pieces [ps, e) beyond the furthest end of those
@@ -617,6 +644,7 @@ SELECT instance, kernel, ws, ps, e,
 FROM own
 
 -- @query rg_own_union
+-- @needs rg_own_pieces
 -- (a step) Per instance with own work on its device: the unions of the pieces [ws, e) of
 -- its kernels and of all of it (running maximum cut; pieces that end where they start
 -- count nowhere).
@@ -636,6 +664,7 @@ FROM (SELECT instance, kernel, ws, e,
 GROUP BY instance
 
 -- @query rg_busy
+-- @needs rg_busy_pieces, rg_own_pieces, rg_udev
 -- (a step) Per instance with a device: busy_ns, the device's busy time inside its window;
 -- pending_ns, the length of its pending stretches; pending_busy_ns, the busy time inside
 -- them. The busy time inside [a, b) is covered(b) - covered(a), covered(t) as on the CPU
@@ -667,6 +696,7 @@ GROUP BY u.instance
 ORDER BY u.instance
 
 -- @query instances
+-- @needs api_calls, rg_busy, rg_cpu, rg_own_sums, rg_own_union, rg_udev, rg_units
 -- key: the thread (scope 'thread') or the process (scope 'process') whose API calls count.
 --
 -- CPU side. The key's API calls are cut into disjoint pieces: each call keeps the part not
@@ -749,6 +779,7 @@ ORDER BY u.instance
 
 
 -- @query summary
+-- @needs _ranges_instances
 -- Percentiles over every instance; the tail and the median band over the instances the
 -- CUDA trace covers (cuda_covered not false), as in attribution.
 WITH q AS (
@@ -771,6 +802,7 @@ FROM q, band;
 
 
 -- @query attribution
+-- @needs _ranges_instances
 -- Over the instances the CUDA trace covers (cuda_covered not false), n of them.
 -- tail: the ceil(n * $tail_pct / 100) slowest instances (at least one);
 -- median band: the instances whose duration lies between the 45th and 55th percentile.
@@ -820,10 +852,12 @@ ORDER BY family = 'gpu', family = 'cpu', delta_ns DESC, component;
 
 
 -- @query slowest
+-- @needs _ranges_instances
 SELECT * FROM _ranges_instances ORDER BY duration_ns DESC, start_ns LIMIT $limit;
 
 
 -- @query totals
+-- @needs nvtx_ranges
 -- Matches `nsys stats --report nvtx_sum` (nsys 2024+): range = 'domain:name' (':name' in
 -- the default domain), grouped with the style; median as the mean of the two middle
 -- values, sample standard deviation. Unclosed ranges are left out (nsys closes them at the

@@ -55,6 +55,7 @@
 --   first and last fault, ns on the trace timeline).
 
 -- @query _ops
+-- @needs devices, memcpys, memsets
 CREATE OR REPLACE TEMP TABLE _transfers_ops AS
 WITH ops AS (
     SELECT 'memcpy' AS op, start_ns, end_ns, duration_ns, device_id, pid, global_pid,
@@ -157,6 +158,7 @@ SELECT *,
 FROM o
 
 -- @query totals
+-- @needs _transfers_ops
 SELECT count(*) FILTER (WHERE op = 'memcpy') AS copies,
        count(*) FILTER (WHERE op = 'memset') AS memsets,
        coalesce(sum(bytes), 0)::BIGINT AS total_bytes,
@@ -180,6 +182,7 @@ SELECT count(*) FILTER (WHERE op = 'memcpy') AS copies,
 FROM _transfers_ops
 
 -- @query by_kind
+-- @needs _transfers_ops
 SELECT op, copy_kind, src_kind, dst_kind, is_pageable, is_uvm,
        count(*) AS copies, sum(bytes)::BIGINT AS total_bytes,
        sum(duration_ns)::BIGINT AS total_time_ns,
@@ -195,6 +198,7 @@ GROUP BY op, copy_kind, src_kind, dst_kind, is_pageable, is_uvm
 ORDER BY is_uvm, total_time_ns DESC, copy_kind, src_kind, dst_kind
 
 -- @query mem_time
+-- @needs _transfers_ops
 WITH t AS (
     SELECT operation, sum(duration_ns)::BIGINT AS total_time_ns, count(*) AS copies,
            avg(duration_ns) AS avg_ns, quantile_cont(duration_ns, 0.5) AS med_ns,
@@ -206,6 +210,7 @@ SELECT operation, 100.0 * total_time_ns / nullif(sum(total_time_ns) OVER (), 0) 
 FROM t ORDER BY total_time_ns DESC, operation
 
 -- @query devices
+-- @needs devices, memcpys, memsets
 WITH ids AS (
     SELECT device_id FROM devices
     UNION SELECT device_id FROM memcpys WHERE device_id IS NOT NULL
@@ -216,6 +221,7 @@ FROM ids i LEFT JOIN devices d USING (device_id)
 ORDER BY i.device_id
 
 -- @query host
+-- @needs _transfers_ops
 WITH links AS (
     SELECT unnest($link_device_ids::BIGINT[]) AS device_id,
            unnest($link_directions::VARCHAR[]) AS direction,
@@ -258,6 +264,7 @@ FROM s LEFT JOIN links l USING (device_id, direction)
 ORDER BY s.device_id, s.direction DESC
 
 -- @query contention
+-- @needs _transfers_ops
 SELECT coalesce(direction, 'all') AS direction, count(*) AS copies,
        count(*) FILTER (WHERE overlapped_ns > 0) AS overlapped_copies,
        sum(duration_ns)::BIGINT AS copy_time_ns, sum(overlapped_ns)::BIGINT AS overlapped_ns,
@@ -270,6 +277,7 @@ GROUP BY GROUPING SETS ((direction), ())
 ORDER BY grouping(direction), direction DESC
 
 -- @query copies
+-- @needs _transfers_ops
 SELECT op, operation, start_ns, end_ns, duration_ns, device_id, pid, global_pid, context_id,
        stream_id, correlation_id, bytes, copy_kind, src_kind, dst_kind, is_pageable, is_uvm,
        copy_count, bandwidth_gbps, direction, host_memory, overlapped_ns, overlap_fraction,
@@ -278,6 +286,7 @@ FROM _transfers_ops
 ORDER BY start_ns, device_id, stream_id
 
 -- @query page_faults
+-- @needs um_page_faults
 WITH g AS (
     SELECT global_pid, device_id, start_ns, end_ns FROM um_page_faults
     WHERE side = 'gpu' AND start_ns IS NOT NULL AND end_ns IS NOT NULL),
@@ -312,4 +321,5 @@ FROM counts c LEFT JOIN busy b USING (global_pid)
 ORDER BY c.cpu_faults + c.gpu_faults DESC, c.pid
 
 -- @query _drop
+-- @needs _transfers_ops
 DROP TABLE IF EXISTS _transfers_ops

@@ -18,6 +18,7 @@
 
 
 -- @query host
+-- @needs api_calls
 WITH calls AS (
     SELECT category, start_ns, end_ns,
            max(end_ns) OVER (PARTITION BY global_tid ORDER BY start_ns, end_ns DESC
@@ -31,6 +32,7 @@ FROM calls WHERE covered IS NULL OR start_ns >= covered;
 
 
 -- @query top_kernels
+-- @needs kernels
 SELECT coalesce(short_name, name) AS name, count(*) AS instances,
        sum(end_ns - start_ns)::BIGINT AS total_ns,
        100.0 * sum(end_ns - start_ns) / sum(sum(end_ns - start_ns)) OVER () AS time_pct
@@ -42,6 +44,7 @@ LIMIT $top;
 
 
 -- @query top_copies
+-- @needs memcpys, memsets
 WITH ops AS (
     SELECT copy_kind AS kind, bytes, start_ns, end_ns FROM memcpys
     WHERE device_id = $device AND start_ns > 0

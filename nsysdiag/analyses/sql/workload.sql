@@ -46,6 +46,7 @@
 
 
 -- @query compare
+-- @needs api_calls, memcpys, _workload_instances
 WITH i AS (SELECT * FROM _workload_instances WHERE cuda_covered IS NOT FALSE),
 band AS (
     SELECT quantile_cont(duration_ns, 0.45) AS lo, quantile_cont(duration_ns, 0.55) AS hi
@@ -108,6 +109,7 @@ FROM g LEFT JOIN unit_bytes USING (grp, instance)
 
 
 -- @query relation
+-- @needs _workload_instances
 -- (a correlation or slope over units that all launch the same work is undefined: NULL,
 -- not NaN)
 SELECT count(*) AS units,
@@ -120,6 +122,7 @@ FROM _workload_instances WHERE cuda_covered IS NOT FALSE
 
 
 -- @query bins
+-- @needs _workload_instances
 SELECT bin, count(*) AS units, min(n_kernels) AS min_kernels, max(n_kernels) AS max_kernels,
        avg(n_kernels) AS mean_kernels, quantile_cont(duration_ns, 0.5) AS p50_ns,
        sum(own_kernel_total_ns) / nullif(sum(n_kernels), 0) AS mean_per_kernel_ns
@@ -129,6 +132,7 @@ GROUP BY bin ORDER BY bin
 
 
 -- @query sizes
+-- @needs api_calls, memcpys, _workload_instances
 WITH u AS (
     SELECT instance, duration_ns, start_ns, end_ns, pid,
            CASE WHEN $scope = 'process' THEN 0 ELSE tid END AS k, n_kernels,
@@ -166,6 +170,7 @@ ORDER BY u.instance
 
 
 -- @query size_calls
+-- @needs api_calls, memcpys, _workload_keys
 -- The accelerated pass of `sizes` reads its `calls`, one row per (process, correlation
 -- id), with the bytes each way of the copies with that id (`moved` before it is summed per
 -- unit) and the code of the call's key (process and thread, or process) among the units'
@@ -190,6 +195,7 @@ WHERE c.call_ns IS NOT NULL
 
 
 -- @query size_call_rows
+-- @needs api_calls
 -- (where the pass groups the calls itself, in numpy: they come stored in start order, so in
 -- correlation order in each process) the rows `calls` groups, with the copies' bytes of
 -- each (process, correlation id) apart in size_copies
@@ -197,6 +203,7 @@ SELECT global_tid, correlation_id, start_ns, category IN ('launch', 'graph_launc
 FROM api_calls WHERE category IN ('launch', 'graph_launch', 'memcpy')
 
 -- @query size_copies
+-- @needs memcpys
 SELECT global_pid, correlation_id,
        sum(bytes) FILTER (WHERE copy_kind = 'HtoD') AS htod_bytes,
        sum(bytes) FILTER (WHERE copy_kind = 'DtoH') AS dtoh_bytes
@@ -205,6 +212,7 @@ GROUP BY global_pid, correlation_id
 
 
 -- @query sizes_of
+-- @needs _workload_instances, _workload_unit_work
 -- `sizes` from the units' work the accelerated pass summed (_workload_unit_work)
 WITH u AS (
     SELECT instance, duration_ns, start_ns, n_kernels, own_kernel_total_ns AS kernel_ns,
@@ -219,6 +227,7 @@ ORDER BY u.instance
 
 
 -- @query size_bins
+-- @needs _workload_size_values
 WITH v AS (SELECT measure, x, count(*) AS units FROM _workload_size_values GROUP BY ALL),
 first AS (  -- a size's bin: where its first unit falls, counting units in size order
     SELECT *, (sum(units) OVER (PARTITION BY measure ORDER BY x) - units) // $min_units AS b
