@@ -3,8 +3,15 @@
 An analysis is a module in this package with
 
 * a documented SQL file ``sql/<name>.sql`` whose header comment names its inputs, outputs
-  and units; the file holds one or more queries, each introduced by a line
-  ``-- @query <table name>``; user values are bound as ``$parameters``, never formatted in;
+  and units; the file holds one or more queries (steps), each introduced by a line
+  ``-- @query <table name>`` followed by one or more lines ``-- @needs a, b`` naming every
+  relation the step reads: normalized views (``views/definitions.py``), other steps of
+  the file (a step that creates a table, ``CREATE TEMP TABLE t AS``, is read as ``t``),
+  and tables the module's Python registers under a name of its own (``_ranges_units``,
+  ...); a view's name means the view. The declarations are no part of the step's SQL
+  (:class:`Step`); ``tests/test_step_needs.py`` checks with DuckDB's parser that they
+  name exactly what each step reads. User values are bound as ``$parameters``, never
+  formatted in;
 * ``RESULT``: its result class, a frozen subclass of :class:`AnalysisResult` whose fields
   are the figures it measures (each documented with its unit, :func:`figure`);
 * ``run(report, *, settings=None, **options) -> RESULT`` (or a bare
