@@ -19,7 +19,7 @@ import duckdb
 import pytest
 from conftest import ROOT
 
-from nsysdiag.analyses.base import Step, load_steps, parse_steps
+from nsysdiag.analyses.base import Step, load_steps, parse_steps, views_read
 from nsysdiag.views.definitions import VIEWS
 
 SQL_DIR = ROOT / "nsysdiag" / "analyses" / "sql"
@@ -170,3 +170,21 @@ def test_a_create_step_yields_its_table():
     assert steps["_ops"].yields == "_transfers_ops"
     assert steps["totals"].needs == ("_transfers_ops",)
     assert steps["totals"].yields == "totals"
+
+
+def test_views_read_follows_the_steps_of_the_file():
+    # launch_gaps' summary reads the steps gaps (kernels, cuda_graphs) and stream_counts
+    # (kernels); transfers' totals reads the table _transfers_ops that step _ops creates
+    # from memcpys, memsets and devices; ranges' summary reads only a registered table
+    assert views_read("launch_gaps", "summary") == ("kernels", "cuda_graphs")
+    assert views_read("transfers", "totals") == ("memcpys", "memsets", "devices")
+    assert views_read("ranges", "summary") == ()
+    assert set(views_read("ranges")) == {"nvtx_ranges", "api_calls", "kernels", "memcpys",
+                                         "memsets", "cuda_graphs"}
+
+
+def test_views_read_gives_ranges_fork_the_views_it_named_by_hand():
+    """ranges.accelerated builds the views its forked cursor and it read before forking;
+    it named them by hand until the declarations gave them (the list of main d001b0c)."""
+    by_hand = ("api_calls", "kernels", "memcpys", "memsets", "cuda_graphs")
+    assert sorted(views_read("ranges", "instances")) == sorted(by_hand)

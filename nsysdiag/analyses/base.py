@@ -43,6 +43,7 @@ import pyarrow as pa
 from ..engine.database import values_checked
 from ..engine.steps import bind
 from ..formatting import dumps, format_rows, html_table
+from ..views.definitions import VIEWS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,6 +113,29 @@ def load_sql(module: str) -> dict[str, str]:
     """The queries of ``sql/<module>.sql`` by name (each step's SQL, declarations left
     out)."""
     return {name: step.sql for name, step in load_steps(module).items()}
+
+
+def views_read(module: str, *names: str) -> tuple[str, ...]:
+    """The normalized views that the steps ``names`` of ``sql/<module>.sql`` read (all its
+    steps without ``names``), directly or through the steps of the file they need, in the
+    order of ``views.definitions.VIEWS``: what to build before running them, as their
+    ``-- @needs`` declarations say."""
+    steps = load_steps(module)
+    by_yield = {step.yields: step for step in steps.values()}
+    todo = [steps[n] for n in names] if names else list(steps.values())
+    seen: set[str] = set()
+    views: set[str] = set()
+    while todo:
+        step = todo.pop()
+        if step.name in seen:
+            continue
+        seen.add(step.name)
+        for need in step.needs:
+            if need in VIEWS:
+                views.add(need)
+            elif need in by_yield:
+                todo.append(by_yield[need])
+    return tuple(v for v in VIEWS if v in views)
 
 
 def run_query(report: Report, module: str, query: str, params: dict | None = None) -> pa.Table:

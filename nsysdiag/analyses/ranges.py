@@ -35,7 +35,17 @@ from ..errors import UsageError
 from ..layers import Layer
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
-from .base import EMPTY, NOT_CAPTURED, OK, AnalysisResult, figure, load_sql, records, run_query
+from .base import (
+    EMPTY,
+    NOT_CAPTURED,
+    OK,
+    AnalysisResult,
+    figure,
+    load_sql,
+    records,
+    run_query,
+    views_read,
+)
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
@@ -1134,9 +1144,9 @@ def accelerated(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
         groups = int(ids.max()) + 1 if len(ids) else 1
         # The CPU side (the sweep: DuckDB's read and a compiled loop, every core) runs in a
         # thread beside the GPU side, whose passes are mostly numpy and compiled loops on
-        # one core, so the two use both cores; the views either reads are built first
-        other = stack.enter_context(forked(report, "api_calls", "kernels", "memcpys", "memsets",
-                                           "cuda_graphs"))
+        # one core, so the two use both cores; the views either reads (those the method's
+        # instances step needs, by the declarations of ranges.sql) are built first
+        other = stack.enter_context(forked(report, *views_read(NAME, "instances")))
         shared(report, other, "rg_units", "rg_calls")
         other.con.execute("SET VARIABLE rg_scope = ?", [scope])
         # an error on this side interrupts the sweep's queries (``engine.threads``)
