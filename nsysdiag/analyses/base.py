@@ -10,7 +10,8 @@ An analysis is a module in this package with
   and tables the module's Python registers under a name of its own (``_ranges_units``,
   ...); a view's name means the view. The declarations are no part of the step's SQL
   (:class:`Step`); ``tests/test_step_needs.py`` checks with DuckDB's parser that they
-  name exactly what each step reads. User values are bound as ``$parameters``, never
+  name exactly what each step reads, and :func:`views_read` gives from them the views a
+  step reads through the steps before it. User values are bound as ``$parameters``, never
   formatted in;
 * ``RESULT``: its result class, a frozen subclass of :class:`AnalysisResult` whose fields
   are the figures it measures (each documented with its unit, :func:`figure`);
