@@ -188,3 +188,16 @@ def test_views_read_gives_ranges_fork_the_views_it_named_by_hand():
     it named them by hand until the declarations gave them (the list of main d001b0c)."""
     by_hand = ("api_calls", "kernels", "memcpys", "memsets", "cuda_graphs")
     assert sorted(views_read("ranges", "instances")) == sorted(by_hand)
+
+
+def test_the_views_built_before_launch_gaps_forks_cover_the_first_analyses():
+    """The diagnosis builds DIAGNOSIS_VIEWS before launch gaps runs on a forked cursor
+    beside the first analyses (a view build sets options of the whole database): every view
+    their SQL steps declare must be among them."""
+    from nsysdiag.analyses.base import views_read
+    from nsysdiag.engine.schedule import DIAGNOSIS_VIEWS
+
+    first = ("launch_gaps", "launch_latency", "transfers", "overlap", "graphs", "capture",
+             "whole_run")
+    read = {v for name in first for v in views_read(name)}
+    assert read <= set(DIAGNOSIS_VIEWS), sorted(read - set(DIAGNOSIS_VIEWS))

@@ -59,8 +59,9 @@ def beside(report: Any, fn: Callable[..., Any] | None, *args: Any, views: tuple[
 
 
 #: the views the diagnosis' first analyses read, built before launch gaps runs beside them
+#: (transfers reads um_page_faults: the SQL steps' ``-- @needs`` say so)
 DIAGNOSIS_VIEWS = ("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
-                   "api_calls", "nvtx_ranges")
+                   "api_calls", "nvtx_ranges", "um_page_faults")
 
 
 def diagnosis_analyses(
