@@ -21,6 +21,10 @@ from nsysdiag.cli.main import cli, main
 #: commands that take no PATH of an export or are covered elsewhere (``ranks`` pairs
 #: several exports' collectives: tests/test_collectives.py checks its inputs untouched)
 _NOT_PER_INPUT = {"info", "sql", "diagnose", "diff", "batch", "cache", "ranks"}
+#: commands whose data the standard fixture lacks (no OS runtime trace, no GPU metrics):
+#: they exit 4 naming the capture option that records it, and leave the input as it was
+_NOT_CAPTURED = {"os-blocking": "--trace=cuda,nvtx,osrt",
+                 "gpu-metrics": "--gpu-metrics-devices=all"}
 
 
 def analysis_commands() -> list[str]:
@@ -72,7 +76,12 @@ def _run_all(path: str, tmp_path, capsys, cache_args: list[str], repeat: int = 1
             after = fingerprint(path)
             if after != before:
                 failures.append(f"{' '.join(cmd)}: the input changed")
-            if rc != 0:
+            hint = _NOT_CAPTURED.get(cmd[0])
+            if hint is not None and len(cmd) == 2:
+                if rc != 4 or hint not in err:
+                    failures.append(f"{' '.join(cmd)}: exit {rc}, not 4 with {hint}: "
+                                    f"{err.strip()[:300]}")
+            elif rc != 0:
                 failures.append(f"{' '.join(cmd)}: exit {rc}: {err.strip()[:300]}")
     assert not failures, "\n".join(failures)
 
