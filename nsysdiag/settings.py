@@ -141,6 +141,37 @@ class Settings:
     support_units: int = _rule(
         20, "slowest units judged one by one for the verdict's support when the slowest "
             "tenth holds as many (units)")
+    # -- the checks' scores ------------------------------------------------------------------
+    signature_score_floor: float = _rule(
+        0.5, "score (0-1) of a layer whose mechanism's own signature was measured, at a "
+             "strength of 0 (C3's host layout, other GPU work in the slow units, transfer "
+             "volume): floor + (1 - floor) x the signature's strength")
+    warning_score: float = _rule(
+        0.5, "check score (0-1) from which a check's finding is a warning, not information "
+             "(D1 jitter, E1 transfers)")
+    finding_score: float = _rule(
+        0.3, "check score (0-1) from which D1's jitter scores the GPU and E1's title names "
+             "what it found wrong")
+    launch_shallow_score: float = _rule(
+        0.7, "C1's cpu score for launch-bound gaps past gap_p99_ns with the dispatch queue "
+             "nearly empty (the host starves the GPU) (0-1)")
+    launch_deep_score: float = _rule(
+        0.4, "C1's cpu score for the same gaps with the queue not drained (0-1)")
+    uvm_score_offset: float = _rule(
+        0.3, "the pcie score of unified-memory migrations at least uvm_pct of the time: "
+             "their share (0-1) plus this (0-1)")
+    pageable_slow_score: float = _rule(
+        0.5, "E1's pcie score when pageable copies dominate the copy time and run slower than "
+             "pinned ones would (0-1; copies slow against the copy model as well: "
+             "pageable_slow_low_link_score)")
+    pageable_slow_low_link_score: float = _rule(
+        0.6, "E1's pcie score when pageable copies dominate, run slower than pinned ones "
+             "would and are slow against the copy model (0-1)")
+    pageable_minor_score: float = _rule(
+        0.3, "E1's pcie score when some pageable copies run slower than pinned ones would, "
+             "but do not dominate the copy time (0-1)")
+    low_link_score: float = _rule(
+        0.5, "E1's pcie score when copies are slow against the copy model (0-1)")
     # -- C3: the host side's signature -------------------------------------------------------
     host_signature_share: float = _rule(
         0.6, "share (0-1) of the slow units' extra latency that one long host stretch, or "

@@ -95,6 +95,12 @@ class Evidence:
         if value > 0 and reason:
             self._reasons[layer].append(reason)
 
+    def _signature_score(self, strength: float) -> float:
+        """The score of a layer whose mechanism's own signature was measured at
+        ``strength`` (0-1): ``signature_score_floor`` up to 1."""
+        floor = self.settings.signature_score_floor
+        return floor + (1.0 - floor) * strength
+
     def check_score(self, layer: Layer) -> float:
         return self._scores.get(layer, 0.0)
 
@@ -262,7 +268,7 @@ class Evidence:
         if heavy:
             what = ("unified-memory migrations" if (share or 0.0) >= (fault_share or 0.0)
                     else "resolving unified-memory page faults")
-            self._score(Layer.PCIE, min(1.0, worst / 100.0 + 0.3),
+            self._score(Layer.PCIE, min(1.0, worst / 100.0 + self.settings.uvm_score_offset),
                         f"{what} take {worst:.0f}% of {of}")
         title = ("Unified memory migrates on demand" if t.uvm_copies
                  else "Unified memory faults on access" if t.um_faults
@@ -345,7 +351,8 @@ class Evidence:
         if over and not self.graphs_in_use and not cheap and not few:
             self._score(
                 Layer.CPU,
-                0.7 if shallow else 0.4,
+                (self.settings.launch_shallow_score if shallow
+                 else self.settings.launch_deep_score),
                 f"P99 launch-bound gap {fmt_ns(p99)} with the dispatch queue "
                 + ("nearly empty" if shallow else "not drained"),
             )
@@ -512,7 +519,7 @@ class Evidence:
                 "otherwise, which blurs the mean)")
         reason = (f"{what}; {held}"
                   + (" while the GPU waited" if mech is not Mechanism.QUEUEING else ""))
-        self._score(Layer.CPU, 0.5 + 0.5 * share, "")
+        self._score(Layer.CPU, self._signature_score(share), "")
         self._reasons[Layer.CPU].insert(0, reason)  # the mechanism's own measurement first
         self.signatures[Layer.CPU] = share
         title = {Mechanism.QUEUEING: "The slow units queued before their work began",
@@ -543,7 +550,7 @@ class Evidence:
         median = (i.culprit_median_units or 0) / max(1, i.median_n or 0)
         if slow >= 0.5 and median < slow / 2:
             self.signatures[Layer.GPU] = slow
-            self._score(Layer.GPU, 0.5 + 0.5 * slow,
+            self._score(Layer.GPU, self._signature_score(slow),
                         f"other GPU work ran in {i.culprit_slow_units} of {i.slow_n} slow "
                         f"units and {i.culprit_median_units or 0} of {i.median_n} median-band "
                         "units")
@@ -605,13 +612,13 @@ class Evidence:
             f"worst: {str(j.worst_kernel)[:80]} with P99/P50 "
             f"{j.worst_p99_over_p50 or 0:.2f}",
         )
-        if score >= 0.3:
+        if score >= self.settings.finding_score:
             self._score(Layer.GPU, score, f"{slow:.1f}% of kernel launches run over "
                                       f"{self.settings.slow_ratio:g}x their median")
             return [
                 Finding(
                     Layer.GPU,
-                    "warning" if score >= 0.5 else "info",
+                    "warning" if score >= self.settings.warning_score else "info",
                     "Kernel execution time is intermittently inflated",
                     ev,
                     "Find what shares the GPU during the slow launches (other streams or "
@@ -724,13 +731,14 @@ class Evidence:
                       f"copies from pageable memory run at {r.pinned_expected_pct:.0f}% of "
                       "the speed pinned copies of their sizes would reach")
         if self.pageable_dominant() and pageable_slow:
-            score = max(score, 0.6 if low_link else 0.5)
+            score = max(score, self.settings.pageable_slow_low_link_score if low_link
+                        else self.settings.pageable_slow_score)
         elif pageable and pageable_slow:
-            score = max(score, 0.3)
+            score = max(score, self.settings.pageable_minor_score)
         if low_link:
             # copies at a fraction of what the model allows are slow whatever else: the
             # finding is a warning like pageable copies that pinned ones would outrun
-            score = max(score, 0.5)
+            score = max(score, self.settings.low_link_score)
         # what E1 measured wrong, if anything (the verdict may not name PCIe without it)
         self.pcie_faults = [what for what, wrong in (
             ("same-direction contention", contention >= self.settings.contention_pct),
@@ -756,8 +764,9 @@ class Evidence:
         return suspect + [
             Finding(
                 Layer.PCIE,
-                "warning" if score >= 0.5 else "info",
-                _transfers_title(self.pcie_faults) if score >= 0.3 else "Host-device transfers",
+                "warning" if score >= self.settings.warning_score else "info",
+                _transfers_title(self.pcie_faults) if score >= self.settings.finding_score
+                else "Host-device transfers",
                 tuple(ev),
                 "Use pinned (page-locked) host buffers, overlap copies with compute on separate "
                 "streams, batch small copies, and keep other processes' copies off the link "
@@ -802,7 +811,8 @@ class Evidence:
         if is_transfer_volume_tail(w, self.settings):
             what = "transfer volume per unit"
             self.pcie_faults = [*(self.pcie_faults or []), what]
-            self._score(Layer.PCIE, 0.5 + 0.5 * (w.copies_explain or 0.0), w.copy_line())
+            self._score(Layer.PCIE, self._signature_score(w.copies_explain or 0.0),
+                        w.copy_line())
             out.append(Finding(
                 Layer.PCIE, "warning",
                 "Transfer volume: slow units move "
