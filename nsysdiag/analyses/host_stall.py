@@ -94,26 +94,15 @@ class HostStall:
     def layout(self) -> Layout | None:
         """The layout that holds at least half the units' growth (queued first, then long
         stretches, then spread outside CUDA); None when none does."""
-        d = self.duration_growth_ns
-        if d <= 0:
-            return None
-        if self.queued_growth_ns >= DECIDES * d:
-            return Layout.QUEUED
-        if self.outside_growth_ns < DECIDES * d:
-            return None
-        if self.long_growth_ns >= DECIDES * d:
-            return Layout.STALL_BEFORE if self.lead_share >= 0.5 else Layout.STALL_BETWEEN
-        return Layout.SPREAD
+        return self._read()[0]
 
     def explains(self) -> float:
         """The share of the units' growth the layout's own figure holds (0..1)."""
-        d = self.duration_growth_ns
-        layout = self.layout
-        if layout is None or d <= 0:
-            return 0.0
-        part = {Layout.QUEUED: self.queued_growth_ns, Layout.SPREAD: self.outside_growth_ns
-                }.get(layout, self.long_growth_ns)
-        return float(min(1.0, max(0.0, part / d)))
+        return self._read()[1]
+
+    def _read(self) -> tuple[Layout | None, float]:
+        return layout_of(self.duration_growth_ns, self.queued_growth_ns,
+                         self.outside_growth_ns, self.long_growth_ns, self.lead_share)
 
     def most_units(self) -> tuple[Layout, int, float] | None:
         """The layout at least half of the slow units show each on its own, how many show
@@ -214,27 +203,34 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
     )
 
 
+def layout_of(growth: float, queued: float, outside: float, long_growth: float,
+              lead_share: float) -> tuple[Layout | None, float]:
+    """The layout that holds at least ``DECIDES`` of a growth (queued first, then long
+    stretches, then spread outside CUDA; None when none does), and the share of the growth
+    its own figure holds (0..1). ``lead_share``: the long stretches' share before the
+    first launch."""
+    if growth <= 0:
+        return None, 0.0
+    if queued >= DECIDES * growth:
+        layout, part = Layout.QUEUED, queued
+    elif outside < DECIDES * growth:
+        return None, 0.0
+    elif long_growth >= DECIDES * growth:
+        layout = Layout.STALL_BEFORE if lead_share >= 0.5 else Layout.STALL_BETWEEN
+        part = long_growth
+    else:
+        layout, part = Layout.SPREAD, outside
+    return layout, float(min(1.0, max(0.0, part / growth)))
+
+
 def _unit_layouts(growth: np.ndarray, queued: np.ndarray, outside: np.ndarray,
                   long_growth: np.ndarray, long_ns: np.ndarray, lead_ns: np.ndarray
                   ) -> tuple[tuple[Layout | None, float], ...]:
-    """Each slow unit's layout by :attr:`HostStall.layout`'s rule on its own figures (its
-    growth over the median band's means), with the share of its growth the layout's
-    figure holds."""
-    out: list[tuple[Layout | None, float]] = []
-    for g, q, o, lg, ln, ld in zip(growth, queued, np.nan_to_num(outside), long_growth,
-                                   long_ns, lead_ns):
-        if g <= 0:
-            out.append((None, 0.0))
-        elif q >= DECIDES * g:
-            out.append((Layout.QUEUED, float(min(1.0, q / g))))
-        elif o < DECIDES * g:
-            out.append((None, 0.0))
-        elif lg >= DECIDES * g:
-            layout = Layout.STALL_BEFORE if ld >= 0.5 * ln else Layout.STALL_BETWEEN
-            out.append((layout, float(min(1.0, lg / g))))
-        else:
-            out.append((Layout.SPREAD, float(min(1.0, o / g))))
-    return tuple(out)
+    """Each slow unit's layout (:func:`layout_of`) on its own figures: its growth over the
+    median band's means."""
+    return tuple(layout_of(g, q, o, lg, ld / ln if ln > 0 else 0.0)
+                 for g, q, o, lg, ln, ld in zip(growth, queued, np.nan_to_num(outside),
+                                                long_growth, long_ns, lead_ns))
 
 
 @dataclass(frozen=True)
