@@ -96,6 +96,14 @@ WORKLOAD2 = [
     # the same mechanism, the other process exiting on its own: its kernels are in the export
     ("tf_gpu_0.15", "gpu", {"other_gpu_work"}),
     ("tf_sizes_1", "workload", {"new_sizes", "more_work"}),
+    # the third set: 400 units, milder doses and other programs per mechanism
+    ("cnn_queue_0.4", "cpu", {"queueing"}),
+    ("tf_queue_0.3", "cpu", {"queueing"}),
+    ("cnn_gil_0.1", "cpu", {"host_stall"}),
+    ("tf_loader_0.1", "cpu", {"host_stall_before_work"}),
+    ("cupy_gpu_0.2", "gpu", {"other_gpu_work"}),
+    # the cnn program ignores --mechanism sizes (fixed batches): a clean run
+    ("cnn_sizes_1", "healthy", None),
 ]
 
 
