@@ -135,9 +135,13 @@ class Settings:
     culprit_share: float = _rule(
         0.1, "share (0-1) of its side's growth in the tail from which a component runs the "
              "analyses that name its culprit (interference for other GPU work, workload)")
-    support_z: float = _rule(
-        1.2816, "the normal quantile of the slow units' support: m units all carrying a "
-                "cause make a verdict at most m / (m + z^2) sure (1.2816: one-sided 90%)")
+    support_min_units: int = _rule(
+        5, "slow units standing out that a named cause must rest on to be confident: one that "
+           "fewer carry is a few units' cause, at most unsettled_confidence (units)")
+    unsettled_confidence: float = _rule(
+        0.55, "the most confidence of a verdict the evidence does not settle (a cause resting "
+              "on fewer than support_min_units units; healthy while the slow units' growth "
+              "has a host layout short of a signature): under 0.6, not confident (0-1)")
     support_units: int = _rule(
         20, "slowest units judged one by one for the verdict's support when the slowest "
             "tenth holds as many (units)")

@@ -170,29 +170,24 @@ def _other_job_beside(builder, tmp_path, slow):
     return b.write(tmp_path / "t.sqlite")
 
 
-def test_a_cause_resting_on_a_handful_of_units_is_no_surer_than_they_are(builder, tmp_path):
-    # 300 requests, 6 of them slow because another process's kernel ran beside them: the
-    # slowest 10 hold 6 standing out of the body, each carrying the cause; 6 units make
-    # sure no more than 6 / (6 + z^2) = 0.785, and the verdict is no surer
+def test_a_cause_resting_on_a_handful_of_units_is_as_sure_as_its_evidence(builder, tmp_path):
+    # 300 requests, 6 of them slow because another process's kernel ran beside them (and a
+    # second launch): the slowest 10 hold 6 standing out of the body, each carrying the
+    # cause; 6 of 6 make the majority 1 - I_0.5(6.5, 0.5) > 0.99 sure, and 6 units are
+    # support_min_units (5) or more: the count lowers nothing, the verdict keeps its score
     d = nsysdiag.diagnose(_other_job_beside(builder, tmp_path, range(25, 300, 50)),
                           cache=False)
     assert d.tail.n_standing_out == 6
-    assert d.verdict.layer in ("gpu", "workload") and d.verdict.confidence <= 0.785, d.verdict
-    assert "rests on 6 units: 6 of the 6 slowest units standing out carry it" \
-        in d.verdict.summary
-
-
-Z = DEFAULTS.support_z
-
-
-def test_wilson_lower_bound_by_hand():
-    # all of m carry it: m / (m + z^2), z = 1.2816 (z^2 = 1.6425)
-    assert support.wilson_lower(2, 2, Z) == pytest.approx(2 / 3.6425, abs=1e-4)
-    assert support.wilson_lower(10, 10, Z) == pytest.approx(10 / 11.6425, abs=1e-4)
-    # 9 of 10: (0.9 + 0.08212 - 1.2816 sqrt(0.009 + 0.004106)) / 1.16425 = 0.7175
-    assert support.wilson_lower(9, 10, Z) == pytest.approx(0.7175, abs=1e-3)
-    assert support.wilson_lower(0, 10, Z) == pytest.approx(0.0, abs=1e-12)
-    assert support.wilson_lower(0, 0, Z) == 0.0
+    found = support.measure(d.analyses.ranges, d.verdict.layer, DEFAULTS)
+    assert (found.carried, found.judged) == (6, 6) and found.bound > 0.99
+    assert d.verdict.layer in ("gpu", "workload") and d.verdict.confidence >= 0.9, d.verdict
+    assert "rests on 6 units" not in d.verdict.summary
+    # four of them: fewer than support_min_units, not confident however large the growth
+    d = nsysdiag.diagnose(_other_job_beside(builder, tmp_path, range(25, 300, 75)),
+                          cache=False)
+    if d.verdict.layer in ("cpu", "gpu", "pcie", "workload"):
+        assert d.verdict.confidence <= DEFAULTS.unsettled_confidence, d.verdict
+        assert "rests on 4 units" in d.verdict.summary
 
 
 def test_support_bound_by_hand():
@@ -205,19 +200,24 @@ def test_support_bound_by_hand():
     assert support.majority(2, 2) == pytest.approx(0.924, abs=1e-3)
     assert support.majority(0, 2) == pytest.approx(1 - 0.924, abs=1e-3)
     assert support.majority(0, 0) == 0.0
-    # the bound: the majority's chance, and no more than m units make sure
-    assert support.bound(2, 2, Z) == pytest.approx(2 / 3.6425, abs=1e-4)
-    assert support.bound(20, 20, Z) == pytest.approx(20 / 21.6425, abs=1e-4)
-    assert support.bound(7, 11, Z) == pytest.approx(support.majority(7, 11))
-    assert 0.8 < support.bound(7, 11, Z) < 0.85
+    # the bound: the majority's chance from support_min_units (5) units judged; under
+    # them at most unsettled_confidence (0.55)
+    assert support.bound(2, 2, 5, 0.55) == pytest.approx(0.55)
+    assert support.bound(4, 4, 5, 0.55) == pytest.approx(0.55)
+    assert support.bound(1, 4, 5, 0.55) == pytest.approx(support.majority(1, 4))
+    assert support.bound(5, 5, 5, 0.55) == pytest.approx(support.majority(5, 5))
+    assert support.majority(5, 5) > 0.99
+    assert support.bound(7, 11, 5, 0.55) == pytest.approx(support.majority(7, 11))
+    assert 0.8 < support.bound(7, 11, 5, 0.55) < 0.85
     # more carrying, surer; fewer than half, under 1/2
-    assert support.bound(6, 11, Z) < support.bound(7, 11, Z) < support.bound(9, 11, Z)
-    assert support.bound(4, 11, Z) < 0.5
+    assert support.bound(6, 11, 5, 0.55) < support.bound(7, 11, 5, 0.55) \
+        < support.bound(9, 11, 5, 0.55)
+    assert support.bound(4, 11, 5, 0.55) < 0.5
 
 
 def test_a_cause_carried_by_two_units_is_not_confident(builder, tmp_path):
     # 300 requests, 2 of them 10x slower because another process's kernel ran beside them:
-    # however large their growth, 2 of 2 units support at most 2 / (2 + z^2) = 0.55
+    # however large their growth, 2 units are fewer than support_min_units: at most 0.55
     d = nsysdiag.diagnose(_other_job_beside(builder, tmp_path, (100, 200)), cache=False)
     assert d.verdict.confidence <= 0.55, d.verdict
     if d.verdict.layer in ("cpu", "gpu", "pcie", "workload"):

@@ -42,10 +42,6 @@ def contradicted(layer: Layer, ev: Evidence) -> str | None:
     return None
 
 
-#: the confidence a healthy verdict keeps when the slow units' growth has a host layout
-_HEALTHY_AGAINST_LAYOUT = 0.55
-
-
 def healthy_checked(verdict: Verdict, ev: Evidence) -> Verdict:
     """A healthy verdict that the slow units' host layout speaks against: most of their
     growth sits in one long stretch of the launching thread, or in a wait before their
@@ -61,7 +57,7 @@ def healthy_checked(verdict: Verdict, ev: Evidence) -> Verdict:
     where = ("a wait before their work began" if hs.layout is Layout.QUEUED
              else "one stretch of the launching thread without a CUDA call")
     return dataclasses.replace(
-        verdict, confidence=min(verdict.confidence, _HEALTHY_AGAINST_LAYOUT),
+        verdict, confidence=min(verdict.confidence, ev.settings.unsettled_confidence),
         summary=verdict.summary + f" Yet {hs.explains():.0%} of the slow units' extra "
         f"{fmt_ns(hs.duration_growth_ns)} sits in {where}, short of what names a cause: "
         "a host stall the capture does not settle.")

@@ -359,8 +359,9 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
                settings: Settings) -> Verdict:
     """Rule: a named cause is no surer than the slow units, judged one by one, support it
     (:mod:`.support`): its confidence is at most the chance that most of them carry it,
-    and no more than their number makes sure (2 units: at most 0.55, however large their
-    growth); the verdict says on how many it rests when that bound lowers it. A cause
+    and under ``support_min_units`` units not confident (at most ``unsettled_confidence``,
+    however large their growth); the verdict says on how many it rests when that bound
+    lowers it. A cause
     that fewer than half of them carry is the cause of a few units, not of the tail: the
     verdict is undetermined and says what the units carry. Where what grew decides (the
     layer explains at least ``decisive_share`` of the tail's extra latency), the verdict
@@ -377,7 +378,8 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
         # slow units, one by one, carry it: the verdict is as sure as they make it
         if verdict.layer in CAUSE_LAYERS \
                 and _evidence_decides(verdict.layer, ev.attribution_shares(), settings):
-            return dataclasses.replace(verdict, confidence=round(float(found.bound), 3))
+            return dataclasses.replace(verdict, confidence=round(
+                min(found.bound, settings.confidence_max), 3))
         return verdict
     if 2 * found.carried < found.judged:
         # the slow units' mean names a cause most of them do not carry: a few units (or

@@ -20,12 +20,12 @@ of the tail set (natural jitter just above the body is not the tail the verdict
 explains). The verdict is right when the cause is the tail's, that is when most such
 units carry it. With ``s`` of ``m`` carrying the cause, its confidence is at most
 (:func:`bound`) the chance that at least half of such units carry it, given ``s`` of
-``m`` (the posterior of the share under Jeffreys' prior, Beta(s + 1/2, m - s + 1/2)),
-and at most ``m / (m + z^2)`` (``z``: the setting ``support_z``), the Wilson score
-interval's one-sided 90% lower bound of the share when all ``m`` carry it (2 units: 0.55,
-3: 0.65, 6: 0.79, 10: 0.86, 20: 0.92): a cause resting on 2 units is not confident
-however large their growth, one the 20 slowest units carry is, and 7 of 11 (two of the
-four others natural hiccups of the run) make it 0.82 sure.
+``m`` (the posterior of the share under Jeffreys' prior, Beta(s + 1/2, m - s + 1/2)):
+7 of 11 (the four others natural hiccups of the run) make it 0.82 sure, 5 of 10 no surer
+than a toss, 9 of 9 0.999. A cause resting on fewer than ``support_min_units`` (5) units
+is a few units' cause, whatever their growth: at most ``unsettled_confidence`` (0.55, not
+confident). The count sets no other bound: how sure a cause the slow units carry is
+depends on its evidence, the checks' scores.
 """
 
 from __future__ import annotations
@@ -40,17 +40,6 @@ from ..layers import Layer
 from ..settings import Settings
 
 
-def wilson_lower(s: int, m: int, z: float) -> float:
-    """The lower end of the Wilson score interval of a share ``s / m`` (0 when ``m`` is 0)."""
-    if m <= 0:
-        return 0.0
-    p = s / m
-    z2 = z * z
-    centre = p + z2 / (2 * m)
-    half = z * math.sqrt(p * (1 - p) / m + z2 / (4 * m * m))
-    return max(0.0, (centre - half) / (1 + z2 / m))
-
-
 def majority(s: int, m: int) -> float:
     """The chance that at least half of such units carry the cause when ``s`` of ``m``
     do: P(share >= 1/2) under the posterior Beta(s + 1/2, m - s + 1/2) (0 when ``m`` is
@@ -62,11 +51,11 @@ def majority(s: int, m: int) -> float:
     return float(1.0 - betainc(s + 0.5, m - s + 0.5, 0.5))
 
 
-def bound(s: int, m: int, z: float) -> float:
+def bound(s: int, m: int, min_units: int, unsettled: float) -> float:
     """The most confidence ``s`` carrying units of ``m`` judged support: that most such
-    units carry the cause (:func:`majority`), and no more than ``m`` units, all carrying
-    it, make sure (``wilson_lower(m, m, z)``)."""
-    return min(majority(s, m), wilson_lower(m, m, z))
+    units carry the cause (:func:`majority`), and no more than ``unsettled`` (not
+    confident) when fewer than ``min_units`` units are judged."""
+    return min(majority(s, m), unsettled) if m < min_units else majority(s, m)
 
 
 @dataclass(frozen=True)
@@ -76,12 +65,13 @@ class Support:
     carried: int  #: units whose own growth points at the verdict's layer
     judged: int  #: slow units standing out of the body, judged one by one
     other_work: int  #: of them, units running other work than the median band (carry none)
-    z: float  #: the normal quantile of the bound (``support_z``)
+    min_units: int  #: units a confident cause rests on (``support_min_units``)
+    unsettled: float  #: the bound below them (``unsettled_confidence``)
 
     @property
     def bound(self) -> float:
         """The most confidence the units support (0..1; :func:`bound`)."""
-        return bound(self.carried, self.judged, self.z)
+        return bound(self.carried, self.judged, self.min_units, self.unsettled)
 
     def text(self) -> str:
         base = f"{self.carried} of the {self.judged} slowest units standing out carry it"
@@ -164,7 +154,7 @@ def measure(ranges: RangesResult, layer: Layer, settings: Settings,
     tail_mid = float(np.median(d[order[n - max(1, int(ranges.tail_n or 0)):]]))
     slow = slow[d[slow] > max(settings.elevated_ratio * p50, (p50 + tail_mid) / 2)]
     if slow.size == 0 or band.size == 0:
-        return Support(0, 0, 0, settings.support_z)
+        return Support(0, 0, 0, settings.support_min_units, settings.unsettled_confidence)
     base = {c: float(cols[c][band].mean()) for c in names}
     band_kernels = float(np.median(kernels[band])) if kernels is not None else 0.0
     band_ops = band_kernels + (float(np.median(copies[band])) if copies is not None else 0.0)
@@ -194,4 +184,5 @@ def measure(ranges: RangesResult, layer: Layer, settings: Settings,
             continue
         carried += _carries({Component(c): cols[c][i] - base[c] for c in names}, layer,
                             pageable)
-    return Support(carried, int(slow.size), other, settings.support_z)
+    return Support(carried, int(slow.size), other, settings.support_min_units,
+                   settings.unsettled_confidence)
