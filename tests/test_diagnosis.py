@@ -161,3 +161,20 @@ def test_diagnose_without_cuda_or_nvtx_exits_4(builder, tmp_path, capsys):
     assert main(["diagnose", str(b.write(tmp_path / "n.sqlite"))]) == 4
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--trace=cuda" in err[0]
+
+
+def test_an_elevated_tail_the_gate_calls_tight_is_named_by_its_likelier_shape():
+    # the gate passes p99/p50 up to 2 as tight; at 1.86 with right_skewed at 0.95 the
+    # sentences name right_skewed, while a normal tail stays tight and the rules' label
+    # (the JSON "shape") is unchanged
+    from nsysdiag.diagnosis.model import TailSummary
+
+    probs = {"tight": 0.0, "right_skewed": 0.95, "multimodal": 0.04, "flat_tail": 0.01}
+    t = TailSummary("step", "nvtx", 400, 2.8e6, 4.2e6, 5.2e6, 1.86, "tight", 0.0,
+                    level="elevated", shape_probabilities=probs)
+    assert t.shape_word == "right_skewed by its probabilities, 0.95"
+    assert t.to_dict()["shape"] == "tight"
+    normal = TailSummary("step", "nvtx", 400, 2.8e6, 3.0e6, 3.3e6, 1.18, "tight", 0.97,
+                         level="normal", shape_probabilities={**probs, "tight": 0.97,
+                                                              "right_skewed": 0.02})
+    assert normal.shape_word == "tight"

@@ -432,7 +432,7 @@ def _nvtx_only(tail: TailSummary, capture: CaptureResult | None) -> Verdict | No
     return Verdict(
         Layer.UNDETERMINED,
         0.0,
-        f"The tail of '{tail.unit}' is {tail.level} ({_ratio_text(tail)}, shape {tail.shape}, "
+        f"The tail of '{tail.unit}' is {tail.level} ({_ratio_text(tail)}, shape {tail.shape_word}, "
         f"{tail.n} instances), but the capture holds NVTX ranges only: without a CUDA trace "
         "no CPU, GPU or transfer time can be attributed to it (capture with nsys profile "
         "--trace=cuda,nvtx).",
@@ -521,7 +521,7 @@ def _layer_verdict(
         return Verdict(
             Layer.UNDETERMINED,
             round(scores[best], 3),
-            f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape}); the "
+            f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape_word}); the "
             f"evidence leans to {vetoed[0]}, but {vetoed[1]}, and no other layer's evidence "
             "is strong enough to name a cause.",
             scores,
@@ -530,7 +530,7 @@ def _layer_verdict(
         return Verdict(
             Layer.UNDETERMINED,
             round(scores[best], 3),
-            f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape}) "
+            f"The tail of '{tail.unit}' is {tail.level} ({ratio}, shape {tail.shape_word}) "
             "but no layer's evidence is strong enough to name a cause.",
             scores,
         )
@@ -564,7 +564,7 @@ def _layer_verdict(
         what = ("slow host-device transfers (" + ", ".join(ev.pcie_faults)
                 + "; no same-direction contention)")
     summary = (
-        f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) comes from "
+        f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape_word}) comes from "
         f"{what}: {ev.reason(best)}"
     )
     workload = _workload_explains(best, ev, settings) or more_work
@@ -577,7 +577,7 @@ def _layer_verdict(
         if w is not None and w.kernels_explain is not None:
             conf = max(conf, settings.signature_base
                        + settings.signature_span * min(1.0, max(0.0, w.kernels_explain)))
-        summary = (f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape}) "
+        summary = (f"The {tail.level} tail of '{tail.unit}' ({ratio}, shape {tail.shape_word}) "
                    f"comes from {mechanism.words}: {workload}")
         notes = [n for n in notes if not n.startswith("the shape")]
     elif best == Layer.GPU and (culprit := _culprit_clause(ev)):

@@ -245,6 +245,17 @@ class TailSummary:
         return best, probs[best]
 
     @property
+    def shape_word(self) -> str:
+        """The shape as the verdict's sentences name it. The gate calls a tail tight up to
+        p99/p50 ``tail_ratio``; an elevated tail it passes is not tight to a reader, so it
+        is named by the shape its probabilities favour (the rules still read it as tight:
+        the shape votes only where the gate finds the tail abnormal)."""
+        other = self.likelier_shape
+        if self.shape == "tight" and self.level in ("elevated", "abnormal") and other:
+            return f"{other[0]} by its probabilities, {other[1]:.2f}"
+        return self.shape
+
+    @property
     def shape_text(self) -> str:
         """``shape (confidence c)``, saying when another shape is likelier."""
         text = f"{self.shape} (confidence {self.shape_confidence:.2f}"
