@@ -323,3 +323,78 @@ def test_every_corpus_export_is_judged_without_error():
         assert r.status == "empty", path
         assert r.message in ("no NCCL kernels in these exports",
                              "fewer than two ranks run NCCL kernels: nothing to pair"), path
+
+
+def _die(rep):
+    """A worker's part that ends its process without a result (killed, out of memory)."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_exports_read_in_workers_give_the_same_pairing(tmp_path):
+    # each export read in a worker process of its own (and with one at a time in this
+    # process): the same instances, waits, offsets and overlap
+    paths = _two_exports(tmp_path, late=300 * US, clock_skew=2 * MS)
+    with ReportSet(paths, cache=False) as rs:
+        serial = collectives.run(rs)
+        assert rs._open == {}  # map opened and closed each export: none is held
+    with ReportSet(paths, workers=2, cache=False) as rs:
+        parallel = collectives.run(rs)
+    assert serial.ok and serial.alignment == "collective_ends"
+    for field in ("alignment", "offsets_ns", "drift_ppm", "instances", "per_rank", "overlap",
+                  "straggler", "straggler_share_pct", "clock_residual_ns"):
+        assert getattr(parallel, field) == getattr(serial, field), field
+    assert parallel.tables["instances"].equals(serial.tables["instances"])
+
+
+def test_a_bad_export_among_the_ranks_is_named_from_its_worker(tmp_path, capsys):
+    from nsysdiag.cli.main import main
+    from nsysdiag.errors import NsysdiagError
+
+    paths = _two_exports(tmp_path, late=300 * US)
+    bad = tmp_path / "rank2.sqlite"
+    bad.write_bytes(b"not a database at all" * 100)
+    with ReportSet([*paths, bad], workers=2, cache=False) as rs, \
+            pytest.raises(NsysdiagError) as err:
+        collectives.run(rs)
+    assert err.value.exit_code == 3 and "rank2.sqlite" in err.value.one_line()
+    code = main(["--no-cache", "ranks", "-j", "2", *map(str, paths), str(bad)])
+    out = capsys.readouterr()
+    assert code == 3 and "rank2.sqlite" in out.err and "Traceback" not in out.err
+    assert len(out.err.strip().splitlines()) == 1
+
+
+def test_a_worker_that_dies_is_named_and_the_run_ends(tmp_path):
+    from nsysdiag.errors import NsysdiagError
+
+    paths = _two_exports(tmp_path, late=300 * US)
+    with ReportSet(paths, workers=2, cache=False) as rs, \
+            pytest.raises(NsysdiagError, match="its worker died \\(SIGKILL") as err:
+        rs.map(_die)
+    assert err.value.path in {str(p) for p in paths}
+
+
+def test_ranks_sharing_the_last_arrival_hold_no_wait_alone(tmp_path):
+    # 3 ranks, 4 steps; at steps 1 and 3 ranks 1 and 2 arrive together 200 us after rank
+    # 0: rank 0 waits 2 x 200 us, yet neither late rank alone held it, so the instances
+    # have no last rank and no rank is charged with those waits or named the straggler
+    steps = [i * MS for i in range(1, 5)]
+    late = [s + (200 * US if i % 2 else 0) for i, s in enumerate(steps)]
+    ends = [a + 300 * US for a in late]
+    paths = []
+    for k, arr in enumerate((steps, late, late)):
+        b = TraceBuilder(pid=100 + k)
+        b.session_start(UTC0)
+        _rank(b, arr, ends)
+        paths.append(b.write(tmp_path / f"rank{k}.sqlite"))
+    with ReportSet(paths, cache=False) as rs:
+        r = collectives.run(rs)
+    assert r.ok and r.instances == 4
+    assert [x.waited_ns for x in r.per_rank] == [400 * US, 0, 0]
+    assert [x.caused_wait_ns for x in r.per_rank] == [0, 0, 0]
+    assert [x.times_last for x in r.per_rank] == [0, 0, 0]
+    assert r.straggler is None
+    # steps 0 and 2 tie all three ranks, steps 1 and 3 ranks 1 and 2: no last rank
+    assert r.tables["instances"].column("last_rank").to_pylist() == [None] * 4

@@ -32,6 +32,7 @@ from ..settings import Settings
 from .base import EMPTY, OK, AnalysisResult, figure, load_sql, records, run_query
 
 if TYPE_CHECKING:
+    from ..engine.protocols import ReportLike as Report
     from ..engine.protocols import ReportSetLike as ReportSet
 
 NAME = "collectives"
@@ -112,19 +113,36 @@ class CollectivesResult(AnalysisResult):
         return super().figure_json(name)
 
 
-def _per_rank_kernels(rs: ReportSet) -> tuple[list[RankId], pa.Table]:
+@dataclass(frozen=True)
+class ExportPart:
+    """What the pairing reads of one export, each export read on its own
+    (``ReportSet.map``): its NCCL kernels on its own clock, its processes' NCCL and
+    compute time, and its session start."""
+
+    kernels: pa.Table | None  #: the `nccl_kernels` step's rows (None: no kernels)
+    overlap: tuple[dict[str, Any], ...]  #: the `overlap` step's rows, per process and GPU
+    session_start_ns: int | None  #: the export's session start, wall clock (ns)
+
+
+def export_part(rep: Report) -> ExportPart:
+    """One export's part of the pairing (a module-level function: it runs in workers)."""
+    start = rep.session_start_utc_ns()
+    if not rep.probe.present("kernels"):
+        return ExportPart(None, (), start)
+    return ExportPart(run_query(rep, NAME, "nccl_kernels"),
+                      tuple(run_query(rep, NAME, "overlap").to_pylist()), start)
+
+
+def _per_rank_kernels(paths: Sequence[str | Path], parts: Sequence[ExportPart]
+                      ) -> tuple[list[RankId], pa.Table]:
     """Every export's NCCL kernels with their rank, times still on the export's own clock."""
-    tables = []
-    for e, rep in enumerate(rs):
-        if not rep.probe.present("kernels"):
-            continue
-        t = run_query(rep, NAME, "nccl_kernels")
-        tables.append(t.append_column("export", pa.array([e] * t.num_rows, pa.int64())))
+    tables = [p.kernels.append_column("export", pa.array([e] * p.kernels.num_rows, pa.int64()))
+              for e, p in enumerate(parts) if p.kernels is not None]
     if not tables:
         return [], pa.table({})
     kernels = pa.concat_tables(tables)
     keys = list(zip(*(kernels.column(c).to_pylist() for c in ("export", "pid", "device_id"))))
-    ranks = label_ranks([r.path for r in rs], sorted(set(keys)))
+    ranks = label_ranks(paths, sorted(set(keys)))
     index = {(r.export, r.pid, r.device_id): r.index for r in ranks}
     rank_col = [index[k] for k in keys]
     return ranks, kernels.append_column("rank", pa.array(rank_col, pa.int64()))
@@ -195,7 +213,8 @@ def _per_export(con, query: str, n_exports: int, empty: Any) -> list[Any]:
 def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesResult:
     """Pair the collectives of the ranks in ``reports`` and measure who waited for whom."""
     settings = settings or Settings()
-    ranks, kernels = _per_rank_kernels(reports)
+    parts = reports.map(export_part)
+    ranks, kernels = _per_rank_kernels(reports.paths, parts)
     if len(ranks) < 2:
         return CollectivesResult(status=EMPTY, ranks=tuple(ranks), message=(
             "fewer than two ranks run NCCL kernels: nothing to pair"
@@ -206,7 +225,9 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
         if n_exports == 1:
             alignment, offsets = "one_timeline", [0]
         else:
-            session = reports.session_offsets_ns()
+            starts = [p.session_start_ns for p in parts]
+            session = [None if s is None or starts[0] is None else s - starts[0]
+                       for s in starts]
             alignment = "session_start" if None not in session else "collective_ends"
             offsets = [s or 0 for s in session]
         drift = [0.0] * n_exports
@@ -232,7 +253,7 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
         slowest = con.sql(load_sql(NAME)["slowest"], params={"n": SLOWEST}).to_arrow_table()
     finally:
         con.close()
-    overlap = _overlap(reports, ranks)
+    overlap = _overlap(parts, ranks)
     caused = [r.caused_wait_ns for r in per_rank]
     total_caused = sum(caused)
     top = max(range(len(per_rank)), key=caused.__getitem__)
@@ -253,13 +274,11 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
         message=f"{inst.num_rows} collective instances over {len(ranks)} ranks")
 
 
-def _overlap(reports: ReportSet, ranks: list[RankId]) -> list[RankOverlap]:
+def _overlap(parts: Sequence[ExportPart], ranks: list[RankId]) -> list[RankOverlap]:
     index = {(r.export, r.pid, r.device_id): r.index for r in ranks}
     out = []
-    for e, rep in enumerate(reports):
-        if not rep.probe.present("kernels"):
-            continue
-        for row in run_query(rep, NAME, "overlap").to_pylist():
+    for e, part in enumerate(parts):
+        for row in part.overlap:
             i = index.get((e, row["pid"], row["device_id"]))
             if i is not None:
                 out.append(RankOverlap(i, int(row["nccl_ns"]), int(row["compute_ns"]),

@@ -23,19 +23,16 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
-import multiprocessing
-import signal
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..engine import threads
-from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_RESOURCE, StageTimeout, UsageError
+from ..engine import fanout
+from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_RESOURCE, UsageError
 from ..fileio import content_identity, write_atomic
 
 #: crashes (a worker or the batch dying during the report) after which a report is
@@ -258,83 +255,6 @@ def _final(record: dict[str, Any]) -> bool:
     return record["status"] == "ok" or record.get("exit_code") not in TRANSIENT_EXIT_CODES
 
 
-def _signal_name(exitcode: int | None) -> str:
-    if exitcode is None or exitcode >= 0:
-        return f"exit status {exitcode}"
-    try:
-        name = signal.Signals(-exitcode).name
-    except ValueError:
-        name = f"signal {-exitcode}"
-    return name + (" (out of memory?)" if -exitcode == signal.SIGKILL else "")
-
-
-def _child(conn: Any, path: str, options: dict[str, Any]) -> None:
-    """A worker process: diagnose one report, send its record."""
-    try:
-        conn.send(diagnose_one(path, options))
-    except KeyboardInterrupt:
-        pass  # the batch was interrupted: it says so
-    finally:
-        conn.close()
-
-
-class _Started:
-    """A report running in a worker process of its own."""
-
-    def __init__(self, ctx: Any, key: str, path: str, options: dict[str, Any]):
-        self.key, self.path = key, path
-        self.conn, theirs = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_child, args=(theirs, path, options), daemon=True)
-        self.proc.start()
-        theirs.close()
-
-    def result(self) -> dict[str, Any] | None:
-        """The record sent, or None when the worker died without one."""
-        try:
-            record = self.conn.recv()
-        except (EOFError, OSError):
-            record = None
-        self.conn.close()
-        self.proc.join(timeout=threads.stage_timeout())
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-        return record
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.join()
-        self.conn.close()
-
-
-def _local(todo: list[tuple[str, Path]], options: dict[str, Any], workers: int | None
-           ) -> Iterator[tuple[str, dict[str, Any] | str]]:
-    """(key, record) of each report as it finishes, each in a process of its own, at most
-    ``workers`` at once; (key, why) for one whose worker died without a record."""
-    ctx = multiprocessing.get_context()
-    queue = [(k, str(p)) for k, p in reversed(todo)]
-    running: dict[Any, _Started] = {}
-    try:
-        while queue or running:
-            while queue and len(running) < (workers or multiprocessing.cpu_count()):
-                key, path = queue.pop()
-                yield key, "started"
-                started = _Started(ctx, key, path, options)
-                running[started.conn] = started
-            bound = threads.stage_timeout()
-            ready = wait(list(running), timeout=bound)
-            if not ready:
-                raise StageTimeout("batch", bound, f"every one of {len(running)} running reports")
-            for conn in ready:
-                started = running.pop(conn)
-                record = started.result()
-                yield started.key, (record if record is not None else
-                                    f"its worker died ({_signal_name(started.proc.exitcode)})")
-    finally:
-        for started in running.values():  # the batch stops early: end the reports running
-            started.kill()
-
-
 def _results(
     todo: list[tuple[str, Path]],
     options: dict[str, Any],
@@ -346,51 +266,11 @@ def _results(
     A report's own failure is its record (``diagnose_one`` never raises); if no report
     finishes within the stage bound the batch stops with
     :class:`~nsysdiag.errors.StageTimeout` (the finished parts are kept), and when the
-    batch stops early the reports not started are cancelled and local workers ended."""
-    if not todo:
-        return
-    if dask:
-        from distributed import Client
-        from distributed import wait as dask_wait
-
-        def first_dask(pending: set, bound: float) -> tuple[set, set]:
-            try:
-                got = dask_wait(list(pending), timeout=bound, return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                return set(), pending
-            return set(got.done), set(got.not_done)
-
-        with Client(dask) as client:
-            futures = {client.submit(diagnose_one, str(p), options, pure=False): k for k, p in todo}
-            try:
-                yield from _as_finished(futures, first_dask)
-            finally:
-                client.cancel([f for f in futures if not f.done()])
-        return
-    if workers == 1:
-        for k, p in todo:
-            yield k, "started"
-            yield k, diagnose_one(str(p), options)
-        return
-    yield from _local(todo, options, workers)
-
-
-def _as_finished(futures: dict, first: Callable[[set, float], tuple[set, set]]
-                 ) -> Iterator[tuple[str, dict[str, Any] | str]]:
-    """(key, record) of the futures as they finish, (key, why) for one that raised;
-    ``first(pending, bound)`` waits for the first to finish, at most ``bound`` seconds
-    (done, not done)."""
-    pending = set(futures)
-    while pending:
-        bound = threads.stage_timeout()
-        done, pending = first(pending, bound)
-        if not done:
-            raise StageTimeout("batch", bound, f"every one of {len(pending)} running reports")
-        for fut in done:
-            try:
-                yield futures[fut], fut.result()
-            except Exception as exc:  # a worker lost by the cluster
-                yield futures[fut], f"its worker died ({type(exc).__name__}: {exc})"
+    batch stops early the reports not started are cancelled and local workers ended
+    (:func:`~nsysdiag.engine.fanout.fan_out`)."""
+    for key, out in fanout.fan_out(diagnose_one, [(k, str(p)) for k, p in todo], options,
+                                   workers, dask, started=True):
+        yield key, out.why if isinstance(out, fanout.Lost) else out
 
 
 def run_batch(

@@ -397,9 +397,14 @@ def diff_cmd(
 @click.option("--html", "html_out", type=click.Path(dir_okay=False), default=None,
               help="Also write a self-contained HTML report (waits per rank, a timeline of "
                    "the slowest collectives) to this file.")
+@click.option("-j", "--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Local worker processes reading the exports (1: one export at a time, "
+                   "each query on every core).")
+@click.option("--dask", "dask_address", default=None, metavar="SCHEDULER_ADDRESS",
+              help="Read the exports on a Dask distributed cluster instead.")
 @pass_settings
 def ranks(settings: Settings, exports: tuple[str, ...], as_json: bool,
-          html_out: str | None) -> None:
+          html_out: str | None, workers: int, dask_address: str | None) -> None:
     """One diagnosis over a distributed run: which rank the others wait for, and why.
 
     EXPORTS are the run's exports, one per rank (nsys profile -o rank%q{RANK}) or one
@@ -409,7 +414,8 @@ def ranks(settings: Settings, exports: tuple[str, ...], as_json: bool,
     """
     from ..diagnosis.ranks import diagnose_ranks
 
-    result = diagnose_ranks(list(exports), cache=settings.cache, cache_dir=settings.cache_dir,
+    result = diagnose_ranks(list(exports), workers=workers, dask=dask_address,
+                            cache=settings.cache, cache_dir=settings.cache_dir,
                             nsys=settings.nsys)
     if not result.collectives.ok:
         raise MissingDataError(

@@ -104,16 +104,21 @@ class RanksDiagnosis:
 
 
 def diagnose_ranks(paths: list[str | Path], *, settings: Settings | None = None,
+                   workers: int | None = 1, dask: str | None = None,
                    **open_kwargs: Any) -> RanksDiagnosis:
     """Diagnose a distributed run from its exports (one per rank, or one holding several
-    processes/GPUs): the straggler at the collectives, its cost and its own cause."""
+    processes/GPUs): the straggler at the collectives, its cost and its own cause.
+
+    Each export is read on its own: in this process one at a time (``workers`` 1, each
+    query using every core), in ``workers`` processes (None: the CPU count) or on the
+    Dask scheduler at ``dask``."""
     settings = settings or Settings()
-    with ReportSet(paths, **open_kwargs) as rs:
+    with ReportSet(paths, workers=workers, dask=dask, **open_kwargs) as rs:
         result = collectives.run(rs, settings=settings)
         straggler_diagnosis = None
         if result.ok and result.straggler is not None:
             export = result.ranks[result.straggler].export
             alone = sum(1 for r in result.ranks if r.export == export) == 1
             if alone:
-                straggler_diagnosis = diagnose(rs.reports[export], settings=settings)
+                straggler_diagnosis = diagnose(rs.report(export), settings=settings)
     return RanksDiagnosis(tuple(str(p) for p in paths), result, straggler_diagnosis)

@@ -12,13 +12,15 @@ report, can name them too; so a result of an analysis is ``Any`` here (its class
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import duckdb
 
 from .workspace import Workspace
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -91,19 +93,27 @@ class ReportLike(Protocol):
     def system_env(self) -> dict[str, str]:
         """The capture host's facts that nsys records (name -> value)."""
 
+    def session_start_utc_ns(self) -> int | None:
+        """Wall-clock time of the trace's t = 0, ns since the Unix epoch (None: not
+        recorded)."""
+
     def diagnostics(self) -> list[tuple[int, str]]:
         """The capture's own warnings: (severity, text)."""
 
 
 @runtime_checkable
 class ReportSetLike(Protocol):
-    """Several exports of one job, placed on one timeline (``nsysdiag.reportset.ReportSet``)."""
+    """Several exports of one job (``nsysdiag.reportset.ReportSet``): a cross-report
+    analysis reads each on its own with :meth:`map`."""
+
+    paths: list[Path]  #: the exports, in the order given
 
     def __iter__(self) -> Iterator[ReportLike]:
-        """The exports, in the order given."""
+        """The exports, opened, in the order given."""
 
     def __len__(self) -> int:
         """How many exports."""
 
-    def session_offsets_ns(self) -> list[int | None]:
-        """Each export's session start minus the first export's, ns (None: not recorded)."""
+    def map(self, fn: Callable[[ReportLike], T]) -> list[T]:
+        """``fn(report)`` of each export, in the order given, each export opened for it
+        (in this process or in a worker)."""

@@ -64,8 +64,11 @@ def _timelines(d: RanksDiagnosis) -> list[_Timeline]:
                  f"{fmt_ns(last - r['start_ns'])}"),
             Span(last, r["end_ns"], TRANSFER, f"in the transfer {fmt_ns(r['end_ns'] - last)}"),
         ]) for r in inst]
+        last_rank = inst[0]["last_rank"]
         title = (f"{key[1]} #{key[2]} (communicator {key[0]}): the others waited "
-                 f"{fmt_ns(inst[0]['wait_ns'])} for {c.rank_label(inst[0]['last_rank'])}")
+                 f"{fmt_ns(inst[0]['wait_ns'])} for "
+                 + (c.rank_label(last_rank) if last_rank is not None
+                    else "ranks arriving last together"))
         out.append(_Timeline(title, Markup(timeline(lanes, t0, t1, title=title,
                                                  x_label="time since the first arrival"))))
     return out

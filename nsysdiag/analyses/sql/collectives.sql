@@ -17,7 +17,9 @@
 --   last rank has arrived, so a rank's wait is last arrival - its arrival. The last
 --   rank caused the others' waits (their sum); the run lost last - second-last arrival
 --   to it (the time the instance would have started sooner had it arrived with the
---   next-latest). The transfer is the median end - last arrival.
+--   next-latest). Where two or more ranks share the last arrival, none of them alone
+--   held the others: the instance has no last rank, and its waits count for no rank.
+--   The transfer is the median end - last arrival.
 -- Units: ns.
 
 -- @query nccl_kernels
@@ -144,7 +146,8 @@ WITH inst AS (
     FROM arrivals
     GROUP BY comm, kind, seq
 )
-SELECT comm, kind, seq, first_arrival_ns, last_arrival_ns, last_rank,
+SELECT comm, kind, seq, first_arrival_ns, last_arrival_ns,
+       CASE WHEN second_arrival_ns = last_arrival_ns THEN NULL ELSE last_rank END AS last_rank,
        (ranks * last_arrival_ns - sum_arrival_ns)::BIGINT AS wait_ns,
        last_arrival_ns - second_arrival_ns AS delay_ns,
        greatest(CAST(end_ns AS BIGINT) - last_arrival_ns, 0) AS transfer_ns
