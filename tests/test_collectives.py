@@ -398,3 +398,16 @@ def test_ranks_sharing_the_last_arrival_hold_no_wait_alone(tmp_path):
     assert r.straggler is None
     # steps 0 and 2 tie all three ranks, steps 1 and 3 ranks 1 and 2: no last rank
     assert r.tables["instances"].column("last_rank").to_pylist() == [None] * 4
+
+
+def test_exports_read_on_a_dask_cluster_give_the_same_pairing(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    paths = _two_exports(tmp_path, late=300 * US)
+    with ReportSet(paths, cache=False) as rs:
+        serial = collectives.run(rs)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            ReportSet(paths, dask=cluster.scheduler_address, cache=False) as rs:
+        on_dask = collectives.run(rs)
+    assert on_dask.per_rank == serial.per_rank and on_dask.straggler == serial.straggler == 1
+    assert on_dask.tables["instances"].equals(serial.tables["instances"])
