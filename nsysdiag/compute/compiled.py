@@ -546,3 +546,153 @@ def sequence_gaps(code, start, end, sort_end, in_graph, stream, launch_end, tid,
             state[k, 0], state[k, 1] = 1, e
         state[k, 2], state[k, 3] = s, se
     return n
+
+
+#: the open run of ``place_calls`` (the calls of one process and correlation id, in a row):
+#: its first call's thread key, its process key, its id, its earliest start, whether any
+#: start is set, whether any call launches, whether a run is open
+R_GTID, R_GPID, R_CORR, R_CALL, R_TIMED, R_LAUNCH, R_OPEN = range(7)
+#: and where the last searches of a unit key and of a copy ended (``_pair_at``)
+R_KEY_AT, R_COPY_AT = 7, 8
+RUN_STATE = R_COPY_AT + 1
+#: what ``place_calls`` returns: done; a process' ids do not rise from run to run (an id's
+#: calls are apart, or ids fall); more processes than its table holds
+PLACED, NOT_RUNS, TOO_MANY_PROCESSES = range(3)
+
+
+@_inline
+def _pair_below(a0, a1, x0, x1, i):
+    """Whether row ``i`` of ``a0``, ``a1`` comes before ``(x0, x1)``."""
+    return a0[i] < x0 or (a0[i] == x0 and a1[i] < x1)
+
+
+@_inline
+def _pair_at(a0, a1, x0, x1, at):
+    """The row of ``(x0, x1)`` among the rows of ``a0``, ``a1`` (sorted by both), or -1.
+    ``at[0]``: where the previous search ended, from which this one gallops (ascending
+    values cost little more than a merge), and where it ends."""
+    n = a0.size
+    j = at[0]
+    if j > n or (j > 0 and not _pair_below(a0, a1, x0, x1, j - 1)):
+        j = 0
+    step = 1
+    while j + step - 1 < n and _pair_below(a0, a1, x0, x1, j + step - 1):
+        j += step
+        step *= 2
+    hi = min(j + step - 1, n)
+    while j < hi:
+        mid = (j + hi) >> 1
+        if _pair_below(a0, a1, x0, x1, mid):
+            j = mid + 1
+        else:
+            hi = mid
+    at[0] = j
+    if j < n and a0[j] == x0 and a1[j] == x1:
+        return j
+    return -1
+
+
+@_inline
+def _rises(gpid, corr, procs, proc_last, proc_used):
+    """Whether ``corr`` is above the last id of process ``gpid`` (True for its first id),
+    which it becomes; -1 when the table (open addressing, at most half full) has no room."""
+    mask = procs.size - 1
+    x = gpid >> 24
+    x ^= x >> 17
+    slot = ((x * 0x9E3779B1) >> 7) & mask
+    while proc_used[slot] == 1 and procs[slot] != gpid:
+        slot = (slot + 1) & mask
+    if proc_used[slot] == 1:
+        if corr <= proc_last[slot]:
+            return 0
+        proc_last[slot] = corr
+        return 1
+    if 2 * (proc_used[procs.size] + 1) > procs.size:  # the count of used slots
+        return -1
+    proc_used[slot] = 1
+    proc_used[procs.size] += 1
+    procs[slot] = gpid
+    proc_last[slot] = corr
+    return 1
+
+
+@_inline
+def _close_run(run, procs, proc_last, proc_used, key_pid, key_k, heads, u_start, u_last,
+               u_end, u_end_ok, cp_gpid, cp_corr, cp_htod, cp_htod_ok, cp_dtoh, cp_dtoh_ok,
+               by_process, htod, dtoh, launches):
+    """Check the open run's id and add it to its unit (``place_calls``); its status."""
+    rises = _rises(run[R_GPID], run[R_CORR], procs, proc_last, proc_used)
+    if rises < 0:
+        return TOO_MANY_PROCESSES
+    if rises == 0:
+        return NOT_RUNS
+    if run[R_TIMED] == 0:
+        return PLACED
+    g = run[R_GTID]
+    k = _pair_at(key_pid, key_k, (g >> 24) & 16777215, 0 if by_process else g & 16777215,
+                 run[R_KEY_AT:R_KEY_AT + 1])
+    if k < 0:
+        return PLACED
+    lo, hi = heads[k], heads[k + 1]
+    t = run[R_CALL]
+    j = lo + _count_right(u_start[lo:hi], t, u_last[k])
+    u_last[k] = j - lo
+    j -= 1
+    if j < lo or u_end_ok[j] == 0 or t > u_end[j]:
+        return PLACED
+    launches[j] += run[R_LAUNCH]
+    c = _pair_at(cp_gpid, cp_corr, run[R_GPID], run[R_CORR], run[R_COPY_AT:R_COPY_AT + 1])
+    if c >= 0:
+        if cp_htod_ok[c]:
+            htod[j] += cp_htod[c]
+        if cp_dtoh_ok[c]:
+            dtoh[j] += cp_dtoh[c]
+    return PLACED
+
+
+@_jit
+def place_calls(gtid, corr, start, timed, launch, last, run, procs, proc_last, proc_used,
+                key_pid, key_k, heads, u_start, u_last, u_end, u_end_ok, cp_gpid, cp_corr,
+                cp_htod, cp_htod_ok, cp_dtoh, cp_dtoh_ok, by_process, htod, dtoh, launches):
+    """One batch of workload's size pass (``analyses/workload.py``: ``sizes_accelerated``)
+    over launch and copy calls in their stored order (start order). The calls of one
+    (process, correlation id) are taken as one run of rows, with the earliest start, any
+    launch, and the first call's thread; each run's id must rise above its process' last
+    (``procs``: an open-addressing table of process keys, their last id in ``proc_last``,
+    ``proc_used[procs.size]`` the count used), else the calls are not runs. A run of a
+    unit's key (``key_pid``, ``key_k``: sorted, its row the key's code; ``k`` 0 with
+    ``by_process``) and with a start goes to the last of the key's units (starting at
+    ``u_start[heads[k]:heads[k + 1]]``, sorted; the search gallops from ``u_last[k]``, its
+    previous answer) to start at or before it, when that one ends at or after it: its
+    launch counted in ``launches``, its copies' bytes (``cp_*``: per process and id,
+    sorted by both) added to ``htod`` and ``dtoh``. ``run`` carries
+    the open run (``RUN_STATE`` slots) to the next batch; ``last``: close it (the stream's
+    end; the batch may be empty). Returns ``PLACED``, ``NOT_RUNS`` or
+    ``TOO_MANY_PROCESSES``."""
+    for i in range(gtid.size):
+        g = gtid[i] & -16777216
+        if run[R_OPEN] == 1 and g == run[R_GPID] and corr[i] == run[R_CORR]:
+            if timed[i] and (run[R_TIMED] == 0 or start[i] < run[R_CALL]):
+                run[R_CALL] = start[i]
+                run[R_TIMED] = 1
+            if launch[i]:
+                run[R_LAUNCH] = 1
+            continue
+        if run[R_OPEN] == 1:
+            status = _close_run(run, procs, proc_last, proc_used, key_pid, key_k, heads,
+                                u_start, u_last, u_end, u_end_ok, cp_gpid, cp_corr, cp_htod,
+                                cp_htod_ok, cp_dtoh, cp_dtoh_ok, by_process, htod, dtoh,
+                                launches)
+            if status != PLACED:
+                return status
+        run[R_GTID], run[R_GPID], run[R_CORR] = gtid[i], g, corr[i]
+        run[R_CALL] = start[i] if timed[i] else 0
+        run[R_TIMED] = 1 if timed[i] else 0
+        run[R_LAUNCH] = 1 if launch[i] else 0
+        run[R_OPEN] = 1
+    if last and run[R_OPEN] == 1:
+        run[R_OPEN] = 0
+        return _close_run(run, procs, proc_last, proc_used, key_pid, key_k, heads, u_start,
+                          u_last, u_end, u_end_ok, cp_gpid, cp_corr, cp_htod, cp_htod_ok,
+                          cp_dtoh, cp_dtoh_ok, by_process, htod, dtoh, launches)
+    return PLACED
