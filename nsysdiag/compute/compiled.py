@@ -696,3 +696,57 @@ def place_calls(gtid, corr, start, timed, launch, last, run, procs, proc_last, p
                           u_last, u_end, u_end_ok, cp_gpid, cp_corr, cp_htod, cp_htod_ok,
                           cp_dtoh, cp_dtoh_ok, by_process, htod, dtoh, launches)
     return PLACED
+
+
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+@_jit
+def unit_stretches(units, inst, start, end, busy, a, b, cs, ce, ce_ok, cl, out_i, out_ns,
+                   out_lead, out_ov):
+    """host_stall's stretches (``analyses/host_stall.py``: ``accelerated``) of the measured
+    ``units`` (rows of ``inst``, ``start``, ``end``, ``busy``: the latest end of another
+    unit of the thread inside it, ``INT64_MIN`` for none), each unit's calls the slice
+    ``[a, b)`` of the sorted calls (starts ``cs``, ends ``ce`` where ``ce_ok``, ``cl``:
+    kernel launches). Per unit, in order: the lead (from its start to its first call, the
+    whole unit without one; its overlap with ``busy``), the tail (from the furthest return
+    to its end, where that is before the end) and each call's gap (its start less the
+    furthest end among the calls before it, where positive; of the lead before the first
+    launch). Writes the rows where ``out_i`` has room for them (a first call with empty
+    arrays counts them) and returns their number."""
+    n = 0
+    room = out_i.size
+    for u in range(units.size):
+        i = units[u]
+        ai, bi = a[i], b[i]
+        if n < room:
+            out_i[n] = inst[i]
+            out_ns[n] = (cs[ai] if bi > ai else end[i]) - start[i]
+            out_lead[n] = True
+            out_ov[n] = max(0, busy[i] - start[i]) if busy[i] != _INT64_MIN else 0
+        n += 1
+        reach = _INT64_MIN
+        for j in range(ai, bi):
+            if ce_ok[j] and ce[j] > reach:
+                reach = ce[j]
+        if bi <= ai or reach == _INT64_MIN:
+            continue
+        if reach < end[i]:
+            if n < room:
+                out_i[n], out_ns[n], out_lead[n], out_ov[n] = inst[i], end[i] - reach, False, 0
+            n += 1
+        first_launch = cs[ai]
+        for j in range(ai, bi):
+            if cl[j]:
+                first_launch = cs[j]
+                break
+        before = ce[ai] if ce_ok[ai] else _INT64_MIN
+        for j in range(ai + 1, bi):
+            if before != _INT64_MIN and cs[j] - before > 0:
+                if n < room:
+                    out_i[n], out_ns[n] = inst[i], cs[j] - before
+                    out_lead[n], out_ov[n] = cs[j] <= first_launch, 0
+                n += 1
+            if ce_ok[j] and (before == _INT64_MIN or ce[j] > before):
+                before = ce[j]
+    return n
