@@ -750,3 +750,35 @@ def unit_stretches(units, inst, start, end, busy, a, b, cs, ce, ce_ok, cl, out_i
             if ce_ok[j] and (before == _INT64_MIN or ce[j] > before):
                 before = ce[j]
     return n
+
+
+@_jit
+def count_at_bounds(pid, t, pids, heads, bounds, last, le, lt):
+    """Per process ``pids[k]`` (sorted) and each of its sorted distinct bounds
+    ``bounds[heads[k]:heads[k + 1]]`` (m of them): how many calls lie at or before the
+    bound, and how many before it, as histograms to be summed cumulatively: call ``t[i]``
+    of process ``pid[i]`` adds 1 to ``le[heads[k] + k + j]`` with j the bounds below it, and
+    to ``lt[...]`` with j the bounds at or below it (m + 1 slots per process). Calls of
+    other processes are skipped. Each search gallops from the process' previous answer
+    (``last[k]``; the calls come in start order)."""
+    k = 0
+    for i in range(t.size):
+        p = pid[i]
+        if k >= pids.size or pids[k] != p:
+            lo, hi = 0, pids.size
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if pids[mid] < p:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo >= pids.size or pids[lo] != p:
+                k = pids.size
+                continue
+            k = lo
+        b = bounds[heads[k]:heads[k + 1]]
+        below = _count_right(b, t[i] - 1, last[k])
+        last[k] = below
+        upto = below + 1 if below < b.size and b[below] == t[i] else below
+        le[heads[k] + k + below] += 1
+        lt[heads[k] + k + upto] += 1
