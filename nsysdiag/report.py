@@ -36,7 +36,7 @@ from .formatting import (
     html_table,
 )
 from .views.build import VIEW_FORMAT, ViewStore
-from .views.definitions import VIEWS
+from .views.definitions import STORED, VIEWS
 from .views.probe import Probe, cached_probe
 
 if TYPE_CHECKING:
@@ -253,8 +253,8 @@ class Report(AnalysisMethods):
             names = self.con.get_table_names(query)
         except duckdb.Error:
             # the parser refuses some parameterized statements (LIMIT $n): match names instead
-            names = {v for v in VIEWS if re.search(rf"\b{v}\b", query)}
-        return [n for n in names if n in VIEWS]
+            names = {v for v in (*VIEWS, *STORED) if re.search(rf"\b{v}\b", query)}
+        return [STORED.get(n, n) for n in names if n in VIEWS or n in STORED]
 
     def execute(self, query: str, params: Any = None) -> list[tuple]:
         """Run SQL over the views and fetch all rows as tuples."""

@@ -1,9 +1,10 @@
-"""jitter.sql gives each kernel its launch configuration by position (``by_position``: the
-kernels and kernel_configs views hold the export's kernel rows in the same order) and
-groups by the name and the six sizes, labelling only the kept groups. These tests hold it
-equal to the query it replaced (a join on the keys, then a label string per kernel,
-grouped by that string), on hand-built kernels whose answers are counted by hand, on the
-key join (``by_config``) and on every corpus export."""
+"""jitter.sql gives each kernel its launch configuration from the grid and block packed in
+the kernels view's file (``by_shape``), else by position (``by_position``: the kernels and
+kernel_configs views hold the export's kernel rows in the same order), and groups by the
+name and the six sizes, labelling only the kept groups. These tests hold it equal to the
+query it replaced (a join on the keys, then a label string per kernel, grouped by that
+string), on hand-built kernels whose answers are counted by hand, on the key join
+(``by_config``) and on every corpus export."""
 
 from __future__ import annotations
 
@@ -93,9 +94,10 @@ def test_two_grids_and_a_slow_launch_counted_by_hand(builder, tmp_path):
             b.launch(t, t + 5, t + 10, t + 10 + dur, name="jacobi", pid=pid,
                      grid=(64, 1, 1), block=(32, 32, 1))
     with nsysdiag.open(b.write(tmp_path / "t.sqlite")) as rep:
-        assert aligned(rep)
-        got = per_kernel(rep, "by_position")
-        assert got == per_kernel(rep, "by_config") == reference(rep)
+        assert aligned(rep) and jitter._keyed(rep) == "by_shape"
+        got = per_kernel(rep, "by_shape")
+        assert got == per_kernel(rep, "by_position") == per_kernel(rep, "by_config") \
+            == reference(rep)
         res = jitter.run(rep)
     rows = {r.name: r for r in res.per_kernel()}
     wide_label, narrow_label = ("jacobi <<<(128,1,1),(32,32,1)>>>",
@@ -125,7 +127,36 @@ def test_corpus_equal_to_the_reference(path):
     with open_corpus(path) as rep:
         if not rep.probe.present("kernels") or not rep.probe.present("kernel_configs"):
             pytest.skip("no kernels with configurations")
-        assert aligned(rep)
+        assert aligned(rep) and jitter._keyed(rep) == "by_shape"
         want = reference(rep)
+        assert per_kernel(rep, "by_shape") == want
         assert per_kernel(rep, "by_position") == want
         assert per_kernel(rep, "by_config") == want
+
+
+def test_shapes_at_the_limits_missing_and_beyond(builder, tmp_path):
+    """The packed grid and block give kernel_configs' sizes back at CUDA's largest grid
+    (2**31 - 1, 65535, 65535) and where a size is missing (the six read as NULL: the name
+    alone, as by_position gives it); 20 launches of each. A grid beyond the limits (y of
+    70000) does not pack: jitter then takes by_position, whose labels show it."""
+    def trace(name: str, odd: tuple) -> nsysdiag.Report:
+        b = builder("current")
+        for i in range(60):
+            t = i * 1000
+            grid = ((2**31 - 1, 65535, 65535), odd, (7, 3, 2))[i % 3]
+            b.launch(t, t + 5, t + 10, t + 110 + i, name="k", grid=grid, block=(32, 4, 1))
+        return nsysdiag.open(b.write(tmp_path / name))
+
+    with trace("missing.sqlite", (64, None, 1)) as rep:
+        assert jitter._keyed(rep) == "by_shape"
+        got = per_kernel(rep, "by_shape")
+        assert got == per_kernel(rep, "by_position") == reference(rep)
+        assert sorted(r[0] for r in got) == ["k", "k <<<(2147483647,65535,65535),(32,4,1)>>>",
+                                             "k <<<(7,3,2),(32,4,1)>>>"]
+        assert [r[1] for r in got] == [20, 20, 20]
+    with trace("beyond.sqlite", (64, 70000, 1)) as rep:
+        assert not rep.sql(load_sql("jitter")["shapes_pack"]).fetchall()[0][0]
+        assert jitter._keyed(rep) == "by_position"
+        got = per_kernel(rep, "by_position")
+        assert got == reference(rep)
+        assert "k <<<(64,70000,1),(32,4,1)>>>" in [r[0] for r in got]

@@ -29,6 +29,7 @@ EDGES = [0, 1, -1, 127, -128, 128, -129, 32767, -32768, 32768, 2**23 - 1, -(2**2
 @pytest.fixture(autouse=True)
 def _always_fast(monkeypatch):
     monkeypatch.setattr(sqlite_adapter, "FAST_MIN_ROWS", 0)
+    monkeypatch.setattr(sqlite_adapter, "NONZERO_PAGES_MIN_ROWS", 0)
     monkeypatch.setattr(sqlite_pages, "PAGES_PER_CHUNK", 7)  # many chunks, odd sizes
 
 
@@ -180,7 +181,7 @@ def test_random_damage_never_crashes(tmp_path):
 @pytest.mark.parametrize("fast", [True, False])
 def test_any_nonzero(tmp_path, monkeypatch, fast):
     if not fast:
-        monkeypatch.setattr(sqlite_adapter, "FAST_MIN_ROWS", 10**9)
+        monkeypatch.setattr(sqlite_adapter, "NONZERO_PAGES_MIN_ROWS", 10**9)
     path = tmp_path / "t.sqlite"
     rows = [(i, None if i % 2 else 0, 5 if i == 2999 else None) for i in range(3000)]
     _make(path, "CREATE TABLE t (k INTEGER, zeros INTEGER, late INTEGER)", rows)

@@ -2,7 +2,8 @@
 
 DuckDB's own parser (``json_serialize_sql``) gives the relations a step's SQL reads (its
 base tables, the names of its common table expressions left out); they must equal the
-declared needs. Every need must be a normalized view, another step of the same file
+declared needs. Every need must be a normalized view (or ``_<view>_stored``: the view with
+the columns its file holds besides, ``ViewSpec.hidden``), another step of the same file
 (the steps' needs among themselves form no cycle, so an order exists; a view's name
 means the view, where an output query is named as one too), or a table the
 analysis' Python registers under that name: ``REGISTERED`` lists those per module, each
@@ -20,7 +21,7 @@ import pytest
 from conftest import ROOT
 
 from nsysdiag.analyses.base import Step, load_steps, parse_steps, views_read
-from nsysdiag.views.definitions import VIEWS
+from nsysdiag.views.definitions import STORED, VIEWS
 
 SQL_DIR = ROOT / "nsysdiag" / "analyses" / "sql"
 MODULES = sorted(p.stem for p in SQL_DIR.glob("*.sql"))
@@ -93,11 +94,13 @@ def declaration_errors(module: str, steps: dict[str, Step]) -> list[str]:
         if declared - read:
             errors.append(f"{module}.{name} declares unread {sorted(declared - read)}")
         for need in step.needs:
-            if need not in VIEWS and need not in registered and yields.get(need, name) == name:
+            if need not in VIEWS and need not in STORED and need not in registered \
+                    and yields.get(need, name) == name:
                 errors.append(f"{module}.{name} needs {need}: no view, other step of "
                               "its file or registered table")
     order = graphlib.TopologicalSorter(
-        {name: {yields[n] for n in step.needs if n in yields and n not in VIEWS}
+        {name: {yields[n] for n in step.needs if n in yields and n not in VIEWS
+                and n not in STORED}
          for name, step in steps.items()})
     try:
         order.prepare()

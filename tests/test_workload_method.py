@@ -196,19 +196,67 @@ def test_sizes_pass_when_an_id_is_not_one_run(builder, tmp_path, monkeypatch):
             c = b.api(t + 5000, t + 5100, "cudaMemcpyAsync_v3020", corr=3)
             b.memcpy(t + 5200, t + 5300, 4096, corr=c)
     taken = []
-    runs = workload._numpy_groups
+    runs = workload._placed_in_order
 
     def spy(*a):
         try:
-            yield from runs(*a)
+            return runs(*a)
         except workload._NotRuns:
             taken.append("duckdb")
             raise
 
-    monkeypatch.setattr(workload, "_numpy_groups", spy)
+    monkeypatch.setattr(workload, "_placed_in_order", spy)
     with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
         for scope in ("thread", "process"):
             sql, fast = sizes_both(rep, scope)
             assert fast.equals(sql), scope
             assert sorted(set(fast.column("launch_calls").to_pylist())) == [1]
     assert taken == ["duckdb", "duckdb"]
+
+
+def test_sizes_pass_with_processes_interleaved(builder, tmp_path, monkeypatch):
+    """Three processes call at once, each with its own units (20 of 1 ms): unit k of
+    process p launches p + 1 kernels and copies (k + 1) KB HtoD, each process' calls
+    interleaved in time with the others'. Each call goes to its own process' unit, in both
+    scopes; with a table of processes too small for three (the pass follows at most half
+    its slots), the pass starts over on DuckDB's aggregate, with the same table."""
+    b = builder()
+    pids = (4242, 5000, 6000)
+    for k in range(20):
+        t = 1_000_000 + k * 2_000_000
+        for p, pid in enumerate(pids):
+            b.nvtx(t + p, t + 1_000_000 + p, "step", pid=pid)
+        for p, pid in enumerate(pids):
+            for i in range(p + 1):
+                at = t + 1000 * (i + 1) + 10 * p
+                b.launch(at, at + 5, at + 500, at + 600, pid=pid)
+            at = t + 10_000 + 10 * p
+            c = b.api(at, at + 5, "cudaMemcpyAsync_v3020", pid=pid)
+            b.memcpy(at + 100, at + 200, (k + 1) * 1024, corr=c, pid=pid)
+    taken = []
+    runs = workload._placed_in_order
+
+    def spy(*a):
+        try:
+            return runs(*a)
+        except workload._NotRuns:
+            taken.append("duckdb")
+            raise
+
+    monkeypatch.setattr(workload, "_placed_in_order", spy)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        for slots, fallback in ((1 << 12, []), (4, ["duckdb", "duckdb"])):
+            taken.clear()
+            monkeypatch.setattr(workload, "_PROCESS_SLOTS", slots)
+            for scope in ("thread", "process"):
+                sql, fast = sizes_both(rep, scope)
+                assert fast.equals(sql), (scope, slots)
+                rows = fast.to_pylist()
+                assert len(rows) == 60  # every process' units
+                by_start = {r["start_ns"]: r for r in rows}
+                for start, row in by_start.items():
+                    p = (start - 1_000_000) % 2_000_000
+                    k = (start - 1_000_000) // 2_000_000
+                    assert row["launch_calls"] == p + 1, (scope, start)
+                    assert row["htod_bytes"] == (k + 1) * 1024
+            assert taken == fallback

@@ -43,8 +43,12 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 READERS = 2
 PARALLEL_MIN_ROWS = 200_000
 #: rows from which integer columns are decoded from the pages (``sqlite_pages``); below
-#: it SQLite is as quick as importing and loading the compiled decoder
-FAST_MIN_ROWS = 1_000_000
+#: it SQLite is as quick as loading the compiled decoder (numba itself is imported anyway
+#: by every command that builds the kernels view: docs/performance.md)
+FAST_MIN_ROWS = 100_000
+#: rows from which ``any_nonzero`` decodes the column from the pages instead of SQLite's
+#: EXISTS, which may stop at the first row
+NONZERO_PAGES_MIN_ROWS = 1_000_000
 #: the same once this file's page reader runs (the decoder loaded, so only the decoding
 #: is compared with SQLite's cursors)
 FAST_LOADED_MIN_ROWS = 50_000
@@ -499,7 +503,7 @@ class SqliteSource(Source):
         (faster than SQLite's scan, which may read every row)."""
         if column not in self.tables().get(table, {}):
             return False
-        if self.row_count(table) >= FAST_MIN_ROWS:
+        if self.row_count(table) >= NONZERO_PAGES_MIN_ROWS:
             return super().any_nonzero(table, column)
         try:
             ((found,),) = self._fetch(

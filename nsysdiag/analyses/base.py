@@ -44,7 +44,7 @@ import pyarrow as pa
 from ..engine.database import values_checked
 from ..engine.steps import bind
 from ..formatting import dumps, format_rows, html_table
-from ..views.definitions import VIEWS
+from ..views.definitions import STORED, VIEWS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -132,8 +132,8 @@ def views_read(module: str, *names: str) -> tuple[str, ...]:
             continue
         seen.add(step.name)
         for need in step.needs:
-            if need in VIEWS:
-                views.add(need)
+            if need in VIEWS or need in STORED:
+                views.add(STORED.get(need, need))
             elif need in by_yield:
                 todo.append(by_yield[need])
     return tuple(v for v in VIEWS if v in views)

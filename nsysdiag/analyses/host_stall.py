@@ -371,35 +371,21 @@ def accelerated(report: Report, units: pa.Table, every: pa.Table,
     # blocked's hi: the first call from the unit's start, else its end
     first_call = end.copy()
     first_call[f < b] = cs[f[f < b]]
-    rows_i, rows_ns, rows_lead, rows_ov = [], [], [], []
-    for i in np.flatnonzero(ucode >= 0):
-        a_i, b_i = a[i], b[i]
-        # the lead: from the start to the first call from lo on (the whole unit without one)
-        rows_i.append(inst[i]), rows_lead.append(True)
-        rows_ns.append((cs[a_i] if b_i > a_i else end[i]) - start[i])
-        rows_ov.append(max(0, busy[i] - start[i]) if busy[i] != _INT64_MIN else 0)
-        if b_i <= a_i or not ce_ok[a_i:b_i].any():
-            continue
-        e = np.where(ce_ok[a_i:b_i], ce[a_i:b_i], _INT64_MIN)
-        reach = np.maximum.accumulate(e)
-        if reach[-1] < end[i]:  # the tail: from the last return to the end
-            rows_i.append(inst[i]), rows_lead.append(False), rows_ns.append(end[i] - reach[-1])
-            rows_ov.append(0)
-        # each call's gap: its start less the furthest end among the calls before it; a gap
-        # before the first kernel launch (the first call without one) is of the lead
-        launches = cs[a_i:b_i][cl[a_i:b_i]]
-        first_launch = launches[0] if len(launches) else cs[a_i]
-        before = reach[:-1]
-        set_ = before != _INT64_MIN
-        at = cs[a_i + 1:b_i][set_]
-        gap = at - before[set_]
-        pos = gap > 0
-        rows_i.extend([inst[i]] * int(pos.sum())), rows_ns.extend(gap[pos].tolist())
-        rows_lead.extend((at[pos] <= first_launch).tolist()), rows_ov.extend([0] * int(pos.sum()))
-    # units of no measured thread: the lead is the whole unit (no call, no other unit)
-    for i in np.flatnonzero(ucode < 0):
-        rows_i.append(inst[i]), rows_lead.append(True), rows_ns.append(end[i] - start[i])
-        rows_ov.append(0)
+    # the stretches of the measured units (counted, then written), then those of units of
+    # no measured thread: the lead is the whole unit (no call, no other unit)
+    measured = np.flatnonzero(ucode >= 0)
+    nothing = np.empty(0, dtype=np.int64)
+    n = compiled.unit_stretches(measured, inst, start, end, busy, a, b, cs, ce, ce_ok, cl,
+                                nothing, nothing, nothing.astype(bool), nothing)
+    rows_i, rows_ns, rows_ov = (np.empty(n, dtype=np.int64) for _ in range(3))
+    rows_lead = np.empty(n, dtype=bool)
+    compiled.unit_stretches(measured, inst, start, end, busy, a, b, cs, ce, ce_ok, cl,
+                            rows_i, rows_ns, rows_lead, rows_ov)
+    alone = np.flatnonzero(ucode < 0)
+    rows_i = np.concatenate([rows_i, inst[alone]])
+    rows_ns = np.concatenate([rows_ns, end[alone] - start[alone]])
+    rows_lead = np.concatenate([rows_lead, np.ones(len(alone), dtype=bool)])
+    rows_ov = np.concatenate([rows_ov, np.zeros(len(alone), dtype=np.int64)])
     stretches = pa.table({"instance": pa.array(rows_i, pa.int64()),
                           "stretch_ns": pa.array(rows_ns, pa.int64()),
                           "lead": pa.array(rows_lead, pa.bool_()),

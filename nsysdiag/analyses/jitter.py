@@ -145,11 +145,14 @@ def run(report: Report, *, top: int | None = None, slow: float | None = None,
 
 
 def _keyed(report: Report) -> str:
-    """The query giving each kernel its configuration: ``by_position`` where the two views
-    are aligned row for row, ``by_config`` (a join on the keys) where not, ``by_name`` (no
-    configuration) where the export records none."""
+    """The query giving each kernel its configuration: ``by_shape`` (the grid and block
+    the kernels' file holds) where every one packs; else ``by_position`` where the kernels
+    and kernel_configs views are aligned row for row, ``by_config`` (a join on the keys)
+    where not; ``by_name`` (no configuration) where the export records none."""
     if not report.probe.present("kernel_configs"):
         return "by_name"
+    if run_query(report, "jitter", "shapes_pack").column(0)[0].as_py():
+        return "by_shape"
     aligned = run_query(report, "jitter", "aligned").column(0)[0].as_py()
     return "by_position" if aligned else "by_config"
 

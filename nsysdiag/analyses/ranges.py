@@ -555,8 +555,14 @@ def _probe_calls_accelerated(report: Report, probes: pa.Table) -> pa.Table:
     # (le) and those before it (lt), summed over the batches
     bounds = [np.unique(np.concatenate([start[valid & (pid == p)], end[valid & (pid == p)]]))
               for p in pids]
-    le = [np.zeros(len(b), np.int64) for b in bounds]
-    lt = [np.zeros(len(b), np.int64) for b in bounds]
+    heads = np.r_[0, np.cumsum([len(b) for b in bounds])].astype(np.int64)
+    flat = np.concatenate(bounds).astype(np.int64) if bounds else np.zeros(0, np.int64)
+    # histograms of the calls over each process' bounds (m + 1 slots for m bounds): a
+    # compiled loop searches each call among its process' bounds (compiled.count_at_bounds)
+    le_hist = np.zeros(len(flat) + len(pids), np.int64)
+    lt_hist = np.zeros(len(flat) + len(pids), np.int64)
+    last = np.zeros(len(pids), np.int64)
+    pids = pids.astype(np.int64)
     categories = ", ".join(f"'{c}'" for c in _GPU_CATEGORIES)
     reader = report.sql(
         "SELECT global_pid, start_ns FROM api_calls "
@@ -564,17 +570,14 @@ def _probe_calls_accelerated(report: Report, probes: pa.Table) -> pa.Table:
         "AND global_pid IN (SELECT global_pid FROM unit_probes)").to_arrow_reader(BATCH_ROWS)
     with contextlib.closing(reader):
         for batch in reader:
-            call_pid = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
-            t = batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64)
-            for k, p in enumerate(pids):
-                mine = t[call_pid == p]
-                n = len(bounds[k]) + 1
-                # a call t is at or before bound j when j >= #bounds below t, before it
-                # when j >= #bounds at or below t
-                le[k] += np.cumsum(np.bincount(
-                    np.searchsorted(bounds[k], mine, "left"), minlength=n))[:-1]
-                lt[k] += np.cumsum(np.bincount(
-                    np.searchsorted(bounds[k], mine, "right"), minlength=n))[:-1]
+            compiled.count_at_bounds(
+                batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64),
+                batch.column(1).to_numpy(zero_copy_only=False).astype(np.int64),
+                pids, heads, flat, last, le_hist, lt_hist)
+    # a call t is at or before bound j when j >= #bounds below t, before it when j >=
+    # #bounds at or below t: the cumulative sums of the histograms
+    le = [np.cumsum(le_hist[heads[k] + k:heads[k + 1] + k + 1])[:-1] for k in range(len(pids))]
+    lt = [np.cumsum(lt_hist[heads[k] + k:heads[k + 1] + k + 1])[:-1] for k in range(len(pids))]
     calls = np.zeros(len(ids), np.int64)
     for k, p in enumerate(pids):
         rows = np.flatnonzero(valid & (pid == p))

@@ -32,7 +32,7 @@ Definitions: docs/analyses/workload.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..compute import intervals
+from ..compute import compiled, intervals
 from ..compute.fits import isotonic, spearman_rho
 from ..engine.accelerate import pick
 from ..engine.database import stored_order
@@ -413,10 +413,12 @@ def sizes_accelerated(report: Report, units: pa.Table, scope: str) -> pa.Table:
                 np.add.at(total, j[b_ok], b[b_ok])
         return htod, dtoh, launches
 
-    # the calls grouped per (process, correlation id) in numpy as they stream, where they
-    # come in runs of one id; else by DuckDB (the query size_calls)
+    # the calls grouped per (process, correlation id) and placed by a compiled loop as they
+    # stream, where they come in runs of one id; else grouped by DuckDB (the query
+    # size_calls) and placed in numpy
     try:
-        htod, dtoh, launches = place(_numpy_groups(report, scope, keys))
+        htod, dtoh, launches = _placed_in_order(report, scope, keys, heads, u_start, u_end,
+                                                u_end_ok, n)
     except _NotRuns:
         key_table = pa.table({"pid": keys[:, 0], "k": keys[:, 1],
                               "code": np.arange(len(keys), dtype=np.int64)})
@@ -432,110 +434,63 @@ def sizes_accelerated(report: Report, units: pa.Table, scope: str) -> pa.Table:
 
 
 class _NotRuns(Exception):
-    """The calls of one (process, correlation id) do not come together."""
+    """The calls of one (process, correlation id) do not come together (or a call lacks
+    its thread or id, or the calls come from more processes than the pass keeps)."""
 
 
-def _numpy_groups(report: Report, scope: str, keys: np.ndarray) -> Iterator[pa.RecordBatch]:
-    """The rows of workload.sql's ``size_calls`` (code, call_ns, launch, htod_bytes,
-    dtoh_bytes) in batches, the calls grouped per (process, correlation id) as they stream
-    in their stored order (start order, so correlation order in each process): a group is
-    a run of one key, with the earliest start, whether any call launches, and the first
-    call's thread (the query's ``any_value``: the calls of one id are one thread's).
-    Raises ``_NotRuns`` (perhaps after some batches) where a key would make two runs (ids
-    not rising in a process) or a call lacks its thread or id: the caller starts over on
-    DuckDB's aggregate."""
-    index = {(int(p), int(t)): c for c, (p, t) in enumerate(keys)}
+#: the most processes ``_placed_in_order`` follows (its table is at most half full)
+_PROCESS_SLOTS = 1 << 12
+
+
+def _placed_in_order(report: Report, scope: str, keys: np.ndarray, heads: np.ndarray,
+                     u_start: np.ndarray, u_end: np.ndarray, u_end_ok: np.ndarray,
+                     n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each unit's copied bytes (HtoD, DtoH) and launch calls, as the query ``size_calls``
+    and the placement of ``sizes_accelerated`` give them, from the launch and copy calls
+    in their stored order (start order, so correlation order in each process): the calls
+    of one (process, correlation id) are one run of rows, grouped and placed as they
+    stream by ``compiled.place_calls``. ``keys``: the units' (pid, k), sorted; key k's
+    units start at ``u_start[heads[k]:heads[k + 1]]``, sorted. Raises ``_NotRuns``
+    (perhaps after some batches) where a key would make two runs (ids not rising in a
+    process) or a call lacks its thread or id: the caller starts over on DuckDB's
+    aggregate."""
     copies = run_query(report, NAME, "size_copies")
-    copied = {}  # process -> (sorted ids, their row in copies)
-    c_pid = copies.column("global_pid").to_numpy(zero_copy_only=False).astype(np.int64)
-    c_corr = copies.column("correlation_id").to_numpy(zero_copy_only=False).astype(np.int64)
-    for g in np.unique(c_pid):
-        rows = np.flatnonzero(c_pid == g)
-        rows = rows[np.argsort(c_corr[rows], kind="stable")]
-        copied[int(g)] = (c_corr[rows], rows)
-    moved = {c: _ints(copies.column(c)) for c in ("htod_bytes", "dtoh_bytes")}
-    last_id: dict[int, int] = {}  # the last id seen of each process
-    pending = None  # the last run of the previous batch: (gtid, corr, start, timed, launch)
+    cp_gpid = _ints(copies.column("global_pid"))[0]
+    cp_corr = _ints(copies.column("correlation_id"))[0]
+    order = np.lexsort((cp_corr, cp_gpid))  # by process, then id
+    cp_gpid, cp_corr = cp_gpid[order], cp_corr[order]
+    (cp_htod, cp_htod_ok), (cp_dtoh, cp_dtoh_ok) = (
+        tuple(a[order] for a in _ints(copies.column(c))) for c in ("htod_bytes", "dtoh_bytes"))
+    key_pid = np.ascontiguousarray(keys[:, 0], dtype=np.int64)
+    key_k = np.ascontiguousarray(keys[:, 1], dtype=np.int64)
+    htod, dtoh = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    launches = np.zeros(n, dtype=np.int64)
+    run = np.zeros(compiled.RUN_STATE, dtype=np.int64)
+    u_last = np.zeros(len(keys), dtype=np.int64)
+    procs = np.zeros(_PROCESS_SLOTS, dtype=np.int64)
+    proc_last = np.zeros(_PROCESS_SLOTS, dtype=np.int64)
+    proc_used = np.zeros(_PROCESS_SLOTS + 1, dtype=np.int64)  # the last slot: how many used
+
+    def placed(gtid: np.ndarray, corr: np.ndarray, start: np.ndarray, timed: np.ndarray,
+               launch: np.ndarray, last: bool) -> None:
+        status = compiled.place_calls(
+            gtid, corr, start, timed, launch, last, run, procs, proc_last, proc_used, key_pid,
+            key_k, heads, u_start, u_last, u_end, u_end_ok, cp_gpid, cp_corr, cp_htod, cp_htod_ok,
+            cp_dtoh, cp_dtoh_ok, scope == "process", htod, dtoh, launches)
+        if status != compiled.PLACED:
+            raise _NotRuns
+
     with stored_order(report, load_sql(NAME)["size_call_rows"]) as reader:
         for batch in reader:
-            if not batch.num_rows:
-                continue
             if batch.column("global_tid").null_count or batch.column("correlation_id").null_count:
                 raise _NotRuns
-            gtid = _ints(batch.column("global_tid"))[0]
-            corr = _ints(batch.column("correlation_id"))[0]
             start, timed = _ints(batch.column("start_ns"))
             launch = batch.column("launch").fill_null(False).to_numpy(zero_copy_only=False)
-            if pending is not None:
-                gtid, corr, start, timed, launch = (np.r_[p, x] for p, x in zip(
-                    pending, (gtid, corr, start, timed, launch)))
-            gpid = gtid & -16777216
-            new = np.ones(len(gtid), dtype=bool)
-            new[1:] = (gpid[1:] != gpid[:-1]) | (corr[1:] != corr[:-1])
-            heads = np.flatnonzero(new)
-            # the last run may go on in the next batch
-            tail = heads[-1]
-            pending = (gtid[tail:tail + 1], corr[tail:tail + 1],
-                       np.array([np.where(timed[tail:], start[tail:], _BIG).min()]),
-                       np.array([timed[tail:].any()]), np.array([launch[tail:].any()]))
-            heads = heads[:-1]
-            if len(heads):
-                yield _sized(_groups(gtid[:tail], gpid[:tail], corr[:tail], start[:tail],
-                                     timed[:tail], launch[:tail], heads, last_id),
-                             scope, index, copied, moved)
-    if pending is not None:
-        gtid, corr, start, timed, launch = pending
-        yield _sized(_groups(gtid, gtid & -16777216, corr, start, timed, launch,
-                             np.zeros(1, dtype=np.int64), last_id), scope, index, copied, moved)
-
-
-def _sized(groups: tuple[np.ndarray, ...], scope: str, index: dict, copied: dict,
-           moved: dict) -> pa.RecordBatch:
-    """The ``size_calls`` rows of ``groups`` (as ``_groups`` gives them): those of a unit's
-    key and with a start, with their key's code and their copies' bytes."""
-    first, g_pid, g_corr, call, timed_, launches = groups
-    pid = (first >> 24) & 16777215
-    k = np.zeros(len(first), dtype=np.int64) if scope == "process" else first & 16777215
-    codes, distinct = intervals.run_codes((pid, k))
-    code = np.array([index.get((int(p), int(t)), -1) for p, t in distinct],
-                    dtype=np.int64)[codes]
-    keep = np.flatnonzero((code >= 0) & timed_)
-    columns = {"code": code[keep], "call_ns": call[keep], "launch": launches[keep]}
-    for c, (values, ok) in moved.items():
-        got, got_ok = np.zeros(len(keep), dtype=np.int64), np.zeros(len(keep), dtype=bool)
-        for g, (ids, rows) in copied.items():
-            mine = np.flatnonzero(g_pid[keep] == g)
-            j = np.searchsorted(ids, g_corr[keep][mine])
-            hit = j < len(ids)
-            hit[hit] = ids[j[hit]] == g_corr[keep][mine[hit]]
-            row = rows[j[hit]]
-            got[mine[hit]] = values[row]
-            got_ok[mine[hit]] = ok[row]
-        columns[c] = pa.array(got, mask=~got_ok)
-    return pa.RecordBatch.from_pydict(columns)
-
-
-_BIG = np.iinfo(np.int64).max
-
-
-def _groups(gtid: np.ndarray, gpid: np.ndarray, corr: np.ndarray, start: np.ndarray,
-            timed: np.ndarray, launch: np.ndarray, heads: np.ndarray,
-            last_id: dict[int, int]) -> tuple[np.ndarray, ...]:
-    """The runs starting at ``heads`` (the rows up to the end are the last run): the first
-    call's thread key, process, id, earliest start, whether any start is set, whether any
-    call launches. Raises ``_NotRuns`` where a process' ids do not rise from run to run
-    (``last_id`` carries each process' last id between batches)."""
-    g_pid, g_corr = gpid[heads], corr[heads]
-    proc, procs = intervals.run_codes((g_pid,))
-    for code, rows in intervals.by_code(proc, len(procs)):
-        ids = g_corr[rows]
-        before = last_id.get(int(procs[code, 0]))
-        if (np.diff(ids) <= 0).any() or (before is not None and ids[0] <= before):
-            raise _NotRuns
-        last_id[int(procs[code, 0])] = int(ids[-1])
-    call = np.minimum.reduceat(np.where(timed, start, _BIG), heads)
-    return (gtid[heads], g_pid, g_corr, call, np.logical_or.reduceat(timed, heads),
-            np.logical_or.reduceat(launch, heads))
+            placed(_ints(batch.column("global_tid"))[0],
+                   _ints(batch.column("correlation_id"))[0], start, timed, launch, False)
+    none = np.zeros(0, dtype=np.int64)
+    placed(none, none, none, none.astype(bool), none.astype(bool), True)  # the last run
+    return htod, dtoh, launches
 
 
 def _ints(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -546,3 +546,239 @@ def sequence_gaps(code, start, end, sort_end, in_graph, stream, launch_end, tid,
             state[k, 0], state[k, 1] = 1, e
         state[k, 2], state[k, 3] = s, se
     return n
+
+
+#: the open run of ``place_calls`` (the calls of one process and correlation id, in a row):
+#: its first call's thread key, its process key, its id, its earliest start, whether any
+#: start is set, whether any call launches, whether a run is open
+R_GTID, R_GPID, R_CORR, R_CALL, R_TIMED, R_LAUNCH, R_OPEN = range(7)
+#: and where the last searches of a unit key and of a copy ended (``_pair_at``)
+R_KEY_AT, R_COPY_AT = 7, 8
+RUN_STATE = R_COPY_AT + 1
+#: what ``place_calls`` returns: done; a process' ids do not rise from run to run (an id's
+#: calls are apart, or ids fall); more processes than its table holds
+PLACED, NOT_RUNS, TOO_MANY_PROCESSES = range(3)
+
+
+@_inline
+def _pair_below(a0, a1, x0, x1, i):
+    """Whether row ``i`` of ``a0``, ``a1`` comes before ``(x0, x1)``."""
+    return a0[i] < x0 or (a0[i] == x0 and a1[i] < x1)
+
+
+@_inline
+def _pair_at(a0, a1, x0, x1, at):
+    """The row of ``(x0, x1)`` among the rows of ``a0``, ``a1`` (sorted by both), or -1.
+    ``at[0]``: where the previous search ended, from which this one gallops (ascending
+    values cost little more than a merge), and where it ends."""
+    n = a0.size
+    j = at[0]
+    if j > n or (j > 0 and not _pair_below(a0, a1, x0, x1, j - 1)):
+        j = 0
+    step = 1
+    while j + step - 1 < n and _pair_below(a0, a1, x0, x1, j + step - 1):
+        j += step
+        step *= 2
+    hi = min(j + step - 1, n)
+    while j < hi:
+        mid = (j + hi) >> 1
+        if _pair_below(a0, a1, x0, x1, mid):
+            j = mid + 1
+        else:
+            hi = mid
+    at[0] = j
+    if j < n and a0[j] == x0 and a1[j] == x1:
+        return j
+    return -1
+
+
+@_inline
+def _rises(gpid, corr, procs, proc_last, proc_used):
+    """Whether ``corr`` is above the last id of process ``gpid`` (True for its first id),
+    which it becomes; -1 when the table (open addressing, at most half full) has no room."""
+    mask = procs.size - 1
+    x = gpid >> 24
+    x ^= x >> 17
+    slot = ((x * 0x9E3779B1) >> 7) & mask
+    while proc_used[slot] == 1 and procs[slot] != gpid:
+        slot = (slot + 1) & mask
+    if proc_used[slot] == 1:
+        if corr <= proc_last[slot]:
+            return 0
+        proc_last[slot] = corr
+        return 1
+    if 2 * (proc_used[procs.size] + 1) > procs.size:  # the count of used slots
+        return -1
+    proc_used[slot] = 1
+    proc_used[procs.size] += 1
+    procs[slot] = gpid
+    proc_last[slot] = corr
+    return 1
+
+
+@_inline
+def _close_run(run, procs, proc_last, proc_used, key_pid, key_k, heads, u_start, u_last,
+               u_end, u_end_ok, cp_gpid, cp_corr, cp_htod, cp_htod_ok, cp_dtoh, cp_dtoh_ok,
+               by_process, htod, dtoh, launches):
+    """Check the open run's id and add it to its unit (``place_calls``); its status."""
+    rises = _rises(run[R_GPID], run[R_CORR], procs, proc_last, proc_used)
+    if rises < 0:
+        return TOO_MANY_PROCESSES
+    if rises == 0:
+        return NOT_RUNS
+    if run[R_TIMED] == 0:
+        return PLACED
+    g = run[R_GTID]
+    k = _pair_at(key_pid, key_k, (g >> 24) & 16777215, 0 if by_process else g & 16777215,
+                 run[R_KEY_AT:R_KEY_AT + 1])
+    if k < 0:
+        return PLACED
+    lo, hi = heads[k], heads[k + 1]
+    t = run[R_CALL]
+    j = lo + _count_right(u_start[lo:hi], t, u_last[k])
+    u_last[k] = j - lo
+    j -= 1
+    if j < lo or u_end_ok[j] == 0 or t > u_end[j]:
+        return PLACED
+    launches[j] += run[R_LAUNCH]
+    c = _pair_at(cp_gpid, cp_corr, run[R_GPID], run[R_CORR], run[R_COPY_AT:R_COPY_AT + 1])
+    if c >= 0:
+        if cp_htod_ok[c]:
+            htod[j] += cp_htod[c]
+        if cp_dtoh_ok[c]:
+            dtoh[j] += cp_dtoh[c]
+    return PLACED
+
+
+@_jit
+def place_calls(gtid, corr, start, timed, launch, last, run, procs, proc_last, proc_used,
+                key_pid, key_k, heads, u_start, u_last, u_end, u_end_ok, cp_gpid, cp_corr,
+                cp_htod, cp_htod_ok, cp_dtoh, cp_dtoh_ok, by_process, htod, dtoh, launches):
+    """One batch of workload's size pass (``analyses/workload.py``: ``sizes_accelerated``)
+    over launch and copy calls in their stored order (start order). The calls of one
+    (process, correlation id) are taken as one run of rows, with the earliest start, any
+    launch, and the first call's thread; each run's id must rise above its process' last
+    (``procs``: an open-addressing table of process keys, their last id in ``proc_last``,
+    ``proc_used[procs.size]`` the count used), else the calls are not runs. A run of a
+    unit's key (``key_pid``, ``key_k``: sorted, its row the key's code; ``k`` 0 with
+    ``by_process``) and with a start goes to the last of the key's units (starting at
+    ``u_start[heads[k]:heads[k + 1]]``, sorted; the search gallops from ``u_last[k]``, its
+    previous answer) to start at or before it, when that one ends at or after it: its
+    launch counted in ``launches``, its copies' bytes (``cp_*``: per process and id,
+    sorted by both) added to ``htod`` and ``dtoh``. ``run`` carries
+    the open run (``RUN_STATE`` slots) to the next batch; ``last``: close it (the stream's
+    end; the batch may be empty). Returns ``PLACED``, ``NOT_RUNS`` or
+    ``TOO_MANY_PROCESSES``."""
+    for i in range(gtid.size):
+        g = gtid[i] & -16777216
+        if run[R_OPEN] == 1 and g == run[R_GPID] and corr[i] == run[R_CORR]:
+            if timed[i] and (run[R_TIMED] == 0 or start[i] < run[R_CALL]):
+                run[R_CALL] = start[i]
+                run[R_TIMED] = 1
+            if launch[i]:
+                run[R_LAUNCH] = 1
+            continue
+        if run[R_OPEN] == 1:
+            status = _close_run(run, procs, proc_last, proc_used, key_pid, key_k, heads,
+                                u_start, u_last, u_end, u_end_ok, cp_gpid, cp_corr, cp_htod,
+                                cp_htod_ok, cp_dtoh, cp_dtoh_ok, by_process, htod, dtoh,
+                                launches)
+            if status != PLACED:
+                return status
+        run[R_GTID], run[R_GPID], run[R_CORR] = gtid[i], g, corr[i]
+        run[R_CALL] = start[i] if timed[i] else 0
+        run[R_TIMED] = 1 if timed[i] else 0
+        run[R_LAUNCH] = 1 if launch[i] else 0
+        run[R_OPEN] = 1
+    if last and run[R_OPEN] == 1:
+        run[R_OPEN] = 0
+        return _close_run(run, procs, proc_last, proc_used, key_pid, key_k, heads, u_start,
+                          u_last, u_end, u_end_ok, cp_gpid, cp_corr, cp_htod, cp_htod_ok,
+                          cp_dtoh, cp_dtoh_ok, by_process, htod, dtoh, launches)
+    return PLACED
+
+
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+@_jit
+def unit_stretches(units, inst, start, end, busy, a, b, cs, ce, ce_ok, cl, out_i, out_ns,
+                   out_lead, out_ov):
+    """host_stall's stretches (``analyses/host_stall.py``: ``accelerated``) of the measured
+    ``units`` (rows of ``inst``, ``start``, ``end``, ``busy``: the latest end of another
+    unit of the thread inside it, ``INT64_MIN`` for none), each unit's calls the slice
+    ``[a, b)`` of the sorted calls (starts ``cs``, ends ``ce`` where ``ce_ok``, ``cl``:
+    kernel launches). Per unit, in order: the lead (from its start to its first call, the
+    whole unit without one; its overlap with ``busy``), the tail (from the furthest return
+    to its end, where that is before the end) and each call's gap (its start less the
+    furthest end among the calls before it, where positive; of the lead before the first
+    launch). Writes the rows where ``out_i`` has room for them (a first call with empty
+    arrays counts them) and returns their number."""
+    n = 0
+    room = out_i.size
+    for u in range(units.size):
+        i = units[u]
+        ai, bi = a[i], b[i]
+        if n < room:
+            out_i[n] = inst[i]
+            out_ns[n] = (cs[ai] if bi > ai else end[i]) - start[i]
+            out_lead[n] = True
+            out_ov[n] = max(0, busy[i] - start[i]) if busy[i] != _INT64_MIN else 0
+        n += 1
+        reach = _INT64_MIN
+        for j in range(ai, bi):
+            if ce_ok[j] and ce[j] > reach:
+                reach = ce[j]
+        if bi <= ai or reach == _INT64_MIN:
+            continue
+        if reach < end[i]:
+            if n < room:
+                out_i[n], out_ns[n], out_lead[n], out_ov[n] = inst[i], end[i] - reach, False, 0
+            n += 1
+        first_launch = cs[ai]
+        for j in range(ai, bi):
+            if cl[j]:
+                first_launch = cs[j]
+                break
+        before = ce[ai] if ce_ok[ai] else _INT64_MIN
+        for j in range(ai + 1, bi):
+            if before != _INT64_MIN and cs[j] - before > 0:
+                if n < room:
+                    out_i[n], out_ns[n] = inst[i], cs[j] - before
+                    out_lead[n], out_ov[n] = cs[j] <= first_launch, 0
+                n += 1
+            if ce_ok[j] and (before == _INT64_MIN or ce[j] > before):
+                before = ce[j]
+    return n
+
+
+@_jit
+def count_at_bounds(pid, t, pids, heads, bounds, last, le, lt):
+    """Per process ``pids[k]`` (sorted) and each of its sorted distinct bounds
+    ``bounds[heads[k]:heads[k + 1]]`` (m of them): how many calls lie at or before the
+    bound, and how many before it, as histograms to be summed cumulatively: call ``t[i]``
+    of process ``pid[i]`` adds 1 to ``le[heads[k] + k + j]`` with j the bounds below it, and
+    to ``lt[...]`` with j the bounds at or below it (m + 1 slots per process). Calls of
+    other processes are skipped. Each search gallops from the process' previous answer
+    (``last[k]``; the calls come in start order)."""
+    k = 0
+    for i in range(t.size):
+        p = pid[i]
+        if k >= pids.size or pids[k] != p:
+            lo, hi = 0, pids.size
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if pids[mid] < p:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo >= pids.size or pids[lo] != p:
+                k = pids.size
+                continue
+            k = lo
+        b = bounds[heads[k]:heads[k + 1]]
+        below = _count_right(b, t[i] - 1, last[k])
+        last[k] = below
+        upto = below + 1 if below < b.size and b[below] == t[i] else below
+        le[heads[k] + k + below] += 1
+        lt[heads[k] + k + upto] += 1

@@ -38,7 +38,7 @@ from .enums import ENUM_TABLES, enum_table
 from .launch import LaunchCalls, arrow_values
 
 #: bump when a view's columns or meaning change, so old caches are not reused
-VIEW_FORMAT = 11
+VIEW_FORMAT = 12
 
 #: How views are written. zstd level 1: faster to write than the default level 3 for a few
 #: percent more bytes (snappy is as fast with twice the bytes). Format version 2 (delta
@@ -137,9 +137,12 @@ class ViewStore:
 
     def _create_view(self, spec: ViewSpec, target: Path) -> None:
         columns = ", ".join(f"{spec.derived[c]} AS {c}" if c in spec.derived else c
-                            for c in spec.columns) if spec.derived else "*"
+                            for c in spec.columns) if spec.derived or spec.hidden else "*"
         self.con.execute(f"CREATE OR REPLACE VIEW {spec.name} AS SELECT {columns} "
                          f"FROM read_parquet({sql_path(target)})")
+        if spec.hidden:
+            self.con.execute(f"CREATE OR REPLACE VIEW _{spec.name}_stored AS SELECT {columns}, "
+                             f"{', '.join(spec.hidden)} FROM read_parquet({sql_path(target)})")
 
     def _build(self, spec: ViewSpec) -> Path:
         """Write view ``spec`` to a new file of the entry and publish it; returns the file

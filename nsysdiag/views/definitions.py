@@ -81,6 +81,9 @@ class ViewSpec:
     #: launch_global_tid: each row's launch call, looked up in the api_calls view by its
     #: globalPid and correlationId (``views/launch.py``)
     launch_calls: bool = False
+    #: columns written to the view's file but left out of the view (name -> description):
+    #: the analyses that need them read ``_<name>_stored``, the view's columns and these
+    hidden: dict[str, str] = field(default_factory=dict)
 
 
 _PID = "({g} >> 24) & 16777215"
@@ -153,6 +156,23 @@ _GPU_COMMON_DOC = {
     "green_context_id": "green context id, NULL when none",
 }
 
+#: The largest grid sizes (x; y and z) a launch shape packs (``_shape``): CUDA's limits
+SHAPE_X_MAX, SHAPE_YZ_MAX = 2**31 - 1, 65535
+
+
+def _shape(x: str, y: str, z: str, complete: str) -> str:
+    """Three sizes (a grid or a block) as one integer, ``x << 32 | y << 16 | z``: NULL
+    where ``complete`` (every size of the launch set) fails, -1 where a size lies outside
+    [0, SHAPE_X_MAX] (x) or [0, SHAPE_YZ_MAX] (y, z) and so does not pack."""
+    return (f"CASE WHEN NOT ({complete}) THEN NULL "
+            f"WHEN {x} BETWEEN 0 AND {SHAPE_X_MAX} AND {y} BETWEEN 0 AND {SHAPE_YZ_MAX} "
+            f"AND {z} BETWEEN 0 AND {SHAPE_YZ_MAX} THEN ({x} << 32) | ({y} << 16) | {z} "
+            "ELSE -1 END")
+
+
+_SIZES = ("k.gridX", "k.gridY", "k.gridZ", "k.blockX", "k.blockY", "k.blockZ")
+_COMPLETE = " AND ".join(f"{c} IS NOT NULL" for c in _SIZES)
+
 KERNELS = ViewSpec(
     name="kernels",
     description="One row per CUDA kernel execution.",
@@ -160,7 +180,9 @@ KERNELS = ViewSpec(
         RawInput(
             "kernel",
             ("CUPTI_ACTIVITY_KIND_KERNEL",),
-            {**_GPU_OP_COLUMNS, "graphId": "int", "demangledName": "int", "shortName": "int"},
+            {**_GPU_OP_COLUMNS, "graphId": "int", "demangledName": "int", "shortName": "int",
+             "gridX": "int", "gridY": "int", "gridZ": "int", "blockX": "int", "blockY": "int",
+             "blockZ": "int"},
         ),
     ),
     depends=("api_calls",),
@@ -171,7 +193,8 @@ KERNELS = ViewSpec(
 SELECT {_gpu_common('k')}, k.graphId AS graph_id,
        coalesce(_view_string(k.demangledName), _view_string(k.shortName)) AS name,
        coalesce(_view_string(k.shortName), _view_string(k.demangledName)) AS short_name,
-       k.launch_start_ns, k.launch_end_ns, k.launch_global_tid
+       k.launch_start_ns, k.launch_end_ns, k.launch_global_tid,
+       {_shape(*_SIZES[:3], _COMPLETE)} AS grid, {_shape(*_SIZES[3:], _COMPLETE)} AS block
 FROM {_timed('raw_kernel')} k""",
     strings=Strings(("demangledName", "shortName")),
     in_export_order=True,
@@ -188,13 +211,20 @@ FROM {_timed('raw_kernel')} k""",
         "launch_end_ns": "return of the launch call, ns (NULL when none was traced)",
         "launch_global_tid": "nsys packed key of the thread that made the launch call",
     },
+    # jitter's "same kernel" is a name and a grid and block: the two shapes, read in this
+    # pass, cost less than the kernel_configs view beside it (docs/performance.md)
+    hidden={
+        "grid": "the grid, x << 32 | y << 16 | z (kernel_configs' grid_x, grid_y, grid_z); "
+                "NULL where one of the six sizes is missing, -1 where it does not pack",
+        "block": "the block, packed as the grid",
+    },
     source_tables=("CUPTI_ACTIVITY_KIND_KERNEL",),
     capture_hint="nsys profile --trace=cuda",
 )
 
-# Launch configurations live apart from ``kernels``: only jitter reads them (row for row
-# beside kernels, both in the export's order), and every other reader of ``kernels`` would
-# pay for nine more columns of the biggest table (docs/performance.md).
+# Launch configurations live apart from ``kernels``: every reader of ``kernels`` would pay
+# for nine more columns of the biggest table (docs/performance.md). jitter reads the grid
+# and block packed in the kernels' file (``KERNELS.hidden``) where they pack.
 KERNEL_CONFIGS = ViewSpec(
     name="kernel_configs",
     description="Launch configuration of each kernel execution (join kernels on "
@@ -687,6 +717,9 @@ VIEWS: dict[str, ViewSpec] = {
     for v in (KERNELS, KERNEL_CONFIGS, MEMCPYS, MEMSETS, API_CALLS, NVTX_RANGES, SYNCS, THREADS,
               PROCESSES, DEVICES, OS_RUNTIME, GPU_METRICS, CUDA_GRAPHS, UM_PAGE_FAULTS)
 }
+
+#: ``_<view>_stored`` (a view's columns and its hidden ones, ``ViewSpec.hidden``) -> the view
+STORED: dict[str, str] = {f"_{v.name}_stored": v.name for v in VIEWS.values() if v.hidden}
 
 #: the values of ``api_calls.category``
 #: The CUDA version stamp nsys appends to API names (``cudaLaunchKernel_v7000``,

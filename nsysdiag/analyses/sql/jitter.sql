@@ -14,6 +14,24 @@
 --          cv (stddev / mean, dimensionless).
 -- (The concurrency table comes from the overlap analysis: see jitter.py.)
 
+-- @query by_shape
+-- @needs _kernels_stored
+-- A kernel's configuration is the grid and block packed in the kernels view's own file
+-- (views/definitions.py: KERNELS.hidden, x << 32 | y << 16 | z), read in the same pass as
+-- its name: no second view beside it. Used when `shapes_pack` holds; the sizes are those
+-- of the configuration view's row made from the same row of the export's kernel table,
+-- NULL all six where one is missing.
+SELECT name, grid >> 32 AS grid_x, (grid >> 16) & 65535 AS grid_y, grid & 65535 AS grid_z,
+       block >> 32 AS block_x, (block >> 16) & 65535 AS block_y, block & 65535 AS block_z,
+       duration_ns
+FROM _kernels_stored
+WHERE duration_ns > 0
+
+-- @query shapes_pack
+-- @needs _kernels_stored
+-- Every kernel's grid and block packed (none outside CUDA's limits: -1)
+SELECT count(*) FILTER (WHERE grid = -1 OR block = -1) = 0 FROM _kernels_stored
+
 -- @query by_position
 -- @needs kernel_configs, kernels
 -- A kernel's configuration is the kernel_configs row made from the same row of the
@@ -60,7 +78,7 @@ FROM kernels WHERE duration_ns > 0
 -- would copy every kernel's name. The kernels are read once: each group's durations are
 -- kept as a list beside its quantiles (8 bytes a kernel), and the slow launches of the
 -- kept groups are counted in their lists. A second pass over the kernels would repeat
--- their join with kernel_configs (a positional join runs on one core).
+-- their configurations' reading (from the kernels' file, or a positional join on one core).
 WITH k AS (
     SELECT name, duration_ns,
            CASE WHEN complete THEN grid_x END AS grid_x,
