@@ -1,169 +1,164 @@
-"""The typed facade of :class:`~nsysdiag.report.Report`: one method per analysis.
+"""The typed facade: each analysis as a method of :class:`~nsysdiag.report.Report` and as
+a typed accessor of a diagnosis' results, declared by one line.
 
 ``rep.transfers(baseline=...)`` is ``rep.analysis("transfers", baseline=...)`` with the
-analysis' own keyword options, documented where the analysis is (its module's ``run``),
-and its result class as the return type: a caller reads figures as attributes
+analysis' own options (those of its module's ``run``, documented there) and its result
+class as the return type: a caller reads figures as attributes
 (``rep.transfers().htod.median_gbps``), checked by a type checker, instead of finding a
 result by name. Results are computed once per report and options (``analyses.results``:
 an option given its default counts as left out, so ``rep.ranges()`` and
-``rep.analysis("ranges")`` share one result).
+``rep.analysis("ranges")`` share one result). The method returns the bare
+:class:`AnalysisResult` when the analysis had nothing to measure (``not_captured``,
+``empty``). On a diagnosis' results (``diagnosis.model.Analyses``), ``d.analyses.ranges``
+is the ranges analysis' :class:`RangesResult` when it measured (status ok), else None.
 
-An analysis added to ``nsysdiag.analyses.ANALYSES`` gets its method here, with ``run``'s
-signature (and its typed accessor, ``diagnosis.model.Analyses``); ``tests/test_facade.py``
-checks that every analysis has both and that a method's options are those of ``run``.
-A method returns the bare :class:`AnalysisResult` when the analysis had nothing to
-measure (``not_captured``, ``empty``).
+Both come from one line per analysis in :class:`Declared`,
+``transfers = Analysis(lambda: transfers)``: the module named in the lambda (imported for
+the type checker only, in the ``TYPE_CHECKING`` block below) gives the type checker the
+options of its ``run`` and its ``RESULT``; at run time the attribute's name is the
+analysis', and its module is imported on first use. An analysis is a module of
+``nsysdiag.analyses`` (``ANALYSES`` finds them); adding one adds two lines here, its
+name to the import and its declaration. ``tests/test_facade.py`` checks that every
+analysis has its line, naming its own module.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+import inspect
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
 if TYPE_CHECKING:
+    from .analyses import (
+        api_summary,
+        capture,
+        gpu_idle,
+        gpu_metrics,
+        graphs,
+        host_syncs,
+        interference,
+        jitter,
+        kernel_summary,
+        launch_gaps,
+        launch_latency,
+        os_blocking,
+        overlap,
+        ranges,
+        transfers,
+        whole_run,
+        workload,
+    )
     from .analyses.base import AnalysisResult
-    from .analyses.capture import CaptureResult
-    from .analyses.gpu_idle import GpuIdleResult
-    from .analyses.gpu_metrics import GpuMetricsResult
-    from .analyses.graphs import GraphsResult
-    from .analyses.host_syncs import HostSyncsResult
-    from .analyses.interference import InterferenceResult
-    from .analyses.jitter import JitterResult
-    from .analyses.kernel_summary import KernelSummaryResult
-    from .analyses.launch_gaps import LaunchGapsResult
-    from .analyses.launch_latency import LaunchLatencyResult
-    from .analyses.os_blocking import OsBlockingResult
-    from .analyses.overlap import OverlapResult
-    from .analyses.ranges import RangesResult
-    from .analyses.transfers import TransfersResult
-    from .analyses.whole_run import WholeRunResult
-    from .analyses.workload import WorkloadResult
-    from .settings import Settings
+
+P = ParamSpec("P")
+R = TypeVar("R", bound="AnalysisResult")
+R_co = TypeVar("R_co", bound="AnalysisResult", covariant=True)
 
 
-class AnalysisMethods:
+class AnalysisModule(Protocol[P, R_co]):
+    """What the facade reads of an analysis module: its result class and its ``run``."""
+
+    @property
+    def RESULT(self) -> type[R_co]: ...  # noqa: N802 (the module constant's name)
+
+    @property
+    def run(self) -> Callable[Concatenate[Any, P], R_co | AnalysisResult]: ...
+
+
+class Runner(Protocol):
+    """What runs analyses by name (:class:`~nsysdiag.report.Report`)."""
+
+    def analysis(self, name: str, **options: Any) -> AnalysisResult: ...
+
+
+class Analysis(Generic[P, R]):
+    """One analysis of the facade: on a report, a method with the options of its ``run``
+    returning its result (``R``, or the bare :class:`AnalysisResult`); on a dict of
+    results by name, its result when it measured, else None.
+
+    ``declared`` returns the analysis' module; it is never called (the type checker reads
+    it), so that declaring the facade imports no analysis."""
+
+    def __init__(self, declared: Callable[[], AnalysisModule[P, R]]) -> None:
+        self.declared = declared
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Analysis[P, R]: ...
+
+    @overload
+    def __get__(self, obj: dict[str, AnalysisResult], owner: type) -> R | None: ...
+
+    @overload
+    def __get__(self, obj: Runner, owner: type) -> Callable[P, R | AnalysisResult]: ...
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        if obj is None:
+            return self
+        if isinstance(obj, dict):
+            result = obj.get(self.name)
+            if result is None or not result.ok:
+                return None
+            return result if isinstance(result, _module(self.name).RESULT) else None
+        return types.MethodType(_method(self.name), obj)
+
+
+def _module(name: str) -> Any:
+    from .analyses import module
+
+    return module(name)
+
+
+@functools.cache
+def _method(name: str) -> Callable[..., AnalysisResult]:
+    """Analysis ``name`` as a function of a runner and ``run``'s options: documented and
+    signed as its ``run``, less the report."""
+    run = _module(name).run
+    signature = inspect.signature(run)
+
+    def method(runner: Runner, /, *args: Any, **options: Any) -> AnalysisResult:
+        given = signature.bind_partial(None, *args, **options).arguments
+        given.pop(next(iter(signature.parameters)))
+        return runner.analysis(name, **given)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = (f"{(run.__doc__ or name).strip().splitlines()[0]} "
+                      f"(:func:`nsysdiag.analyses.{name}.run`).")
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    return method
+
+
+class Declared:
+    """The analyses, one line each (see the module)."""
+
+    api_summary = Analysis(lambda: api_summary)
+    capture = Analysis(lambda: capture)
+    gpu_idle = Analysis(lambda: gpu_idle)
+    gpu_metrics = Analysis(lambda: gpu_metrics)
+    graphs = Analysis(lambda: graphs)
+    host_syncs = Analysis(lambda: host_syncs)
+    interference = Analysis(lambda: interference)
+    jitter = Analysis(lambda: jitter)
+    kernel_summary = Analysis(lambda: kernel_summary)
+    launch_gaps = Analysis(lambda: launch_gaps)
+    launch_latency = Analysis(lambda: launch_latency)
+    os_blocking = Analysis(lambda: os_blocking)
+    overlap = Analysis(lambda: overlap)
+    ranges = Analysis(lambda: ranges)
+    transfers = Analysis(lambda: transfers)
+    whole_run = Analysis(lambda: whole_run)
+    workload = Analysis(lambda: workload)
+
+
+class AnalysisMethods(Declared):
     """One method per analysis, each running it through :meth:`analysis` (which the class
     that takes these methods, :class:`~nsysdiag.report.Report`, defines)."""
 
     def analysis(self, name: str, **options: Any) -> AnalysisResult:
         """The result of analysis ``name`` with ``options`` (the class defines it)."""
         raise NotImplementedError
-
-    def capture(
-        self, *, baseline: str | None = None, settings: Settings | None = None
-    ) -> CaptureResult | AnalysisResult:
-        """What the capture lost or lacks, and the machine it ran on
-        (:func:`nsysdiag.analyses.capture.run`)."""
-        return self.analysis(  # type: ignore[return-value]
-            "capture", baseline=baseline, settings=settings)
-
-    def kernel_summary(
-        self, *, top: int | None = None, settings: Settings | None = None
-    ) -> KernelSummaryResult | AnalysisResult:
-        """Summarize kernel execution time per kernel name
-        (:func:`nsysdiag.analyses.kernel_summary.run`)."""
-        return self.analysis(  # type: ignore[return-value]
-            "kernel_summary", top=top, settings=settings)
-
-    def launch_gaps(
-        self, *, settings: Settings | None = None, normal_threshold_us: float | None = None,
-        p99_threshold_us: float | None = None, detail: bool = True
-    ) -> LaunchGapsResult | AnalysisResult:
-        """Measure the gaps between kernels per GPU, per stream and inside CUDA graphs
-        (:func:`nsysdiag.analyses.launch_gaps.run`)."""
-        return self.analysis(  # type: ignore[return-value]
-            "launch_gaps", settings=settings, normal_threshold_us=normal_threshold_us,
-            p99_threshold_us=p99_threshold_us, detail=detail)
-
-    def launch_latency(
-        self, *, top: int | None = None, detail: bool = True, settings: Settings | None = None
-    ) -> LaunchLatencyResult | AnalysisResult:
-        """Time every kernel launch and follow the dispatch queue
-        (:func:`nsysdiag.analyses.launch_latency.run`)."""
-        return self.analysis(  # type: ignore[return-value]
-            "launch_latency", top=top, detail=detail, settings=settings)
-
-    def transfers(
-        self, *, baseline: str | None = None, large_bytes: int | None = None, settings:
-        Settings | None = None
-    ) -> TransfersResult | AnalysisResult:
-        """Bandwidth of every memcpy and memset, against the host link, with contention
-        (:func:`nsysdiag.analyses.transfers.run`)."""
-        return self.analysis(  # type: ignore[return-value]
-            "transfers", baseline=baseline, large_bytes=large_bytes, settings=settings)
-
-    def overlap(self, *, settings: Settings | None = None) -> OverlapResult | AnalysisResult:
-        """Kernel/copy busy time, their overlap and stream concurrency, per device
-        (:func:`nsysdiag.analyses.overlap.run`)."""
-        return self.analysis("overlap", settings=settings)  # type: ignore[return-value]
-
-    def graphs(self, *, top: int = 10, settings: Settings | None = None) -> GraphsResult:
-        """Graph launches, the share of GPU work inside graphs, and launch overhead
-        (:func:`nsysdiag.analyses.graphs.run`)."""
-        return self.analysis("graphs", top=top, settings=settings)  # type: ignore[return-value]
-
-    def jitter(
-        self, *, top: int | None = None, slow: float | None = None, settings: Settings | None = None
-    ) -> JitterResult | AnalysisResult:
-        """Per-kernel duration spread for the kernels that use the most GPU time
-        (:func:`nsysdiag.analyses.jitter.run`)."""
-        return self.analysis(  # type: ignore[return-value]
-            "jitter", top=top, slow=slow, settings=settings)
-
-    def ranges(
-        self, range_name: str | None = None, tail_pct: float | None = None,
-        min_instances: int | None = None, scope: str = "auto", keep_warmup: bool | None = None,
-        *, settings: Settings | None = None
-    ) -> RangesResult | AnalysisResult:
-        """Decompose every request/iteration and attribute the latency tail to components
-        (:func:`nsysdiag.analyses.ranges.run`)."""
-        return self.analysis(  # type: ignore[return-value]
-            "ranges", range_name=range_name, tail_pct=tail_pct,
-            min_instances=min_instances, scope=scope, keep_warmup=keep_warmup,
-            settings=settings)
-
-    def gpu_idle(
-        self, *, settings: Settings | None = None, range_name: str | None = None, detail:
-        bool = True
-    ) -> GpuIdleResult | AnalysisResult:
-        """Give each gap before a kernel a cause and sum the GPU's idle time by cause
-        (:func:`nsysdiag.analyses.gpu_idle.run`)."""
-        return self.analysis(  # type: ignore[return-value]
-            "gpu_idle", settings=settings, range_name=range_name, detail=detail)
-
-    def whole_run(
-        self, *, top: int = 5, settings: Settings | None = None
-    ) -> WholeRunResult | AnalysisResult:
-        """Split the whole run's time on its busiest GPU; name what dominates it
-        (:func:`nsysdiag.analyses.whole_run.run`)."""
-        return self.analysis("whole_run", top=top, settings=settings)  # type: ignore[return-value]
-
-    def host_syncs(self, *, settings: Settings | None = None) -> HostSyncsResult | AnalysisResult:
-        """Measure the host's synchronization waits per call name and per thread
-        (:func:`nsysdiag.analyses.host_syncs.run`)."""
-        return self.analysis("host_syncs", settings=settings)  # type: ignore[return-value]
-
-    def os_blocking(self, *, settings: Settings | None = None) -> OsBlockingResult | AnalysisResult:
-        """Measure the traced OS runtime calls per call name
-        (:func:`nsysdiag.analyses.os_blocking.run`)."""
-        return self.analysis("os_blocking", settings=settings)  # type: ignore[return-value]
-
-    def gpu_metrics(self, *, settings: Settings | None = None) -> GpuMetricsResult | AnalysisResult:
-        """Summarize the sampled DRAM, SM and PCIe metrics
-        (:func:`nsysdiag.analyses.gpu_metrics.run`)."""
-        return self.analysis("gpu_metrics", settings=settings)  # type: ignore[return-value]
-
-    def interference(
-        self, *, settings: Settings | None = None, range_name: str | None = None
-    ) -> InterferenceResult | AnalysisResult:
-        """Name the other GPU work that ran during the slowest units
-        (:func:`nsysdiag.analyses.interference.run`)."""
-        return self.analysis(  # type: ignore[return-value]
-            "interference", settings=settings, range_name=range_name)
-
-    def workload(
-        self, *, settings: Settings | None = None, range_name: str | None = None
-    ) -> WorkloadResult | AnalysisResult:
-        """Tell more work from slower work in the slowest units
-        (:func:`nsysdiag.analyses.workload.run`)."""
-        return self.analysis(  # type: ignore[return-value]
-            "workload", settings=settings, range_name=range_name)

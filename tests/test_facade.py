@@ -3,6 +3,7 @@ and one typed accessor per analysis on a diagnosis' results (``d.analyses.ranges
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 
@@ -10,41 +11,66 @@ import pytest
 from conftest import ROOT
 
 import nsysdiag
+from nsysdiag import facade
 from nsysdiag.analyses import ANALYSES, module
 from nsysdiag.analyses.base import AnalysisResult
 from nsysdiag.analyses.graphs import GraphsResult
 from nsysdiag.analyses.ranges import RangesResult
 from nsysdiag.analyses.transfers import TransfersResult
 from nsysdiag.diagnosis.model import Analyses
-from nsysdiag.facade import AnalysisMethods
+from nsysdiag.facade import Analysis, Declared
 from nsysdiag.report import Report
 
 EXAMPLE = ROOT / "examples" / "gpu-jitter.sqlite"
 
 
+def _typing_imports() -> set[str]:
+    """The names facade.py imports from nsysdiag.analyses for the type checker."""
+    tree = ast.parse(inspect.getsource(facade))
+    return {alias.name for node in tree.body if isinstance(node, ast.If)
+            for stmt in node.body if isinstance(stmt, ast.ImportFrom)
+            and stmt.module == "analyses" and stmt.level == 1 for alias in stmt.names}
+
+
 @pytest.mark.parametrize("name", ANALYSES)
-def test_every_analysis_has_its_method_with_the_options_of_run(name):
-    method = getattr(AnalysisMethods, name, None)
-    assert callable(method), f"nsysdiag/facade.py has no method {name}"
-    assert getattr(Report, name) is method
+def test_every_analysis_has_its_line_naming_its_own_module(name):
+    """One line of facade.Declared per analysis, whose lambda names the analysis' own
+    module (what the type checker reads); Report and a diagnosis' results share it."""
+    declared = inspect.getattr_static(Declared, name, None)
+    assert isinstance(declared, Analysis), f"nsysdiag/facade.py declares no {name}"
+    assert declared.name == name
+    assert declared.declared.__code__.co_names == (name,)
+    assert getattr(Report, name) is getattr(Analyses, name) is declared
+    assert f"\n    {name} = Analysis(lambda: {name})\n" in inspect.getsource(facade)
+    assert name in _typing_imports(), "the module is not imported for the type checker"
+    assert module(name).RESULT.analysis_name() == name
+
+
+@pytest.mark.parametrize("name", ANALYSES)
+def test_every_method_has_the_options_and_docs_of_run(name, tmp_path):
+    with nsysdiag.open(EXAMPLE, cache_dir=tmp_path) as rep:
+        method = getattr(rep, name)
     run = inspect.signature(module(name).run)
-    facade = inspect.signature(method)
+    facade_sig = inspect.signature(method)
     # the same options, kinds, defaults and annotations (strings: postponed evaluation);
     # the report is the method's self
-    (_, *expected), (_, *got) = run.parameters.values(), facade.parameters.values()
+    (_, *expected), got = run.parameters.values(), facade_sig.parameters.values()
     assert [(p.name, p.kind, p.default, p.annotation) for p in got] == \
         [(p.name, p.kind, p.default, p.annotation) for p in expected]
-    assert facade.return_annotation == run.return_annotation
+    assert facade_sig.return_annotation == run.return_annotation
     assert f"nsysdiag.analyses.{name}.run" in method.__doc__
+    assert method.__name__ == name
 
 
-@pytest.mark.parametrize("name", ANALYSES)
-def test_every_analysis_has_its_typed_accessor(name):
-    accessor = getattr(Analyses, name, None)
-    assert isinstance(accessor, property), f"diagnosis.model.Analyses has no {name}"
-    assert inspect.signature(accessor.fget).return_annotation == \
-        f"{module(name).RESULT.__name__} | None"
-    assert module(name).RESULT.analysis_name() == name
+def test_positional_and_keyword_options_reach_run(tmp_path):
+    with nsysdiag.open(EXAMPLE, cache_dir=tmp_path) as rep:
+        # ranges' first options are positional, as in its run
+        assert rep.ranges(None, None) is rep.ranges() is rep.analysis("ranges")
+        assert rep.graphs(top=3) is rep.analysis("graphs", top=3)
+        with pytest.raises(TypeError):
+            rep.transfers(no_such_option=1)
+        with pytest.raises(TypeError):
+            rep.transfers("positional")
 
 
 def test_methods_share_the_results_of_analysis(tmp_path):
@@ -79,3 +105,37 @@ def test_diagnosis_results_are_read_by_type(tmp_path):
     bare = dataclasses.replace(d, analyses={"ranges": a["ranges"]})
     assert isinstance(bare.analyses, Analyses) and bare.analyses.ranges is a["ranges"]
     assert bare.analyses.transfers is None
+
+
+_TYPED = '''
+import nsysdiag
+from nsysdiag.diagnosis.model import Analyses
+
+with nsysdiag.open("x.sqlite") as rep:
+    reveal_type(rep.ranges)
+    rep.transfers(no_such_option=1)
+    rep.graphs(top="ten")
+a = Analyses()
+reveal_type(a.transfers)
+t = a.transfers
+if t is not None:
+    reveal_type(t.htod.median_gbps)
+'''
+
+
+def test_the_type_checker_reads_each_analysis_from_its_line(tmp_path):
+    """mypy (where installed) gives a method the options and result of ``run`` and an
+    accessor the result class, from the one line per analysis."""
+    api = pytest.importorskip("mypy.api")
+    (tmp_path / "typed.py").write_text(_TYPED)
+    out, _, _ = api.run(["--follow-imports=silent", "--ignore-missing-imports",
+                         "--no-incremental", str(tmp_path / "typed.py")])
+    assert ('Revealed type is "def (range_name: str | None =, tail_pct: float | None =, '
+            "min_instances: int | None =, scope: str =, keep_warmup: bool | None =, *, "
+            "settings: nsysdiag.settings.Settings | None =) -> "
+            "nsysdiag.analyses.ranges.RangesResult | nsysdiag.analyses.base.AnalysisResult"
+            '"') in out
+    assert 'Unexpected keyword argument "no_such_option"' in out
+    assert 'Argument "top" has incompatible type "str"; expected "int"' in out
+    assert 'Revealed type is "nsysdiag.analyses.transfers.TransfersResult | None"' in out
+    assert 'Revealed type is "float | None"' in out

@@ -1,6 +1,11 @@
 """SQL analyses over the normalized views; each module is one analysis.
 
-``ANALYSES`` lists the module names in the order the CLI shows them.
+An analysis is a module of this package that names its result class (a line
+``RESULT = ...``, the shape ``base`` describes); ``ANALYSES`` names them, found in the
+package, in alphabetical order. The package's other modules are the framework the
+analyses share (``base``, ``results``) and measurements that are no analysis of one report
+of their own (``host_stall``, ``timelines``, the cross-report ``collectives``). An
+analysis' typed facade is two lines of ``nsysdiag/facade.py``.
 """
 
 from __future__ import annotations
@@ -8,26 +13,22 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.resources
+import re
 from types import ModuleType
 
-ANALYSES = (
-    "capture",
-    "kernel_summary",
-    "launch_gaps",
-    "launch_latency",
-    "transfers",
-    "overlap",
-    "graphs",
-    "jitter",
-    "ranges",
-    "gpu_idle",
-    "whole_run",
-    "host_syncs",
-    "os_blocking",
-    "gpu_metrics",
-    "interference",
-    "workload",
-)
+#: the line that makes a module of this package an analysis: its result class
+_RESULT_LINE = re.compile(r"^RESULT = ", re.M)
+
+
+def _found() -> tuple[str, ...]:
+    """The analysis modules of this package by name, read from their source (not
+    imported: an analysis is imported when it runs)."""
+    return tuple(sorted(
+        path.name.removesuffix(".py") for path in importlib.resources.files(__name__).iterdir()
+        if path.name.endswith(".py") and _RESULT_LINE.search(path.read_text())))
+
+
+ANALYSES = _found()
 
 
 def module(name: str) -> ModuleType:

@@ -20,7 +20,12 @@ An analysis is a module in this package with
   documented (the command line maps them to the options of ``nsysdiag <name> PATH`` in
   ``nsysdiag/cli/options.py``). It judges with the fields of
   :class:`nsysdiag.settings.Settings` it reads; it lists none of them: the results cache
-  records which fields a run read (``analyses/results.py``).
+  records which fields a run read (``analyses/results.py``);
+* ``RUNS`` (optional, :class:`nsysdiag.engine.runner.Runs`): what its Python reads beside
+  its SQL steps (the other analyses whose results it reads, an intermediate another's pass
+  makes, views) and what it costs (one core, a large memory peak). The runner orders and
+  overlaps a plan of analyses from these alone; ``tests/test_runner.py`` checks them
+  against what each analysis reads.
 
 Results are frozen: the figures are attributes (units in the names); ``summary`` is their
 JSON form, made from the fields; ``tables`` named Arrow tables (per device, per stream,

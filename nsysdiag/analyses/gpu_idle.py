@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from ..compute import compiled, figures, intervals, sweep
 from ..engine.accelerate import accelerate
+from ..engine.runner import Runs
 from ..engine.steps import registered, steps, temp_views
 from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
@@ -139,6 +140,8 @@ class GpuIdleResult(AnalysisResult):
 
 
 RESULT = GpuIdleResult
+#: how it runs (``engine.runner``): ranges' unit windows
+RUNS = Runs(needs=("ranges",))
 
 
 def classify(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray,

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..engine.runner import Runs
 from ..engine.steps import registered, steps
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, records, run_query
@@ -127,6 +128,8 @@ def _ms(ns: float | None) -> str:
 
 
 RESULT = InterferenceResult
+#: how it runs (``engine.runner``): ranges' slowest units
+RUNS = Runs(needs=("ranges",))
 
 
 def slow_count(n: int, tail_n: int, settings: Settings) -> int:

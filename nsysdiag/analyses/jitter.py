@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from ..engine.runner import Runs
 from ..engine.steps import temp_views
 from ..settings import DEFAULTS, Settings
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
@@ -80,6 +81,8 @@ class JitterResult(AnalysisResult):
 
 
 RESULT = JitterResult
+#: how it runs (``engine.runner``): overlap's figures
+RUNS = Runs(needs=("overlap",))
 
 
 

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from ..compute import compiled, figures, intervals
 from ..engine.accelerate import pick
+from ..engine.runner import Runs
 from ..engine.steps import steps, temp_views
 from ..settings import DEFAULTS, Settings, us_to_ns
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
@@ -134,6 +135,9 @@ class LaunchGapsResult(AnalysisResult):
 
 
 RESULT = LaunchGapsResult
+#: how it runs (``engine.runner``): its accelerated pass is mostly numpy on one core, with a
+#: large memory peak at millions of kernels
+RUNS = Runs(one_core=True, large_peak=True)
 
 
 def _settings(settings: Settings | None, normal_threshold_us: float | None,

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from ..compute import intervals
 from ..engine.accelerate import pick
+from ..engine.runner import Runs
 from ..engine.steps import registered, temp_views
 from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
@@ -62,6 +63,9 @@ class OverlapResult(AnalysisResult):
 
 
 RESULT = OverlapResult
+#: how it runs (``engine.runner``): its pass keeps each GPU's busy union for ranges when a
+#: plan runs both
+RUNS = Runs(makes=(intervals.GPU_BUSY,))
 
 
 def run(report: Report, *, settings: Settings | None = None) -> OverlapResult | AnalysisResult:

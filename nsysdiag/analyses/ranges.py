@@ -29,6 +29,7 @@ from ..compute import compiled, cycles, intervals, sweep
 from ..engine import threads
 from ..engine.accelerate import pick
 from ..engine.database import BATCH_ROWS
+from ..engine.runner import Runs
 from ..engine.schedule import forked
 from ..engine.steps import expose, registered, shared, step_file, step_writer, steps, temp_views
 from ..errors import UsageError
@@ -301,6 +302,9 @@ class RangesResult(AnalysisResult):
 
 
 RESULT = RangesResult
+#: how it runs (``engine.runner``): each GPU's busy union when overlap's pass made it (else
+#: its own pass makes it); a large memory peak at millions of kernels
+RUNS = Runs(needs=(intervals.GPU_BUSY,), large_peak=True)
 
 
 #: API names (api_calls.name) of the calls that block the calling host thread until the

@@ -45,11 +45,13 @@ import pyarrow as pa
 import pyarrow.feather as feather
 
 from .._version import __version__
+from ..engine.runner import Runs, Task
 from ..fileio import write_atomic
 from ..settings import DEFAULTS, FIELDS, Reads, Settings, note_reads, plain, recording
 from ..views.cache import file_crc, note
-from . import module
-from .base import AnalysisResult
+from ..views.definitions import VIEWS
+from . import ANALYSES, module
+from .base import AnalysisResult, views_read
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
@@ -97,6 +99,36 @@ def run(report: Report, name: str, **options: Any) -> AnalysisResult:
     # a caller that runs this analysis with its own (recording) settings read these too
     note_reads(given, entry.fields)
     return entry.result
+
+
+def task(name: str, **options: Any) -> Task:
+    """Analysis ``name`` with ``options`` as a task of a plan (``engine.runner.run``): run
+    through :func:`run`, as its module declares (``RUNS``), reading the views that
+    :func:`views_of` gives."""
+    return Task(name, functools.partial(_run_task, name, options), runs(name), views_of(name))
+
+
+def _run_task(name: str, options: dict[str, Any], report: Report) -> AnalysisResult:
+    return run(report, name, **options)
+
+
+def runs(name: str) -> Runs:
+    """How analysis ``name`` runs, as its module declares (``RUNS``; by default: on every
+    core, needing nothing)."""
+    declared = getattr(module(name), "RUNS", None)
+    return declared if declared is not None else Runs()
+
+
+def views_of(name: str) -> tuple[str, ...]:
+    """The views analysis ``name`` reads, in the order of ``views.definitions.VIEWS``: those
+    its SQL steps declare (``-- @needs``), those its ``RUNS`` names, and those of the
+    analyses it needs."""
+    declared = runs(name)
+    views = {*views_read(name), *declared.views}
+    for need in declared.needs:
+        if need in ANALYSES:
+            views.update(views_of(need))
+    return tuple(v for v in VIEWS if v in views)
 
 
 def _without_defaults(run_function: Any, options: dict[str, Any]) -> dict[str, Any]:

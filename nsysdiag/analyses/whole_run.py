@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from ..engine.runner import Runs
 from ..settings import Settings
 from .base import OK, AnalysisResult, figure, records, run_query
 
@@ -87,6 +88,8 @@ class WholeRunResult(AnalysisResult):
 
 
 RESULT = WholeRunResult
+#: how it runs (``engine.runner``): overlap's unions
+RUNS = Runs(needs=("overlap",))
 
 
 def run(report: Report, *, top: int = TOP,

@@ -44,6 +44,7 @@ from ..compute import compiled, intervals
 from ..compute.fits import isotonic, spearman_rho
 from ..engine.accelerate import pick
 from ..engine.database import stored_order
+from ..engine.runner import Runs
 from ..engine.steps import bind, registered
 from ..formatting import fmt_ns, fmt_ratio
 from ..settings import DEFAULTS, Settings
@@ -277,6 +278,8 @@ def _mb(b: float | None) -> str:
 
 
 RESULT = WorkloadResult
+#: how it runs (``engine.runner``): ranges' units
+RUNS = Runs(needs=("ranges",))
 
 
 def run(report: Report, *, settings: Settings | None = None,

@@ -37,8 +37,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..engine.database import BATCH_ROWS, stored_order
-from ..engine.workspace import GPU_BUSY
 from . import compiled
+
+#: the intermediate each device's busy union (:class:`Coverage`) is kept as between
+#: analyses (``engine.runner.Runs``): overlap's pass makes it, ranges reads GPU busy time
+#: from it
+GPU_BUSY = "gpu_busy"
 
 __all__ = ["BATCH_ROWS", "GPU_BUSY", "Busy", "Coverage", "OutOfOrder", "Union", "segments",
            "stored_order"]

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analyses import results as results_of
 from ..analyses.base import AnalysisResult
 from ..analyses.capture import CaptureResult
 from ..analyses.graphs import GraphsResult
@@ -37,12 +38,12 @@ from ..analyses.workload import (
     is_size_tail,
     is_transfer_volume_tail,
 )
-from ..engine import schedule
+from ..engine import runner
 from ..formatting import fmt_ns
 from ..layers import CAUSE_LAYERS, Layer
 from ..report import Report
 from ..settings import Settings
-from ..stats.classifier import classify_tail
+from ..stats.classifier import TailShapeResult, classify_tail
 from . import checks, consistency, support
 from .model import (
     Analyses,
@@ -58,12 +59,6 @@ from .model import (
 
 SHAPE_LAYER = {"right_skewed": Layer.CPU, "multimodal": Layer.GPU, "flat_tail": Layer.PCIE}
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
-
-
-def _run(report: Report, name: str, **kw: Any) -> AnalysisResult:
-    """Run one analysis. Missing data is the analysis' own status (``not_captured``,
-    ``empty``); an exception is an input error or a bug and reaches the caller."""
-    return report.analysis(name, **kw)
 
 
 def diagnose(
@@ -103,43 +98,46 @@ def _diagnose(
     report: Report, range_name: str | None, baseline: str | Path | None, settings: Settings
 ) -> Diagnosis:
     probe = report.probe
-    gaps_options = {"settings": settings, "detail": False}
-    beside = (
-        ("launch_latency", {"detail": False, "settings": settings}),
-        ("transfers", {"baseline": str(baseline) if baseline else None, "settings": settings}),
-        ("overlap", {"settings": settings}),
-        ("graphs", {"settings": settings}),
-        ("capture", {"baseline": str(baseline) if baseline else None, "settings": settings}),
-    )
-    # the whole run's breakdown (on overlap's unions: the answer without a unit) beside
-    # launch gaps; after them OS blocking and GPU metrics (views the others do not build)
-    # and gpu_idle after ranges, whose unit windows tell gaps inside units from those
-    # between them (up to idle_cause_max_kernels: it holds a row per gap)
-    after: tuple[tuple[str, dict], ...] = (
-        ("ranges", {"range_name": range_name, "settings": settings}),
-        ("os_blocking", {"settings": settings}), ("gpu_metrics", {"settings": settings}))
+    baseline_option = str(baseline) if baseline else None
+    # the analyses every diagnosis reads, in the order of its evidence; the runner orders
+    # and overlaps them as each declares (engine.runner). gpu_idle holds a row per gap:
+    # it runs up to idle_cause_max_kernels
+    plan = [
+        results_of.task("launch_gaps", settings=settings, detail=False),
+        results_of.task("launch_latency", detail=False, settings=settings),
+        results_of.task("transfers", baseline=baseline_option, settings=settings),
+        results_of.task("overlap", settings=settings),
+        results_of.task("graphs", settings=settings),
+        results_of.task("capture", baseline=baseline_option, settings=settings),
+        results_of.task("ranges", range_name=range_name, settings=settings),
+        results_of.task("os_blocking", settings=settings),
+        results_of.task("gpu_metrics", settings=settings),
+    ]
     if probe["kernels"].source_rows <= settings.idle_cause_max_kernels:
-        after += (("gpu_idle", {"range_name": range_name, "settings": settings,
-                                "detail": False}),)
-    done = schedule.diagnosis_analyses(
-        report, _run, ("launch_gaps", gaps_options),
-        (*beside, ("whole_run", {"settings": settings})), after)
-    results = Analyses({name: done[name]
-                        for name in ("launch_gaps", *(n for n, _ in beside),
-                                     *(n for n, _ in after), "whole_run") if name in done})
+        plan.append(results_of.task("gpu_idle", range_name=range_name, settings=settings,
+                                    detail=False))
+    plan.append(results_of.task("whole_run", settings=settings))
+    results = Analyses(runner.run(report, plan))
 
     ranges = results.ranges
     durations = _durations(ranges)
-    classifier = None
-    # jitter (DuckDB, every core) runs beside the mixture fits of the tail (one core)
-    with schedule.beside(report, _run if probe.present("kernels") else None, "jitter",
-                         views=("kernels",), stage="jitter", settings=settings) as jitter:
-        if durations is not None and durations.size:
-            classifier = classify_tail(durations, rng=settings.seed, min_n=settings.min_units,
-                                       tight_ratio=settings.tail_ratio,
-                                       elevated_ratio=settings.elevated_ratio)
-        if jitter is not None:
-            results["jitter"] = jitter.result()
+
+    def shape(_: None) -> TailShapeResult | None:
+        """The tail's shape (the mixture fits: one core), beside jitter (DuckDB)."""
+        if durations is None or not durations.size:
+            return None
+        return classify_tail(durations, rng=settings.seed, min_n=settings.min_units,
+                             tight_ratio=settings.tail_ratio,
+                             elevated_ratio=settings.elevated_ratio)
+
+    beside_shape = [runner.Task("tail shape", shape, runner.Runs(one_core=True),
+                                on_report=False)]
+    if probe.present("kernels"):
+        beside_shape.append(results_of.task("jitter", settings=settings))
+    done = runner.run(report, beside_shape)
+    classifier = done["tail shape"]
+    if "jitter" in done:
+        results["jitter"] = done["jitter"]
     unmeasured = results.get("ranges")  # its message says why there is no unit
     tail = _tail_summary(ranges, durations, classifier, settings,
                          why=unmeasured.message if unmeasured is not None
@@ -218,18 +216,13 @@ def _culprit_analyses(report: Report, ranges: RangesResult | None, tail: TailSum
         g = ranges.growth(c)
         return g is not None and (g.share_of_growth or 0) >= settings.culprit_share
 
-    out: dict[str, AnalysisResult] = {}
     # workload always: slow units that are simply bigger may absorb the time on any side
     # (more host time preparing a bigger input as much as more kernels)
-    for name, components in (
-        ("interference", (Component.GPU_OTHER,)),
-        ("workload", tuple(Component)),
-    ):
-        if any(grew(c) for c in components):
-            r = _run(report, name, range_name=range_name, settings=settings)
-            if r is not None:
-                out[name] = r
-    return out
+    return runner.run(report, [
+        results_of.task(name, range_name=range_name, settings=settings)
+        for name, components in (("interference", (Component.GPU_OTHER,)),
+                                 ("workload", tuple(Component)))
+        if any(grew(c) for c in components)])
 
 
 def _platform(capture: CaptureResult | None) -> Platform:

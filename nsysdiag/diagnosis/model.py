@@ -22,22 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..analyses.base import AnalysisResult
-from ..analyses.capture import CaptureResult
-from ..analyses.gpu_idle import GpuIdleResult, breakdown
-from ..analyses.gpu_metrics import GpuMetricsResult
+from ..analyses.gpu_idle import breakdown
 from ..analyses.graphs import GraphsResult
-from ..analyses.host_syncs import HostSyncsResult
-from ..analyses.interference import InterferenceResult
-from ..analyses.jitter import JitterResult
-from ..analyses.kernel_summary import KernelSummaryResult
-from ..analyses.launch_gaps import LaunchGapsResult
-from ..analyses.launch_latency import LaunchLatencyResult
-from ..analyses.os_blocking import OsBlockingResult
-from ..analyses.overlap import OverlapResult
-from ..analyses.ranges import RangesResult
-from ..analyses.transfers import TransfersResult
-from ..analyses.whole_run import WholeRunResult
-from ..analyses.workload import WorkloadResult
+from ..facade import Declared
 from ..formatting import dumps, fmt_ns, html_table
 from ..layers import Layer
 from ..settings import Settings
@@ -372,13 +359,13 @@ class GraphUse:
         return out
 
 
-class Analyses(dict[str, AnalysisResult]):
+class Analyses(dict[str, AnalysisResult], Declared):
     """The analyses' results of a diagnosis, by name (the JSON ``evidence``), read by
     type: ``d.analyses.ranges`` is the ranges analysis' :class:`RangesResult` when it
     measured (status ok), else None (not run, not captured, nothing to measure).
 
-    One property per analysis of ``nsysdiag.analyses.ANALYSES``
-    (``tests/test_facade.py`` checks); :meth:`typed` gives a result whatever its status.
+    One typed accessor per analysis, declared with its method of ``Report`` by one line
+    (``nsysdiag.facade.Declared``); :meth:`typed` gives a result whatever its status.
     """
 
     def typed(self, kind: type[R]) -> R | None:
@@ -391,70 +378,6 @@ class Analyses(dict[str, AnalysisResult]):
         """The result of class ``kind`` when its analysis measured (status ok)."""
         r = self.typed(kind)
         return r if r is not None and r.ok else None
-
-    @property
-    def capture(self) -> CaptureResult | None:
-        return self.measured(CaptureResult)
-
-    @property
-    def kernel_summary(self) -> KernelSummaryResult | None:
-        return self.measured(KernelSummaryResult)
-
-    @property
-    def launch_gaps(self) -> LaunchGapsResult | None:
-        return self.measured(LaunchGapsResult)
-
-    @property
-    def launch_latency(self) -> LaunchLatencyResult | None:
-        return self.measured(LaunchLatencyResult)
-
-    @property
-    def transfers(self) -> TransfersResult | None:
-        return self.measured(TransfersResult)
-
-    @property
-    def overlap(self) -> OverlapResult | None:
-        return self.measured(OverlapResult)
-
-    @property
-    def graphs(self) -> GraphsResult | None:
-        return self.measured(GraphsResult)
-
-    @property
-    def jitter(self) -> JitterResult | None:
-        return self.measured(JitterResult)
-
-    @property
-    def ranges(self) -> RangesResult | None:
-        return self.measured(RangesResult)
-
-    @property
-    def gpu_idle(self) -> GpuIdleResult | None:
-        return self.measured(GpuIdleResult)
-
-    @property
-    def whole_run(self) -> WholeRunResult | None:
-        return self.measured(WholeRunResult)
-
-    @property
-    def host_syncs(self) -> HostSyncsResult | None:
-        return self.measured(HostSyncsResult)
-
-    @property
-    def os_blocking(self) -> OsBlockingResult | None:
-        return self.measured(OsBlockingResult)
-
-    @property
-    def gpu_metrics(self) -> GpuMetricsResult | None:
-        return self.measured(GpuMetricsResult)
-
-    @property
-    def interference(self) -> InterferenceResult | None:
-        return self.measured(InterferenceResult)
-
-    @property
-    def workload(self) -> WorkloadResult | None:
-        return self.measured(WorkloadResult)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""When and where analyses run: forked cursors, a thread beside the main one, and the order
-of the diagnosis' analyses.
+"""Where analyses run: forked cursors and a thread beside the main one (the order of a
+plan of analyses is the runner's, ``engine.runner``).
 
 A DuckDB connection runs one statement at a time; a forked report (:func:`forked`) is the
 same report on a cursor of its own, so an analysis can run in another thread beside the
@@ -17,7 +17,6 @@ import duckdb
 
 from ..errors import StageTimeout
 from . import threads
-from .workspace import GPU_BUSY
 
 
 @contextlib.contextmanager
@@ -26,7 +25,7 @@ def forked(report: Any, *views: str) -> Iterator[Any]:
     analysis in another thread beside this one's queries. The ``views`` that either reads
     meanwhile are built (and the probe settled) first, here: a build sets options of the
     whole database (DuckDB's optimizer and order settings), and only this report builds
-    views. It shares the views, probe, scratch directory and results, not the workspace's
+    views. It shares the views, probe, scratch directory, results and the workspace's
     hand-overs; its connection is closed at the end of the block."""
     report.ensure_views(*views)
     report.probe.settle()
@@ -56,37 +55,3 @@ def beside(report: Any, fn: Callable[..., Any] | None, *args: Any, views: tuple[
     with forked(report, *views) as other, \
             threads.Workers(1, stage=stage, on_cancel=other.con.interrupt) as pool:
         yield pool.submit(fn, other, *args, **kw) if fn is not None else None
-
-
-#: the views the diagnosis' first analyses read, built before launch gaps runs beside them
-#: (transfers reads um_page_faults: the SQL steps' ``-- @needs`` say so)
-DIAGNOSIS_VIEWS = ("kernels", "cuda_graphs", "memcpys", "memsets", "devices", "processes",
-                   "api_calls", "nvtx_ranges", "um_page_faults")
-
-
-def diagnosis_analyses(
-    report: Any, run: Callable[..., Any], aside: tuple[str, dict],
-    beside_it: tuple[tuple[str, dict], ...], after: tuple[tuple[str, dict], ...],
-) -> dict[str, Any]:
-    """Run the diagnosis' analyses: ``aside`` (launch gaps) in a thread of its own, beside
-    the analyses ``beside_it`` one after the other, then those ``after`` it (ranges, and
-    what reads ranges' units); ``run(report, name, **options)`` runs one. Returns each
-    one's result by name.
-
-    Launch gaps' accelerated pass is mostly numpy on one core, while the analyses beside
-    it are mostly DuckDB on every core; ranges runs after both, not beside launch gaps,
-    since the two memory peaks together would be too high. Every view the analyses read
-    is built first (:func:`forked`): a build sets options of the whole database. Overlap's
-    pass makes each GPU's busy union, which ranges reads (``GPU_BUSY``, handed over in
-    the workspace) instead of a sorted pass of its own.
-    """
-    done: dict[str, Any] = {}
-    name, options = aside
-    with beside(report, run, name, views=DIAGNOSIS_VIEWS, stage=name, **options) as future:
-        with report.workspace.handover(GPU_BUSY):
-            for other, kw in beside_it:
-                done[other] = run(report, other, **kw)
-            done[name] = future.result()  # type: ignore[union-attr]
-            for other, kw in after:
-                done[other] = run(report, other, **kw)
-    return done

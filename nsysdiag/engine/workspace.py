@@ -2,7 +2,7 @@
 that analyses hand on to one another.
 
 ``Report.workspace`` holds one; a forked report (:func:`engine.schedule.forked`) gets one
-that shares the scratch directory but not the hand-overs.
+that shares the scratch directory and the hand-overs.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ class Workspace:
 
         An analysis whose pass makes one of them as a by-product keeps it
         (:meth:`expects`, :meth:`hand`) for the one that needs it (:meth:`take`), which
-        computes it itself when nothing was handed. Used by the diagnosis, which knows
-        what it will run next: ``gpu_busy``, each device's busy union
-        (``intervals.Coverage``), from overlap's pass to ranges.
+        computes it itself when nothing was handed. The runner opens it for a plan
+        (``engine.runner.run``) where one analysis declares that it makes an intermediate
+        and another that it needs it (``Runs.makes``, ``Runs.needs``).
         """
         for name in names:
             self._handed.setdefault(name, None)
@@ -81,10 +81,12 @@ class Workspace:
 
     def fork(self) -> Workspace:
         """A workspace for a forked report: the same scratch directory (made now, so both
-        share it; this one removes it), no hand-overs."""
+        share it; this one removes it) and the same hand-overs (an analysis may make an
+        intermediate in another thread than the one that reads it)."""
         self.scratch_dir()
         other = Workspace(self._spill)
         other._scratch, other._owner = self._scratch, False
+        other._handed = self._handed
         return other
 
     def close(self) -> None:
@@ -93,7 +95,3 @@ class Workspace:
             shutil.rmtree(self._scratch, ignore_errors=True)
         self._scratch = None
 
-
-#: the name under which a pass hands each device's busy union on (:meth:`Workspace.
-#: handover`): overlap's pass makes it, ranges reads GPU busy time from it
-GPU_BUSY = "gpu_busy"
