@@ -59,3 +59,29 @@ def test_without_cuda_calls_it_is_not_captured(builder, tmp_path):
         r = rep.api_summary()
     assert type(r) is not ApiSummaryResult and r.status == "not_captured"
     assert r.message.startswith("api_calls: ")
+
+
+def test_api_summary_matches_nsys_stats_cuda_api_sum():
+    # NVIDIA's own `nsys stats --report cuda_api_sum` of the H200 baseline: the same
+    # calls, total, median and max per name (nsys keeps the version suffix: _v11060)
+    import csv
+    import re
+
+    from conftest import H200, need
+
+    ref = need(H200 / "nsys-reference" / "stats_baseline_cuda_api_sum.csv")
+    def bare(name):
+        return re.sub(r"_v\d+$", "", name)
+
+    with nsysdiag.open(need(H200 / "baseline.sqlite"), cache=False) as rep:
+        rows = {bare(x["name"]): x
+                for x in rep.api_summary().tables["per_name"].to_pylist()}
+    with ref.open() as f:
+        expected = {bare(line["Name"]): (int(line["Num Calls"]), int(line["Total Time (ns)"]),
+                                         float(line["Med (ns)"]), int(line["Max (ns)"]))
+                    for line in csv.DictReader(f)}
+    assert set(rows) == set(expected)
+    for name, (calls, total, median, most) in expected.items():
+        got = rows[name]
+        assert (got["calls"], got["total_ns"], got["max_ns"]) == (calls, total, most), name
+        assert got["median_ns"] == pytest.approx(median, abs=0.5), name
