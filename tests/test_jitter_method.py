@@ -160,3 +160,26 @@ def test_shapes_at_the_limits_missing_and_beyond(builder, tmp_path):
         got = per_kernel(rep, "by_position")
         assert got == reference(rep)
         assert "k <<<(64,70000,1),(32,4,1)>>>" in [r[0] for r in got]
+
+
+def test_a_diagnosis_builds_kernel_configs_only_where_a_shape_does_not_pack(builder, tmp_path):
+    """kernel_configs (2-3 CPU-s at 10M kernels) is jitter's fallback view: a diagnosis of
+    kernels whose shapes pack never builds it, and one with a grid beyond CUDA's limits
+    builds it on jitter's own path and judges it by configuration all the same."""
+    def diagnosed(name: str, odd: tuple):
+        b = builder("current")
+        for i in range(300):
+            t = i * 100_000
+            b.nvtx(t, t + 60_000, "request")
+            b.launch(t + 1_000, t + 5_000, t + 10_000, t + 50_000 + (i % 7) * 100,
+                     name="k", grid=(odd, (7, 3, 2))[i % 2], block=(32, 4, 1))
+        cache = tmp_path / f"cache-{name}"
+        d = nsysdiag.diagnose(b.write(tmp_path / f"{name}.sqlite"), cache_dir=cache)
+        return d, list(cache.rglob("kernel_configs*.parquet"))
+
+    d, built = diagnosed("packs", (64, 2, 1))
+    assert d.analyses.jitter is not None and not built
+    d, built = diagnosed("beyond", (64, 70000, 1))
+    assert built, "the fallback path reads kernel_configs"
+    names = [r["name"] for r in d.analyses.jitter.table("per_kernel").to_pylist()]
+    assert "k <<<(64,70000,1),(32,4,1)>>>" in names

@@ -82,7 +82,9 @@ class JitterResult(AnalysisResult):
 
 RESULT = JitterResult
 #: how it runs (``engine.runner``): overlap's figures
-RUNS = Runs(needs=("overlap",))
+# kernel_configs is read only where a kernel's grid or block does not pack (by_position,
+# by_config): the diagnosis does not build it ahead
+RUNS = Runs(needs=("overlap",), fallback_views=("kernel_configs",))
 
 
 

@@ -122,9 +122,9 @@ def runs(name: str) -> Runs:
 def views_of(name: str) -> tuple[str, ...]:
     """The views analysis ``name`` reads, in the order of ``views.definitions.VIEWS``: those
     its SQL steps declare (``-- @needs``), those its ``RUNS`` names, and those of the
-    analyses it needs."""
+    analyses it needs; not those only its fallback path reads (``Runs.fallback_views``)."""
     declared = runs(name)
-    views = {*views_read(name), *declared.views}
+    views = {*views_read(name), *declared.views} - set(declared.fallback_views)
     for need in declared.needs:
         if need in ANALYSES:
             views.update(views_of(need))

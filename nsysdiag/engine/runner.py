@@ -45,6 +45,10 @@ class Runs:
         needs them (``Workspace.hand``).
     views
         The normalized views its Python reads besides those its SQL steps declare.
+    fallback_views
+        Views that only a fallback path of its own reads (taken when a check of the main
+        path fails): not built ahead, which would cost a build that most runs never read;
+        the path builds them when it runs.
     one_core
         Mostly numpy or compiled loops on one core: it runs in a thread of its own beside
         the analyses that run mostly in DuckDB.
@@ -55,6 +59,7 @@ class Runs:
     needs: tuple[str, ...] = ()
     makes: tuple[str, ...] = ()
     views: tuple[str, ...] = ()
+    fallback_views: tuple[str, ...] = ()
     one_core: bool = False
     large_peak: bool = False
 
