@@ -43,6 +43,10 @@ if TYPE_CHECKING:
     from .analyses.base import AnalysisResult
 
 
+#: SQL comments: ``-- ...`` to the end of the line, and ``/* ... */``
+_SQL_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
+
+
 @dataclass(frozen=True)
 class ReportInfo:
     """What `nsysdiag info` prints: versions, GPUs, processes, time span, row counts."""
@@ -252,8 +256,10 @@ class Report(AnalysisMethods):
             # GIL waiting for the connection, the other the connection waiting for the GIL)
             names = self.con.get_table_names(query)
         except duckdb.Error:
-            # the parser refuses some parameterized statements (LIMIT $n): match names instead
-            names = {v for v in (*VIEWS, *STORED) if re.search(rf"\b{v}\b", query)}
+            # the parser refuses some parameterized statements (LIMIT $n): match names
+            # instead, outside comments (a comment naming a view builds nothing)
+            code = _SQL_COMMENT.sub(" ", query)
+            names = {v for v in (*VIEWS, *STORED) if re.search(rf"\b{v}\b", code)}
         return [STORED.get(n, n) for n in names if n in VIEWS or n in STORED]
 
     def execute(self, query: str, params: Any = None) -> list[tuple]:

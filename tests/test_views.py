@@ -455,3 +455,14 @@ def test_sql_names_views_on_its_own_connection(standard_export, monkeypatch):
             w.join(timeout=60)
         assert not any(w.is_alive() for w in workers)
     assert counts == [counts[0]] * 100 and counts[0] > 0
+
+
+def test_a_view_named_in_a_comment_is_not_built(standard_export):
+    # a parameterized LIMIT the parser refuses: views are then matched by name, and a
+    # name inside a comment must not build its view (kernel_configs costs seconds)
+    with nsysdiag.open(standard_export, cache=False) as rep:
+        query = ("-- not kernel_configs\nSELECT count(*) FROM kernels /* nor memsets */ "
+                 "LIMIT $n")
+        assert rep._views_named(query) == ["kernels"]
+        assert rep.execute(query, {"n": 1})[0][0] > 0
+        assert not rep._store.built("kernel_configs") and not rep._store.built("memsets")
