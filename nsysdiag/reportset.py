@@ -49,6 +49,9 @@ def _run_on(path: str, options: dict[str, Any]) -> Any:
             return options["fn"](rep)
     except NsysdiagError as exc:
         return _Failed(type(exc), exc.message, exc.path or path, exc.hint)
+    except Exception as exc:  # noqa: BLE001 - a fault of ours: one line there, not a traceback
+        return _Failed(NsysdiagError, f"internal error: {type(exc).__name__}: {exc}", path,
+                       None)
 
 
 class ReportSet:

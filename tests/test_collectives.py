@@ -411,3 +411,19 @@ def test_exports_read_on_a_dask_cluster_give_the_same_pairing(tmp_path):
         on_dask = collectives.run(rs)
     assert on_dask.per_rank == serial.per_rank and on_dask.straggler == serial.straggler == 1
     assert on_dask.tables["instances"].equals(serial.tables["instances"])
+
+
+def _fault(rep):
+    """A worker's part with a fault of ours in it."""
+    raise ZeroDivisionError("division by zero")
+
+
+def test_a_fault_in_a_worker_comes_back_as_one_line(tmp_path, capfd):
+    from nsysdiag.errors import NsysdiagError
+
+    paths = _two_exports(tmp_path, late=300 * US)
+    with ReportSet(paths, workers=2, cache=False) as rs, pytest.raises(NsysdiagError) as err:
+        rs.map(_fault)
+    assert err.value.exit_code == 70
+    assert err.value.one_line().endswith("internal error: ZeroDivisionError: division by zero")
+    assert "Traceback" not in capfd.readouterr().err
