@@ -113,7 +113,8 @@ class ReportSet:
         todo = [(str(i), str(p)) for i, p in enumerate(self.paths)]
         got: dict[int, Any] = {}
         for key, value in fanout.fan_out(_run_on, todo, {"fn": fn, "open": self.open_kwargs},
-                                         self.workers, self.dask):
+                                         self.workers, self.dask, stage="reading the exports",
+                                         items="exports"):
             if isinstance(value, fanout.Lost):
                 raise NsysdiagError(value.why, path=str(self.paths[int(key)]))
             if isinstance(value, _Failed):

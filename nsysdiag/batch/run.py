@@ -269,7 +269,7 @@ def _results(
     batch stops early the reports not started are cancelled and local workers ended
     (:func:`~nsysdiag.engine.fanout.fan_out`)."""
     for key, out in fanout.fan_out(diagnose_one, [(k, str(p)) for k, p in todo], options,
-                                   workers, dask, started=True):
+                                   workers, dask, started=True, stage="batch", items="reports"):
         yield key, out.why if isinstance(out, fanout.Lost) else out
 
 

@@ -355,9 +355,9 @@ def _supported(verdict: Verdict, tail: TailSummary, ev: checks.Evidence,
     and under ``support_min_units`` units not confident (at most ``unsettled_confidence``,
     however large their growth); the verdict says on how many it rests when that bound
     lowers it. A cause that fewer than half of them carry is the cause of a few units,
-    not of the tail: the verdict is undetermined and says what the units carry. Where what grew decides (the
-    layer explains at least ``decisive_share`` of the tail's extra latency), the verdict
-    is as sure as that bound, above the score's margin too."""
+    not of the tail: the verdict is undetermined and says what the units carry. Where what
+    grew decides (the layer explains at least ``decisive_share`` of the tail's extra
+    latency), the verdict is as sure as that bound, above the score's margin too."""
     r = ev.results.ranges
     if verdict.layer not in (*CAUSE_LAYERS, Layer.WORKLOAD) or r is None:
         return verdict

@@ -93,8 +93,8 @@ class _Started:
 
 
 def _local(fn: Callable[[str, dict[str, Any]], Any], todo: list[tuple[str, str]],
-           options: dict[str, Any], workers: int | None, started: bool
-           ) -> Iterator[tuple[str, Any]]:
+           options: dict[str, Any], workers: int | None, started: bool, stage: str,
+           items: str) -> Iterator[tuple[str, Any]]:
     """(key, result) of each item as it finishes, each in a process of its own, at most
     ``workers`` at once."""
     ctx = multiprocessing.get_context()
@@ -111,7 +111,7 @@ def _local(fn: Callable[[str, dict[str, Any]], Any], todo: list[tuple[str, str]]
             bound = threads.stage_timeout()
             ready = wait(list(running), timeout=bound)
             if not ready:
-                raise StageTimeout("fan-out", bound, f"every one of {len(running)} running items")
+                raise StageTimeout(stage, bound, f"every one of {len(running)} running {items}")
             for conn in ready:
                 item = running.pop(conn)
                 yield item.key, item.result()
@@ -120,8 +120,8 @@ def _local(fn: Callable[[str, dict[str, Any]], Any], todo: list[tuple[str, str]]
             item.kill()
 
 
-def _as_finished(futures: dict, first: Callable[[set, float], tuple[set, set]]
-                 ) -> Iterator[tuple[str, Any]]:
+def _as_finished(futures: dict, first: Callable[[set, float], tuple[set, set]], stage: str,
+                 items: str) -> Iterator[tuple[str, Any]]:
     """(key, result) of the futures as they finish, (key, Lost) for one that raised;
     ``first(pending, bound)`` waits for the first to finish, at most ``bound`` seconds
     (done, not done)."""
@@ -130,7 +130,7 @@ def _as_finished(futures: dict, first: Callable[[set, float], tuple[set, set]]
         bound = threads.stage_timeout()
         done, pending = first(pending, bound)
         if not done:
-            raise StageTimeout("fan-out", bound, f"every one of {len(pending)} running items")
+            raise StageTimeout(stage, bound, f"every one of {len(pending)} running {items}")
         for fut in done:
             try:
                 yield futures[fut], fut.result()
@@ -145,13 +145,16 @@ def fan_out(
     workers: int | None = None,
     dask: str | None = None,
     started: bool = False,
+    stage: str = "fan-out",
+    items: str = "items",
 ) -> Iterator[tuple[str, Any]]:
     """(key, ``fn(path, options)``) for each (key, path) of ``todo`` as it finishes.
 
     ``workers``: local worker processes (None: the CPU count; 1 runs in this process, one
     item after another); ``dask``: the address of a Dask scheduler to run them on instead.
     ``started``: also yield (key, :data:`STARTED`) as an item starts, where that is known
-    (local runs)."""
+    (local runs). ``stage`` and ``items`` name the run and its items in the error when
+    none finishes within the stage bound."""
     if not todo:
         return
     if dask:
@@ -168,7 +171,7 @@ def fan_out(
         with Client(dask) as client:
             futures = {client.submit(fn, str(p), options, pure=False): k for k, p in todo}
             try:
-                yield from _as_finished(futures, first_dask)
+                yield from _as_finished(futures, first_dask, stage, items)
             finally:
                 client.cancel([f for f in futures if not f.done()])
         return
@@ -178,4 +181,4 @@ def fan_out(
                 yield k, STARTED
             yield k, fn(str(p), options)
         return
-    yield from _local(fn, todo, options, workers, started)
+    yield from _local(fn, todo, options, workers, started, stage, items)
