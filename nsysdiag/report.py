@@ -21,6 +21,7 @@ import duckdb
 from ._version import __version__
 from .adapters.base import Source
 from .adapters.detect import open_source
+from .adapters.process import only_process
 from .config import cache_dir as default_cache_dir
 from .engine.database import connect, environment_error, lock_down, refuse_writes
 from .engine.workspace import Workspace
@@ -154,6 +155,9 @@ class Report(AnalysisMethods):
         Path of the ``nsys`` executable for raw reports.
     tracer
         Called with every SQL statement nsysdiag runs (``--explain``).
+    pid
+        Read only this process of the export (one rank of a multi-process capture):
+        ``adapters.process``. Its views are cached apart from the whole export's.
     """
 
     def __init__(
@@ -165,9 +169,17 @@ class Report(AnalysisMethods):
         nsys: str | None = None,
         threads: int | None = None,
         tracer: Callable[[str], None] | None = None,
+        pid: int | None = None,
     ):
         self.path = Path(path)
         self.source: Source = open_source(self.path, nsys=nsys)
+        self.pid = pid
+        if pid is not None:
+            try:
+                self.source = only_process(self.source, pid)
+            except BaseException:
+                self.source.close()
+                raise
         self.tracer = tracer
         self._tmp: str | None = None
         try:
@@ -179,7 +191,9 @@ class Report(AnalysisMethods):
         try:
             if cache:
                 root = Path(cache_dir) if cache_dir else default_cache_dir()
-                directory = root / "views" / f"{self.identity}-v{VIEW_FORMAT}-{__version__}"
+                process = f"-pid{pid}" if pid is not None else ""
+                directory = (root / "views"
+                             / f"{self.identity}{process}-v{VIEW_FORMAT}-{__version__}")
                 spill = root / "spill"  # under the cache directory given, not the default
             else:
                 # nothing under the cache directory: views and spill files in a temporary

@@ -189,6 +189,25 @@ def test_settings_bound_the_straggler_share(tmp_path):
         ReportSet([paths[0], paths[0]], cache=False)
 
 
+def _training_rank(b: TraceBuilder, rank: int, stalled: tuple[int, ...], *,
+                   pid: int | None = None, device: int | None = None) -> None:
+    """One rank's 100 training steps (see :func:`_training_ranks`) into ``b``."""
+    for i in range(100):
+        s = i * 10 * MS
+        extra = 0
+        for k in range(10):
+            if rank == 1 and i in stalled and k == 5:
+                extra = 3 * MS
+            t = s + 50 * US + k * 100 * US + extra
+            b.launch(t, t + 5 * US, t + 10 * US, t + 30 * US, name="gemm", pid=pid,
+                     device=device)
+        arrival = s + 1200 * US + (3 * MS if i in stalled else 0)
+        mine = s + 1200 * US + extra
+        end = arrival + 100 * US
+        b.launch(mine - 5 * US, mine, mine, end, name=AR, stream=13, pid=pid, device=device)
+        b.nvtx(s, end + 10 * US, "train_step", pid=pid)
+
+
 def _training_ranks(tmp_path, stalled=(40, 60, 80)):
     """Two ranks of 100 training steps: 10 kernels, then an all-reduce the step waits for.
     Rank 1's launching thread stalls 3 ms between two launches at the ``stalled`` steps,
@@ -197,19 +216,7 @@ def _training_ranks(tmp_path, stalled=(40, 60, 80)):
     for rank in (0, 1):
         b = TraceBuilder(pid=500 + rank)
         b.session_start(UTC0)
-        for i in range(100):
-            s = i * 10 * MS
-            extra = 0
-            for k in range(10):
-                if rank == 1 and i in stalled and k == 5:
-                    extra = 3 * MS
-                t = s + 50 * US + k * 100 * US + extra
-                b.launch(t, t + 5 * US, t + 10 * US, t + 30 * US, name="gemm")
-            arrival = s + 1200 * US + (3 * MS if i in stalled else 0)
-            mine = s + 1200 * US + extra
-            end = arrival + 100 * US
-            b.launch(mine - 5 * US, mine, mine, end, name=AR, stream=13)
-            b.nvtx(s, end + 10 * US, "train_step")
+        _training_rank(b, rank, stalled)
         paths.append(b.write(tmp_path / f"rank{rank}.sqlite"))
     return paths
 
@@ -427,3 +434,49 @@ def test_a_fault_in_a_worker_comes_back_as_one_line(tmp_path, capfd):
     assert err.value.exit_code == 70
     assert err.value.one_line().endswith("internal error: ZeroDivisionError: division by zero")
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_straggler_sharing_its_export_is_diagnosed_from_its_own_process(tmp_path, capsys):
+    """Both ranks in one export (``nsys profile torchrun ...``): the straggler's cause comes
+    from its process read alone, as it does from an export of its own."""
+    import json
+
+    from nsysdiag.cli.main import main
+
+    b = TraceBuilder(pid=600)
+    b.session_start(UTC0)
+    for rank in (0, 1):
+        _training_rank(b, rank, (40, 60, 80), pid=600 + rank, device=rank)
+    path = b.write(tmp_path / "job.sqlite")
+    assert main(["--no-cache", "ranks", "--json", str(path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["straggler"] == "rank 1"
+    assert [(r["pid"], r["device_id"]) for r in doc["ranks"]] == [(600, 0), (601, 1)]
+    alone = doc["straggler_diagnosis"]
+    assert alone["pid"] == 601
+    assert (alone["verdict"]["layer"], alone["verdict"]["mechanism"]) == ("cpu", "host_stall")
+    assert alone["tail"]["n"] == 100  # its own 100 steps, not both ranks' 200
+    # the same diagnosis as ``--pid 601 diagnose`` gives
+    assert main(["--no-cache", "--pid", "601", "diagnose", "--json", str(path)]) == 0
+    by_hand = json.loads(capsys.readouterr().out)
+    assert by_hand["pid"] == 601
+    assert by_hand["verdict"] == alone["verdict"] and by_hand["tail"] == alone["tail"]
+    # the other rank's process alone: healthy, every step alike but for the waits
+    assert main(["--no-cache", "--pid", "600", "diagnose", "--json", str(path)]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["tail"]["n"] == 100 and other["verdict"]["mechanism"] != "host_stall"
+    assert main(["--no-cache", "ranks", str(path)]) == 0
+    assert f"the straggler's own diagnosis (process 601 of {path})" in capsys.readouterr().out
+
+
+def test_a_process_the_export_lacks_is_a_usage_error(tmp_path, capsys):
+    from nsysdiag.cli.main import main
+
+    b = TraceBuilder(pid=600)
+    _training_rank(b, 0, (), pid=600)
+    path = b.write(tmp_path / "job.sqlite")
+    assert main(["--no-cache", "--pid", "7", "diagnose", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"nsysdiag: error: no process 7 in {path}; its processes: 600 (proc600)"]
+    assert main(["--no-cache", "--pid", "600", "ranks", str(path)]) == 2
+    assert "--pid reads one process of one export" in capsys.readouterr().err

@@ -63,6 +63,7 @@ class Settings:
         cache_dir: str | None,
         nsys: str | None,
         explain: bool,
+        pid: int | None = None,
     ):
         self.debug = debug
         self.quiet = quiet
@@ -70,6 +71,7 @@ class Settings:
         self.cache_dir = cache_dir
         self.nsys = nsys
         self.explain = explain
+        self.pid = pid
 
     def open(self, path: str) -> Report:
         from ..report import Report
@@ -77,9 +79,16 @@ class Settings:
         tracer = (
             (lambda sql: echo(f"-- SQL\n{sql.strip()};", err=True)) if self.explain else None
         )
-        return Report(
-            path, cache=self.cache, cache_dir=self.cache_dir, nsys=self.nsys, tracer=tracer
-        )
+        return Report(path, cache=self.cache, cache_dir=self.cache_dir, nsys=self.nsys,
+                      tracer=tracer, pid=self.pid)
+
+    def whole_exports(self, command: str) -> dict[str, Any]:
+        """The options opening each export of a command that reads several whole exports;
+        ``--pid`` (one process of one export) is refused there."""
+        if self.pid is not None:
+            raise click.UsageError(f"--pid reads one process of one export; {command} reads "
+                                   "whole exports")
+        return {"cache": self.cache, "cache_dir": self.cache_dir, "nsys": self.nsys}
 
 
 pass_settings = click.make_pass_decorator(Settings)
@@ -152,6 +161,9 @@ PATH_ARG = click.argument("path", type=click.Path(dir_okay=True, path_type=str))
     help="nsys executable used to export raw .nsys-rep/.qdrep reports [env NSYSDIAG_NSYS].",
 )
 @click.option("--explain", is_flag=True, help="Print every SQL statement nsysdiag runs (stderr).")
+@click.option("--pid", type=click.IntRange(min=0), default=None,
+              help="Read only this process of the export (one rank of a multi-process "
+                   "capture): its API calls, kernels, copies, NVTX ranges and OS calls.")
 @click.pass_context
 def cli(
     ctx: click.Context,
@@ -161,6 +173,7 @@ def cli(
     cache_dir: str | None,
     nsys: str | None,
     explain: bool,
+    pid: int | None,
 ) -> None:
     """Diagnose NVIDIA Nsight Systems traces: where does the latency tail come from?
 
@@ -179,7 +192,7 @@ def cli(
     130 interrupted (Ctrl-C).
     """
     threads.stage_timeout()  # a bad value is a usage error now, not on another thread later
-    ctx.obj = Settings(debug, quiet, no_cache, cache_dir, nsys, explain)
+    ctx.obj = Settings(debug, quiet, no_cache, cache_dir, nsys, explain, pid)
     for name in ctx.command.list_commands(ctx):
         ctx.command.get_command(ctx, name)  # imports every analysis module now
     # the modules' objects live as long as the process: the collector need not look at them
@@ -382,9 +395,7 @@ def diff_cmd(
         b,
         noise=noise_pct / 100,
         range_name=range_name,
-        cache=settings.cache,
-        cache_dir=settings.cache_dir,
-        nsys=settings.nsys,
+        **settings.whole_exports("diff"),
     )
     echo(result.to_json() if as_json else str(result))
     return EXIT_REGRESSION if (fail_on_regression and result.regressed) else 0
@@ -409,14 +420,13 @@ def ranks(settings: Settings, exports: tuple[str, ...], as_json: bool,
 
     EXPORTS are the run's exports, one per rank (nsys profile -o rank%q{RANK}) or one
     holding several processes and GPUs. NCCL collectives are paired across ranks; the
-    rank that caused most of the waits is the straggler, and its own export is diagnosed
-    for the cause. Exit status 4 when fewer than two ranks run NCCL kernels.
+    rank that caused most of the waits is the straggler, and its own export (its process
+    alone, where the export holds other ranks) is diagnosed for the cause. Exit status 4 when fewer than two ranks run NCCL kernels.
     """
     from ..diagnosis.ranks import diagnose_ranks
 
     result = diagnose_ranks(list(exports), workers=workers, dask=dask_address,
-                            cache=settings.cache, cache_dir=settings.cache_dir,
-                            nsys=settings.nsys)
+                            **settings.whole_exports("ranks"))
     if not result.collectives.ok:
         raise MissingDataError(
             f"ranks: {result.collectives.message}",
@@ -469,6 +479,7 @@ def batch(
     """
     from ..batch.run import run_batch
 
+    opening = settings.whole_exports("batch")
     progress = None
     bar = None
     if not settings.quiet and sys.stderr.isatty():
@@ -489,9 +500,7 @@ def batch(
             workers=workers,
             dask=dask_address,
             range_name=range_name,
-            cache=settings.cache,
-            cache_dir=settings.cache_dir,
-            nsys=settings.nsys,
+            **opening,
             progress=progress,
         )
     finally:

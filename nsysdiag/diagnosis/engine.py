@@ -188,6 +188,7 @@ def _diagnose(
         durations_ns=durations,
         analyses=results,
         platform=_platform(capture),
+        pid=report.pid,
     )
 
 

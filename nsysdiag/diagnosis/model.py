@@ -401,6 +401,8 @@ class Diagnosis:
     durations_ns: np.ndarray | None = None
     analyses: Analyses = field(default_factory=Analyses)
     platform: Platform = field(default_factory=Platform)
+    #: the one process of the export diagnosed (``Report(pid=...)``); None: every process
+    pid: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.analyses, Analyses):  # a plain dict given: typed
@@ -427,6 +429,7 @@ class Diagnosis:
         return {
             "schema": SCHEMA,
             "path": self.path,
+            "pid": self.pid,
             "tail": self.tail.to_dict(),
             "verdict": self.verdict.to_dict(),
             "findings": [f.to_dict() for f in self.findings],
@@ -473,7 +476,8 @@ class Diagnosis:
             lines.append(e(f"what to do: {v.mechanism.action}"))
         lines += [
             "",
-            e(f"trace      {self.path}"),
+            e(f"trace      {self.path}" + (f" (process {self.pid} alone)"
+                                              if self.pid is not None else "")),
         ]
         if t.unit_reason:
             lines.append(e(f"unit choice {t.unit_reason}"))

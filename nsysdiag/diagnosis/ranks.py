@@ -16,6 +16,7 @@ from typing import Any
 from ..analyses import collectives
 from ..analyses.collectives import CollectivesResult
 from ..formatting import dumps, fmt_ns, format_rows
+from ..report import Report
 from ..reportset import ReportSet
 from ..settings import Settings
 from .engine import diagnose
@@ -28,8 +29,9 @@ class RanksDiagnosis:
 
     paths: tuple[str, ...]
     collectives: CollectivesResult
-    #: the straggler's export diagnosed on its own (None when no straggler, or when its
-    #: export holds other ranks too: then its tail is not the straggler's alone)
+    #: the straggler's own diagnosis: its export's, or where its export holds other ranks
+    #: too, its process' alone (None when no straggler, or when one process drives the
+    #: straggler's GPU and another rank's: its tail is then not the straggler's alone)
     straggler_diagnosis: Diagnosis | None = None
 
     @property
@@ -96,8 +98,10 @@ class RanksDiagnosis:
                                        "it waited", "comm overlapped"], rows)]
         d = self.straggler_diagnosis
         if d is not None:
-            export = self.paths[c.ranks[c.straggler].export]
-            lines += ["", f"the straggler's own diagnosis ({export}):", f"  {d.verdict.summary}"]
+            where = self.paths[c.ranks[c.straggler].export]
+            if d.pid is not None:
+                where = f"process {d.pid} of {where}"
+            lines += ["", f"the straggler's own diagnosis ({where}):", f"  {d.verdict.summary}"]
             if d.verdict.mechanism is not None:
                 lines.append(f"  what to do: {d.verdict.mechanism.action}")
         return "\n".join(lines)
@@ -117,8 +121,12 @@ def diagnose_ranks(paths: list[str | Path], *, settings: Settings | None = None,
         result = collectives.run(rs, settings=settings)
         straggler_diagnosis = None
         if result.ok and result.straggler is not None:
-            export = result.ranks[result.straggler].export
-            alone = sum(1 for r in result.ranks if r.export == export) == 1
-            if alone:
-                straggler_diagnosis = diagnose(rs.report(export), settings=settings)
+            rank = result.ranks[result.straggler]
+            sharing = [r for r in result.ranks if r.export == rank.export and r is not rank]
+            if not sharing:
+                straggler_diagnosis = diagnose(rs.report(rank.export), settings=settings)
+            elif all(r.pid != rank.pid for r in sharing):
+                # one export of several ranks: the straggler's process read alone
+                with Report(paths[rank.export], pid=rank.pid, **open_kwargs) as rep:
+                    straggler_diagnosis = diagnose(rep, settings=settings)
     return RanksDiagnosis(tuple(str(p) for p in paths), result, straggler_diagnosis)

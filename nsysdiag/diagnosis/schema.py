@@ -157,6 +157,9 @@ def diagnosis_schema() -> dict[str, Any]:
         "properties": {
             "schema": {"const": SCHEMA},
             "path": {"type": "string", "description": "the input as given"},
+            "pid": {"type": ["integer", "null"],
+                    "description": "the one process of the export diagnosed (--pid, or the "
+                                   "straggler of nsysdiag ranks); null: every process"},
             "tail": _object(TailSummary, _TAIL, required=[
                 "unit", "n", "p50_ns", "p90_ns", "p99_ns", "p99_over_p50", "shape",
                 "shape_confidence"],
