@@ -271,7 +271,7 @@ def test_ranks_command_without_collectives_exits_4(tmp_path, capsys):
     p = b.write(tmp_path / "plain.sqlite")
     assert main(["--no-cache", "ranks", str(p)]) == 4
     err = capsys.readouterr().err
-    assert "no NCCL kernels in these exports" in err and len(err.strip().splitlines()) <= 2
+    assert "no NCCL kernels or traced MPI collectives in these exports" in err and len(err.strip().splitlines()) <= 2
 
 
 def test_overlap_equals_the_direct_sum_over_kernel_pairs(tmp_path):
@@ -317,8 +317,9 @@ def test_python_api_matches_the_command(tmp_path):
 
 
 def test_every_corpus_export_is_judged_without_error():
-    """No corpus export holds NCCL kernels: each, alone and (the two-GPU Jacobi run) with
-    its two devices, says so instead of pairing anything."""
+    """No corpus export holds NCCL kernels or MPI collectives of two ranks: each, alone
+    and (the two-GPU Jacobi run) with its two devices, says so instead of pairing anything
+    (the MPI exports hold one rank each)."""
     from conftest import _CORPUS_CACHE, corpus_sqlite_files
 
     files = corpus_sqlite_files()
@@ -328,8 +329,9 @@ def test_every_corpus_export_is_judged_without_error():
         with ReportSet([path], cache_dir=_CORPUS_CACHE) as rs:
             r = collectives.run(rs)
         assert r.status == "empty", path
-        assert r.message in ("no NCCL kernels in these exports",
-                             "fewer than two ranks run NCCL kernels: nothing to pair"), path
+        assert r.message in (
+            "no NCCL kernels or traced MPI collectives in these exports",
+            "fewer than two ranks run NCCL kernels or MPI collectives: nothing to pair"), path
 
 
 def _die(rep):
@@ -480,3 +482,38 @@ def test_a_process_the_export_lacks_is_a_usage_error(tmp_path, capsys):
     assert err == [f"nsysdiag: error: no process 7 in {path}; its processes: 600 (proc600)"]
     assert main(["--no-cache", "--pid", "600", "ranks", str(path)]) == 2
     assert "--pid reads one process of one export" in capsys.readouterr().err
+
+
+def test_mpi_collectives_are_paired_where_no_rank_runs_nccl(tmp_path):
+    """Two MPI ranks traced with nsys --trace=mpi (the calls are NVTX ranges of the "MPI"
+    domain): 20 MPI_Allreduce and one MPI_Barrier each; rank 1 enters 2 ms late at calls
+    5, 9 and 13. Point-to-point and non-blocking calls are not collectives to pair."""
+    paths = []
+    for rank in (0, 1):
+        b = TraceBuilder(pid=700 + rank)
+        b.session_start(UTC0)
+        b.nvtx_domain(1, "MPI")
+        ends = []
+        for i in range(20):
+            arrive = i * 10 * MS + (2 * MS if rank == 1 and i in (5, 9, 13) else 0)
+            end = i * 10 * MS + (2 * MS if i in (5, 9, 13) else 0) + 100 * US
+            ends.append(end)
+            b.nvtx(arrive, end, "MPI_Allreduce", domain_id=1)
+            b.nvtx(end + 10 * US, end + 20 * US, "MPI_Send" if rank == 0 else "MPI_Recv",
+                   domain_id=1)
+            b.nvtx(end + 30 * US, end + 31 * US, "MPI_Iallreduce", domain_id=1)
+        b.nvtx(300 * MS + rank * 50 * US, 300 * MS + 200 * US, "MPI_Barrier", domain_id=1)
+        b.nvtx(400 * MS, 401 * MS, "MPI_Allreduce")  # the default domain: not an MPI call
+        paths.append(b.write(tmp_path / f"rank{rank}.sqlite"))
+    with ReportSet(paths, cache=False) as rs:
+        r = collectives.run(rs)
+    assert r.ok and r.paired_by == "mpi_ranges"
+    assert [(k.pid, k.device_id, k.label) for k in r.ranks] == [(700, -1, "rank 0"),
+                                                                (701, -1, "rank 1")]
+    assert r.instances == 21 and r.unpaired == 0
+    zero, one = r.per_rank
+    # rank 0 waits 2 ms at three calls and 50 us at the barrier, which rank 1 enters last
+    assert (zero.waited_ns, zero.times_last, zero.caused_wait_ns) == (6 * MS + 50 * US, 0, 0)
+    assert (one.waited_ns, one.times_last, one.caused_wait_ns) == (0, 4, 6 * MS + 50 * US)
+    assert r.straggler == 1 and r.straggler_share_pct == 100.0
+    assert r.overlap == ()  # no NCCL time to overlap

@@ -44,7 +44,8 @@ SLOWEST = 5
 
 @dataclass(frozen=True)
 class RankId:
-    """One rank: a process on a GPU in one export."""
+    """One rank: a process on a GPU in one export (GPU -1: an MPI rank whose collectives
+    were read from its calls, not from a GPU's kernels)."""
 
     index: int  #: position in the run, 0-based, in the order of :func:`label_ranks`
     label: str  #: "rank 3" (from the export's name or the order of the ranks)
@@ -91,6 +92,10 @@ class CollectivesResult(AnalysisResult):
     clock_residual_ns: int | None = figure(
         "after alignment, the largest over exports of |the median of (its kernels' end - "
         "the instance's median end)|, ns: how well the clocks agree", None)
+    paired_by: str = figure("what the collectives were read from: nccl_kernels (each rank's "
+                            "NCCL kernels; arrival = kernel start) or mpi_ranges (the MPI "
+                            "calls nsys traces as NVTX ranges; arrival = call start)",
+                            "nccl_kernels")
     instances: int = figure("collective instances every rank took part in", 0)
     unpaired: int = figure("NCCL kernels left out: their (communicator, collective, sequence) "
                            "is missing on some rank (the captures cover different stretches)", 0)
@@ -116,28 +121,43 @@ class CollectivesResult(AnalysisResult):
 @dataclass(frozen=True)
 class ExportPart:
     """What the pairing reads of one export, each export read on its own
-    (``ReportSet.map``): its NCCL kernels on its own clock, its processes' NCCL and
-    compute time, and its session start."""
+    (``ReportSet.map``): its NCCL kernels and MPI collective calls on its own clock, its
+    processes' NCCL and compute time, and its session start."""
 
     kernels: pa.Table | None  #: the `nccl_kernels` step's rows (None: no kernels)
     overlap: tuple[dict[str, Any], ...]  #: the `overlap` step's rows, per process and GPU
     session_start_ns: int | None  #: the export's session start, wall clock (ns)
+    mpi: pa.Table | None = None  #: the `mpi_calls` step's rows (None: no NVTX ranges)
+
+    def collectives(self, paired_by: str) -> pa.Table | None:
+        """The rows pairing reads when the run is ``paired_by`` one source."""
+        return self.kernels if paired_by == "nccl_kernels" else self.mpi
 
 
 def export_part(rep: Report) -> ExportPart:
     """One export's part of the pairing (a module-level function: it runs in workers)."""
     start = rep.session_start_utc_ns()
+    mpi = run_query(rep, NAME, "mpi_calls") if rep.probe.present("nvtx_ranges") else None
     if not rep.probe.present("kernels"):
-        return ExportPart(None, (), start)
+        return ExportPart(None, (), start, mpi)
     return ExportPart(run_query(rep, NAME, "nccl_kernels"),
-                      tuple(run_query(rep, NAME, "overlap").to_pylist()), start)
+                      tuple(run_query(rep, NAME, "overlap").to_pylist()), start, mpi)
 
 
-def _per_rank_kernels(paths: Sequence[str | Path], parts: Sequence[ExportPart]
+def _paired_by(parts: Sequence[ExportPart]) -> str:
+    """NCCL kernels where any export holds some (an MPI call and a kernel of one
+    collective are not one arrival), else the MPI calls."""
+    return ("nccl_kernels" if any(p.kernels is not None and p.kernels.num_rows for p in parts)
+            else "mpi_ranges")
+
+
+def _per_rank_kernels(paths: Sequence[str | Path], parts: Sequence[ExportPart], paired_by: str
                       ) -> tuple[list[RankId], pa.Table]:
-    """Every export's NCCL kernels with their rank, times still on the export's own clock."""
-    tables = [p.kernels.append_column("export", pa.array([e] * p.kernels.num_rows, pa.int64()))
-              for e, p in enumerate(parts) if p.kernels is not None]
+    """Every export's collectives (NCCL kernels or MPI calls, ``paired_by``) with their
+    rank, times still on the export's own clock."""
+    read = [(e, p.collectives(paired_by)) for e, p in enumerate(parts)]
+    tables = [t.append_column("export", pa.array([e] * t.num_rows, pa.int64()))
+              for e, t in read if t is not None]
     if not tables:
         return [], pa.table({})
     kernels = pa.concat_tables(tables)
@@ -214,11 +234,13 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
     """Pair the collectives of the ranks in ``reports`` and measure who waited for whom."""
     settings = settings or Settings()
     parts = reports.map(export_part)
-    ranks, kernels = _per_rank_kernels(reports.paths, parts)
+    paired_by = _paired_by(parts)
+    ranks, kernels = _per_rank_kernels(reports.paths, parts, paired_by)
     if len(ranks) < 2:
-        return CollectivesResult(status=EMPTY, ranks=tuple(ranks), message=(
-            "fewer than two ranks run NCCL kernels: nothing to pair"
-            if ranks else "no NCCL kernels in these exports"))
+        message = ("fewer than two ranks run NCCL kernels or MPI collectives: nothing to pair"
+                   if ranks else "no NCCL kernels or traced MPI collectives in these exports")
+        return CollectivesResult(status=EMPTY, ranks=tuple(ranks), paired_by=paired_by,
+                                 message=message)
     n_exports = len(reports)
     con = connect()
     try:
@@ -245,7 +267,8 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
             residual = _per_export(con, "end_residuals", n_exports, None)
         if not arrivals.num_rows:
             return CollectivesResult(status=EMPTY, ranks=tuple(ranks), alignment=alignment,
-                                     offsets_ns=tuple(offsets), unpaired=kernels.num_rows,
+                                     paired_by=paired_by, offsets_ns=tuple(offsets),
+                                     unpaired=kernels.num_rows,
                                      message="no collective instance is held by every rank")
         inst = con.sql(load_sql(NAME)["instances"]).to_arrow_table()
         con.register("instances", inst)
@@ -261,7 +284,7 @@ def run(reports: ReportSet, *, settings: Settings | None = None) -> CollectivesR
     straggler = per_rank[top].rank if share > settings.straggler_share_pct else None
     known = [abs(r) for r in residual if r is not None]
     return CollectivesResult(
-        ranks=tuple(ranks), alignment=alignment, offsets_ns=tuple(offsets),
+        ranks=tuple(ranks), alignment=alignment, paired_by=paired_by, offsets_ns=tuple(offsets),
         drift_ppm=tuple(round(b * 1e6, 3) for b in drift),
         clock_residual_ns=max(known) if known else None, instances=inst.num_rows,
         unpaired=kernels.num_rows - arrivals.num_rows,

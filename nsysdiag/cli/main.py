@@ -419,9 +419,11 @@ def ranks(settings: Settings, exports: tuple[str, ...], as_json: bool,
     """One diagnosis over a distributed run: which rank the others wait for, and why.
 
     EXPORTS are the run's exports, one per rank (nsys profile -o rank%q{RANK}) or one
-    holding several processes and GPUs. NCCL collectives are paired across ranks; the
-    rank that caused most of the waits is the straggler, and its own export (its process
-    alone, where the export holds other ranks) is diagnosed for the cause. Exit status 4 when fewer than two ranks run NCCL kernels.
+    holding several processes and GPUs. NCCL collectives (or, without NCCL kernels, the
+    MPI collectives of nsys --trace=mpi) are paired across ranks; the rank that caused
+    most of the waits is the straggler, and its own export (its process alone, where the
+    export holds other ranks) is diagnosed for the cause. Exit status 4 when fewer than
+    two ranks run either.
     """
     from ..diagnosis.ranks import diagnose_ranks
 
@@ -430,8 +432,8 @@ def ranks(settings: Settings, exports: tuple[str, ...], as_json: bool,
     if not result.collectives.ok:
         raise MissingDataError(
             f"ranks: {result.collectives.message}",
-            hint="the ranks are paired at their NCCL kernels: capture every rank with "
-                 "-t cuda (nsys profile -o rank%q{RANK} ...)")
+            hint="the ranks are paired at their NCCL kernels or MPI collectives: capture "
+                 "every rank with -t cuda (or -t mpi) (nsys profile -o rank%q{RANK} ...)")
     if html_out:
         from ..render.ranks_html import write_ranks_html
 

@@ -81,8 +81,9 @@ class RanksDiagnosis:
         if c.ok:
             lines.append(f"clocks      {c.alignment.replace('_', ' ')}; the collectives' ends "
                          f"agree to {fmt_ns(c.clock_residual_ns)} (the worst export's median)")
+            source = "kernels" if c.paired_by == "nccl_kernels" else "MPI calls"
             lines.append(f"collectives {c.instances} instances paired over {len(c.ranks)} "
-                         f"ranks, {c.unpaired} kernels unpaired; first arrival to end "
+                         f"ranks, {c.unpaired} {source} unpaired; first arrival to end "
                          f"{fmt_ns(c.collective_ns)} in all, of which waiting "
                          f"{fmt_ns(c.wait_ns)} summed over ranks")
             overlap = {o.rank: o for o in c.overlap}
@@ -91,8 +92,9 @@ class RanksDiagnosis:
                 o = overlap.get(r.rank)
                 share = (f"{100 * o.nccl_overlapped_ns / o.nccl_ns:.0f}%"
                          if o is not None and o.nccl_ns else "-")
+                device = c.ranks[r.rank].device_id
                 rows.append([c.rank_label(r.rank), c.ranks[r.rank].pid,
-                             c.ranks[r.rank].device_id, r.times_last,
+                             device if device >= 0 else "-", r.times_last,
                              fmt_ns(r.caused_wait_ns), fmt_ns(r.waited_ns), share])
             lines += ["", format_rows(["rank", "pid", "gpu", "last at", "others waited",
                                        "it waited", "comm overlapped"], rows)]

@@ -11,6 +11,14 @@
 --   start order. Every rank of a communicator calls its collectives in the same order,
 --   so (comm, kind, seq) names one collective instance on every rank.
 --
+-- Per export, where no export of the run holds NCCL kernels (query mpi_calls): the MPI
+--   collectives that nsys traces (--trace=mpi) as NVTX ranges of the "MPI" domain. A rank
+--   is a process; its calls of one symmetric collective (Allreduce, Allgather(v),
+--   Alltoall(v/w), Reduce_scatter(_block), Barrier: every rank leaves when the last has
+--   arrived) are numbered in start order. The ranges carry no communicator: every call is
+--   taken on one (comm 0), as every rank calls a communicator's collectives in the same
+--   order. A rank arrives when its call starts.
+--
 -- Across exports (queries instances and per_rank, over the table `arrivals`: rank, comm,
 -- kind, seq, start_ns, end_ns on one aligned timeline, the instances every rank holds):
 --   a rank arrives at an instance when its kernel starts: the kernel then spins until the
@@ -46,6 +54,23 @@ SELECT n.pid, n.device_id, c.comm, n.kind,
        n.start_ns, n.end_ns, n.stream_id, n.name
 FROM nccl n JOIN comms c USING (pid, device_id, stream_id)
 ORDER BY n.pid, n.device_id, n.start_ns
+
+-- @query mpi_calls
+-- @needs nvtx_ranges
+WITH calls AS (
+    SELECT pid, start_ns, end_ns, name,
+           replace(lower(regexp_extract(
+               name, '^MPI_(Allreduce|Allgather|Alltoall|Reduce_scatter|Barrier)(v|w|_block)?$',
+               1)), '_', '') AS kind
+    FROM nvtx_ranges
+    WHERE domain = 'MPI' AND end_ns IS NOT NULL
+)
+SELECT pid, -1 AS device_id, 0 AS comm, kind,
+       row_number() OVER (PARTITION BY pid, kind ORDER BY start_ns, end_ns) - 1 AS seq,
+       start_ns, end_ns, NULL::BIGINT AS stream_id, name
+FROM calls
+WHERE kind <> ''
+ORDER BY pid, start_ns
 
 -- @query overlap
 -- @needs kernels
