@@ -229,6 +229,10 @@ class Settings:
              "explain (extra kernels at the latency-per-kernel slope over every unit, extra "
              "own copy time, or the latency expected at the slow units' sizes) for the tail "
              "to be named after the work")
+    collective_share: float = _rule(
+        0.5, "share (0-1) of the growth of the slowest units' own kernel time that must be "
+             "NCCL collective time for GPU growth to be named waiting at collectives for "
+             "another rank, not the kernels running slower")
     size_min_rho: float = _rule(
         0.5, "rank correlation (Spearman) of latency with a unit's bytes, kernels or launch "
              "calls from which latency follows that measure of size (workload)")

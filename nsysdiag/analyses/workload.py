@@ -143,6 +143,14 @@ class WorkloadResult(AnalysisResult):
     slow_copy_bytes: float | None = figure("host-device bytes per slow unit (mean), bytes")
     median_copy_bytes: float | None = figure("host-device bytes per median-band unit (mean), "
                                              "bytes")
+    slow_collective_ns: float | None = figure(
+        "NCCL collective kernel time per slow unit (mean; the unit's process, within its "
+        "span), ns: a collective's kernel waits on the GPU until every rank has arrived")
+    median_collective_ns: float | None = figure(
+        "NCCL collective kernel time per median-band unit (mean), ns")
+    collective_share: float | None = figure(
+        "share of the growth of own kernel time that is NCCL collective time (fraction, "
+        "0-1): the slow units waited at collectives for another rank")
     slow_copy_ns: float | None = figure("own copy time per slow unit (mean), ns")
     median_copy_ns: float | None = figure("own copy time per median-band unit (mean), ns")
     extra_copy_gbps: float | None = figure("the slow units' extra bytes over their extra own "
@@ -704,7 +712,12 @@ def judge(c: dict, settings: Settings) -> dict:
     k_s, k_m = c["slow_kernels"], c["median_kernels"]
     t_s, t_m = c["slow_kernel_ns"], c["median_kernel_ns"]
     p_s, p_m = c["slow_per_kernel_ns"], c["median_per_kernel_ns"]
-    out.update(slow_kernels=k_s, median_kernels=k_m, slow_kernel_ns=t_s, median_kernel_ns=t_m)
+    c_s, c_m = c["slow_collective_ns"], c["median_collective_ns"]
+    out.update(slow_kernels=k_s, median_kernels=k_m, slow_kernel_ns=t_s, median_kernel_ns=t_m,
+               slow_collective_ns=c_s, median_collective_ns=c_m)
+    if t_s is not None and t_m is not None and t_s > t_m and c_s is not None \
+            and c_m is not None:
+        out["collective_share"] = max(0.0, min(1.0, (c_s - c_m) / (t_s - t_m)))
     if not (k_s and k_m and p_s and p_m and t_m):
         return out
     out["kernel_ratio"] = k_s / k_m

@@ -577,6 +577,10 @@ class Evidence:
             i = self.results.interference
             if top is Component.GPU_OTHER and i is not None and i.own_work:
                 return Mechanism.GPU_BOUND  # the program's own work, on its own stream
+            w = self.results.workload
+            if top is Component.GPU_OWN_KERNEL and w is not None \
+                    and (w.collective_share or 0.0) >= self.settings.collective_share:
+                return Mechanism.COLLECTIVE_WAIT  # the kernels that grew waited for a peer
             return {Component.GPU_OTHER: Mechanism.OTHER_GPU_WORK,
                     Component.GPU_PENDING_IDLE: Mechanism.GPU_PENDING
                     }.get(top, Mechanism.GPU_EXECUTION)
@@ -949,8 +953,14 @@ def _workload_finding(w: WorkloadResult, settings: Settings, queued: bool
             "The slow units do more work (longer inputs, bigger batches): bound or split the "
             "work per unit (chunked prefill, batch size caps), or budget latency per unit "
             "of work.", check="D1", weight=w.work_ratio or 0)
+    waited = (w.collective_share or 0.0) >= settings.collective_share
+    if w.collective_share is not None and (w.slow_collective_ns or w.median_collective_ns):
+        ev.append(f"NCCL collective time per unit {fmt_ns(w.slow_collective_ns)} in the slow "
+                  f"units vs {fmt_ns(w.median_collective_ns)} in the median band: "
+                  f"{w.collective_share:.0%} of the growth of own kernel time")
     return Finding(Layer.GPU, "info", "More work or slower work: "
-                   + {"slower_work": "the same work runs slower",
+                   + {"slower_work": "the collectives waited longer for another rank"
+                      if waited else "the same work runs slower",
                       "more_work": "more kernels in their window, the work they queued "
                                    "behind" if queued
                       else "more work, short of a workload-size tail"}.get(

@@ -119,6 +119,13 @@ class Mechanism(str, enum.Enum):
     GPU_EXECUTION = ("gpu_execution", Layer.GPU,
                      "GPU execution jitter: the same kernels ran slower",
                      "check clocks and power (nvidia-smi -q -d PERFORMANCE), memory behaviour")
+    COLLECTIVE_WAIT = (
+        "collective_wait", Layer.GPU,
+        "waiting at collectives for another rank: the slow units' extra GPU time is in NCCL "
+        "kernels, which wait on the GPU until the last rank arrives",
+        "look at the other ranks, not this one's kernels: profile every rank (nsys profile -o "
+        "rank%q{RANK} ...) and run nsysdiag ranks on all the exports, which names the rank "
+        "the others wait for and its own cause")
     OTHER_GPU_WORK = ("other_gpu_work", Layer.GPU,
                       "other GPU work: other streams or processes held the GPU",
                       "keep other work off the serving GPU, or give it a lower stream "

@@ -79,6 +79,8 @@ FROM kernels WHERE duration_ns > 0
 -- kept as a list beside its quantiles (8 bytes a kernel), and the slow launches of the
 -- kept groups are counted in their lists. A second pass over the kernels would repeat
 -- their configurations' reading (from the kernels' file, or a positional join on one core).
+-- NCCL kernels are left out: a collective's kernel waits on the GPU until every rank has
+-- arrived, so its duration varies with the other ranks, not with its own execution.
 WITH k AS (
     SELECT name, duration_ns,
            CASE WHEN complete THEN grid_x END AS grid_x,
@@ -90,7 +92,8 @@ WITH k AS (
     FROM (SELECT *, grid_x IS NOT NULL AND grid_y IS NOT NULL AND grid_z IS NOT NULL
                     AND block_x IS NOT NULL AND block_y IS NOT NULL AND block_z IS NOT NULL
                     AS complete
-          FROM jitter_kernels)),
+          FROM jitter_kernels
+          WHERE name NOT ILIKE 'nccl%')),
 stats AS (
     SELECT *
     FROM (SELECT name, grid_x, grid_y, grid_z, block_x, block_y, block_z, instances,

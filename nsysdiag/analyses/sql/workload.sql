@@ -17,7 +17,10 @@
 --             over own kernels: the group's mean kernel duration), slow_copy_bytes,
 --             median_copy_bytes (bytes per unit, means, of the HtoD and DtoH copies whose
 --             launching call lies inside the unit on its thread or process, as ranges' own
---             work), slow_copy_ns, median_copy_ns (own copy and memset time per unit, means)
+--             work), slow_copy_ns, median_copy_ns (own copy and memset time per unit, means),
+--             slow_collective_ns, median_collective_ns (time per unit, means, of the NCCL
+--             kernels of the unit's process within the unit's span: collectives, whose
+--             kernels wait on the GPU until every rank has arrived)
 --   relation  over every covered unit: units, r_kernels (Pearson correlation of latency
 --             with own kernels per unit), slope_ns_per_kernel (least-squares latency growth
 --             per extra kernel), intercept_ns, r_kernel_ns (correlation with own kernel
@@ -46,7 +49,7 @@
 
 
 -- @query compare
--- @needs api_calls, memcpys, _workload_instances
+-- @needs api_calls, kernels, memcpys, _workload_instances
 WITH i AS (SELECT * FROM _workload_instances WHERE cuda_covered IS NOT FALSE),
 band AS (
     SELECT quantile_cont(duration_ns, 0.45) AS lo, quantile_cont(duration_ns, 0.55) AS hi
@@ -88,7 +91,17 @@ unit_bytes AS (
     FROM g_keyed u
     ASOF JOIN running e ON e.pid = u.pid AND e.who = u.who AND u.end_ns >= e.call_ns
     ASOF LEFT JOIN running b ON b.pid = u.pid AND b.who = u.who AND u.start_ns > b.call_ns
-    WHERE u.end_ns >= u.start_ns)
+    WHERE u.end_ns >= u.start_ns),
+nccl AS (
+    SELECT pid, start_ns, end_ns FROM kernels
+    WHERE (name ILIKE 'nccl%' OR short_name ILIKE 'nccl%')
+      AND start_ns IS NOT NULL AND end_ns IS NOT NULL),
+unit_collective AS (
+    SELECT u.grp, u.instance,
+           sum(least(n.end_ns, u.end_ns) - greatest(n.start_ns, u.start_ns)) AS collective_ns
+    FROM g u JOIN nccl n
+      ON n.pid = u.pid AND n.start_ns < u.end_ns AND n.end_ns > u.start_ns
+    GROUP BY ALL)
 SELECT count(*) FILTER (WHERE grp = 'slow') AS slow_n,
        count(*) FILTER (WHERE grp = 'median') AS median_n,
        avg(duration_ns) FILTER (WHERE grp = 'slow') AS slow_duration_ns,
@@ -104,8 +117,11 @@ SELECT count(*) FILTER (WHERE grp = 'slow') AS slow_n,
        avg(coalesce(copy_bytes, 0)) FILTER (WHERE grp = 'slow') AS slow_copy_bytes,
        avg(coalesce(copy_bytes, 0)) FILTER (WHERE grp = 'median') AS median_copy_bytes,
        avg(own_copy_total_ns) FILTER (WHERE grp = 'slow') AS slow_copy_ns,
-       avg(own_copy_total_ns) FILTER (WHERE grp = 'median') AS median_copy_ns
+       avg(own_copy_total_ns) FILTER (WHERE grp = 'median') AS median_copy_ns,
+       avg(coalesce(collective_ns, 0)) FILTER (WHERE grp = 'slow') AS slow_collective_ns,
+       avg(coalesce(collective_ns, 0)) FILTER (WHERE grp = 'median') AS median_collective_ns
 FROM g LEFT JOIN unit_bytes USING (grp, instance)
+       LEFT JOIN unit_collective USING (grp, instance)
 
 
 -- @query relation
