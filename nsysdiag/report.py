@@ -37,6 +37,7 @@ from .formatting import (
     html_table,
 )
 from .views.build import VIEW_FORMAT, ViewStore
+from .views.cache import note
 from .views.definitions import STORED, VIEWS
 from .views.probe import Probe, cached_probe
 
@@ -157,7 +158,9 @@ class Report(AnalysisMethods):
         Called with every SQL statement nsysdiag runs (``--explain``).
     pid
         Read only this process of the export (one rank of a multi-process capture):
-        ``adapters.process``. Its views are cached apart from the whole export's.
+        ``adapters.process``. Its views are cached apart from the whole export's. Other
+        processes' work on the GPUs it used is left out too, so it cannot be named as
+        other GPU work: a note on stderr says where that is so.
     """
 
     def __init__(
@@ -177,9 +180,15 @@ class Report(AnalysisMethods):
         if pid is not None:
             try:
                 self.source = only_process(self.source, pid)
+                shared = self.source.sharing()
             except BaseException:
                 self.source.close()
                 raise
+            for device, others in shared.items():
+                note(f"process {pid} shares GPU {device} with process"
+                     f"{'es' if len(others) > 1 else ''} {', '.join(map(str, others))}: "
+                     "their work there is left out with --pid (diagnose the whole export "
+                     "to see it as other GPU work)")
         self.tracer = tracer
         self._tmp: str | None = None
         try:

@@ -80,3 +80,20 @@ def test_a_process_the_export_lacks_names_those_it_has(two_processes):
     with pytest.raises(UsageError, match=r"no process 12 in .*two.sqlite; its processes: "
                                          r"10 \(proc10\), 11 \(proc11\)$"):
         Report(two_processes["sqlite"], cache=False, pid=12)
+
+
+def test_a_process_sharing_a_gpu_is_told_what_is_left_out(tmp_path, capfd):
+    """Processes 10 and 11 both run kernels on GPU 0, 12 on GPU 1: reading 10 alone notes
+    that 11's work on GPU 0 is left out; reading 12 alone notes nothing."""
+    b = TraceBuilder(pid=10)
+    for pid, device in ((10, 0), (11, 0), (12, 1)):
+        b.launch(0, 5 * US, 10 * US, 30 * US, name="k", pid=pid, device=device)
+    path = b.write(tmp_path / "three.sqlite")
+    with Report(path, cache=False, pid=10) as rep:
+        assert rep.source.sharing() == {0: [11]}
+    assert capfd.readouterr().err.splitlines() == [
+        "nsysdiag: note: process 10 shares GPU 0 with process 11: their work there is left "
+        "out with --pid (diagnose the whole export to see it as other GPU work)"]
+    with Report(path, cache=False, pid=12) as rep:
+        assert rep.source.sharing() == {}
+    assert capfd.readouterr().err == ""

@@ -9,6 +9,12 @@ processes) or else ``globalTid`` (CUDA API calls, NVTX ranges and domains, OS ru
 calls, thread names), whose bits 24-47 are the process id. Tables that record no process
 (strings, GPUs, the session start, GPU metrics sampled per device) are read whole.
 
+Other processes' work on the GPUs the process used is left out with the rest, so the
+diagnosis of one process cannot name it as other GPU work: for the ranks of a job, each on
+a GPU of its own, nothing is lost; where processes share a GPU, :meth:`ProcessSource.sharing`
+names them (``Report`` notes it on stderr) and the whole export is the one to diagnose for
+interference.
+
 The filter runs on the Arrow batches the inner adapter streams, so every format and its
 fast paths read the same way; the views built over it are cached under their own key
 (``identity``).
@@ -26,6 +32,9 @@ from .base import Source
 
 #: the columns that name a row's process, the first present taken
 PROCESS_COLUMNS = ("globalPid", "globalTid")
+#: the tables of work on a GPU, by which processes share one
+GPU_WORK = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET")
 
 
 def process_of(key: pa.Array) -> pa.Array:
@@ -76,6 +85,24 @@ class ProcessSource(Source):
 
     def identity(self) -> str:
         return f"{self.inner.identity()}|pid {self.pid}"
+
+    def sharing(self) -> dict[int, list[int]]:
+        """GPU -> the other processes that ran work on it, for each GPU this process ran
+        work on (work that reading this process alone leaves out)."""
+        pairs: set[tuple[int, int]] = set()
+        for table in GPU_WORK:
+            have = self.tables().get(table, {})
+            if "deviceId" not in have or "globalPid" not in have:
+                continue
+            for batch in self.inner.read(table, {"deviceId": "int", "globalPid": "int"}):
+                seen = pa.table({"device": batch.column("deviceId"),
+                                 "pid": process_of(batch.column("globalPid"))})
+                grouped = seen.group_by(["device", "pid"]).aggregate([])
+                pairs.update(zip(grouped["device"].to_pylist(), grouped["pid"].to_pylist()))
+        mine = {d for d, p in pairs if p == self.pid and d is not None}
+        return {d: sorted(p for e, p in pairs if e == d and p != self.pid and p is not None)
+                for d in sorted(mine)
+                if any(e == d and p != self.pid for e, p in pairs)}
 
     def close(self) -> None:
         self.inner.close()
