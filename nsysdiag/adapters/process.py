@@ -13,7 +13,9 @@ Other processes' work on the GPUs the process used is left out with the rest, so
 diagnosis of one process cannot name it as other GPU work: for the ranks of a job, each on
 a GPU of its own, nothing is lost; where processes share a GPU, :meth:`ProcessSource.sharing`
 names them (``Report`` notes it on stderr) and the whole export is the one to diagnose for
-interference.
+interference. (Keeping the other processes' work on those GPUs without their API calls
+does not work: their kernels then have no launch call, which the capture check rightly
+takes for lost records.)
 
 The filter runs on the Arrow batches the inner adapter streams, so every format and its
 fast paths read the same way; the views built over it are cached under their own key
