@@ -59,6 +59,16 @@ g AS (
     SELECT 'slow' AS grp, * FROM ranked WHERE slow_rank <= $slow_n
     UNION ALL
     SELECT 'median', r.* FROM ranked r, band WHERE r.duration_ns BETWEEN band.lo AND band.hi),
+nccl AS (
+    SELECT pid, start_ns, end_ns FROM kernels
+    WHERE (name ILIKE 'nccl%' OR short_name ILIKE 'nccl%')
+      AND start_ns IS NOT NULL AND end_ns IS NOT NULL),
+unit_collective AS (
+    SELECT u.grp, u.instance,
+           sum(least(n.end_ns, u.end_ns) - greatest(n.start_ns, u.start_ns)) AS collective_ns
+    FROM g u JOIN nccl n
+      ON n.pid = u.pid AND n.start_ns < u.end_ns AND n.end_ns > u.start_ns
+    GROUP BY ALL),
 moved AS (
     SELECT a.pid, a.tid, a.start_ns AS call_ns, m.bytes
     FROM memcpys m JOIN api_calls a USING (global_pid, correlation_id)
@@ -91,17 +101,7 @@ unit_bytes AS (
     FROM g_keyed u
     ASOF JOIN running e ON e.pid = u.pid AND e.who = u.who AND u.end_ns >= e.call_ns
     ASOF LEFT JOIN running b ON b.pid = u.pid AND b.who = u.who AND u.start_ns > b.call_ns
-    WHERE u.end_ns >= u.start_ns),
-nccl AS (
-    SELECT pid, start_ns, end_ns FROM kernels
-    WHERE (name ILIKE 'nccl%' OR short_name ILIKE 'nccl%')
-      AND start_ns IS NOT NULL AND end_ns IS NOT NULL),
-unit_collective AS (
-    SELECT u.grp, u.instance,
-           sum(least(n.end_ns, u.end_ns) - greatest(n.start_ns, u.start_ns)) AS collective_ns
-    FROM g u JOIN nccl n
-      ON n.pid = u.pid AND n.start_ns < u.end_ns AND n.end_ns > u.start_ns
-    GROUP BY ALL)
+    WHERE u.end_ns >= u.start_ns)
 SELECT count(*) FILTER (WHERE grp = 'slow') AS slow_n,
        count(*) FILTER (WHERE grp = 'median') AS median_n,
        avg(duration_ns) FILTER (WHERE grp = 'slow') AS slow_duration_ns,
