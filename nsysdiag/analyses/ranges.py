@@ -459,7 +459,7 @@ def select_unit(
         )
     return _no_unit(
         EMPTY,
-        (rejected + "; " if rejected else f"no NVTX range repeats {min_instances} times")
+        (rejected or f"no NVTX range repeats {min_instances} times")
         + (f" (most frequent: {top}; pass --range NAME)" if top and not rejected else "")
         + "; no thread waits on the GPU twice and "
         + (aligned.removeprefix("; ") if aligned else "its GPU work does not repeat"),
