@@ -100,8 +100,7 @@ def _diagnose(
     probe = report.probe
     baseline_option = str(baseline) if baseline else None
     # the analyses every diagnosis reads, in the order of its evidence; the runner orders
-    # and overlaps them as each declares (engine.runner). gpu_idle holds a row per gap:
-    # it runs up to idle_cause_max_kernels
+    # and overlaps them as each declares (engine.runner)
     plan = [
         results_of.task("launch_gaps", settings=settings, detail=False),
         results_of.task("launch_latency", detail=False, settings=settings),
@@ -113,9 +112,6 @@ def _diagnose(
         results_of.task("os_blocking", settings=settings),
         results_of.task("gpu_metrics", settings=settings),
     ]
-    if probe["kernels"].source_rows <= settings.idle_cause_max_kernels:
-        plan.append(results_of.task("gpu_idle", range_name=range_name, settings=settings,
-                                    detail=False))
     plan.append(results_of.task("whole_run", settings=settings))
     results = Analyses(runner.run(report, plan))
 
@@ -130,14 +126,23 @@ def _diagnose(
                              tight_ratio=settings.tail_ratio,
                              elevated_ratio=settings.elevated_ratio)
 
-    beside_shape = [runner.Task("tail shape", shape, runner.Runs(one_core=True),
-                                on_report=False)]
+    # gpu_idle (a row per gap: up to idle_cause_max_kernels) needs ranges; it runs mostly
+    # on one core, beside jitter (DuckDB), and the tail's shape beside jitter without it
+    beside_jitter = []
+    if probe["kernels"].source_rows <= settings.idle_cause_max_kernels:
+        beside_jitter.append(results_of.task("gpu_idle", range_name=range_name,
+                                             settings=settings, detail=False))
+    beside_jitter.append(runner.Task("tail shape", shape, runner.Runs(one_core=True),
+                                     on_report=False))
     if probe.present("kernels"):
-        beside_shape.append(results_of.task("jitter", settings=settings))
-    done = runner.run(report, beside_shape)
-    classifier = done["tail shape"]
-    if "jitter" in done:
-        results["jitter"] = done["jitter"]
+        beside_jitter.append(results_of.task("jitter", settings=settings))
+    done = runner.run(report, beside_jitter)
+    classifier = done.pop("tail shape")
+    results.update(done)
+    # the evidence in its order: gpu_idle before whole_run, jitter last
+    results["whole_run"] = results.pop("whole_run")
+    if "jitter" in results:
+        results["jitter"] = results.pop("jitter")
     unmeasured = results.get("ranges")  # its message says why there is no unit
     tail = _tail_summary(ranges, durations, classifier, settings,
                          why=unmeasured.message if unmeasured is not None
