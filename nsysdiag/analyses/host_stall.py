@@ -351,8 +351,10 @@ def accelerated(report: Report, units: pa.Table, every: pa.Table,
                        every.column("end_ns").to_numpy(zero_copy_only=False).astype(np.int64),
                        n_threads)
     lo = np.maximum(busy, start)
-    thread_table = pa.table({"pid": pa.array([p for p, _ in pairs], pa.int64()),
-                             "tid": pa.array([t for _, t in pairs], pa.int64()),
+    # a thread is pid << 24 | tid, global_tid's low 48 bits (host_stall.sql pass_calls);
+    # -1, which no call has, where a pid or tid does not fit its 24 bits
+    thread_table = pa.table({"thread": pa.array([_thread_key(p, t) for p, t in pairs],
+                                                pa.int64()),
                              "code": pa.array(range(n_threads), pa.int64())})
     with registered(report, "hs_threads", thread_table):
         cc, cs, ce, ce_ok, cl = _calls_inside(report, start, end, ucode, n_threads)
@@ -440,6 +442,13 @@ def _busy_until(start: np.ndarray, end: np.ndarray, ucode: np.ndarray, ecode: np
         inside[inside] = sorted_ends[j[inside]] > start[rows[inside]]
         out[rows[inside]] = sorted_ends[j[inside]]
     return out
+
+
+def _thread_key(pid: int, tid: int) -> int:
+    """Thread (pid, tid)'s key among the calls' ``global_tid & (2**48 - 1)``: pid << 24 |
+    tid, or -1 (no call's) when either is outside the 24 bits the views decode them from."""
+    fits = 0 <= pid < 1 << 24 and 0 <= tid < 1 << 24
+    return pid << 24 | tid if fits else -1
 
 
 def _calls_inside(report: Report, start: np.ndarray, end: np.ndarray, ucode: np.ndarray,
