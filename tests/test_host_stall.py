@@ -256,6 +256,41 @@ def test_threads_are_told_apart_by_pid_and_tid_alone(builder, tmp_path):
                      (200, 100): {250_000}}
 
 
+def test_the_calls_of_the_units_threads_are_counted_as_pid_and_tid_match(builder, tmp_path):
+    """measure's count of the calls on the measured units' threads (which picks the pass or
+    the method) by global_tid's low 48 bits: the (pid, tid) IN query's count, for threads
+    that collide on pid or tid, a tid past 24 bits whose key would alias pid 100 tid 100,
+    and units without a thread (NULL pid and tid match the calls without one, as IN
+    compares them; a NULL beside a value matches nothing)."""
+    import pyarrow as pa
+
+    from nsysdiag.engine.steps import registered
+
+    b = builder("current")
+    for i, (pid, tid) in enumerate([(100, 100), (100, 200), (200, 100), (100, 100)]):
+        b.launch(i * MS, i * MS + 5_000, i * MS + 10_000, i * MS + 30_000, pid=pid, tid=tid)
+    for i in range(3):
+        b.add("CUPTI_ACTIVITY_KIND_RUNTIME", start=10 * MS + i, end=10 * MS + i + 5,
+              eventClass=0, globalTid=None, correlationId=b.next_corr(),
+              nameId=b.string("cudaGetLastError"), returnValue=0, callchainId=None)
+    path = b.write(tmp_path / "threads.sqlite")
+    cases = [[(100, 100)], [(200, 100)], [(100, 200), (200, 100)], [(96, 4 << 24 | 100)],
+             [(None, None)], [(None, 100)], [(100, None), (100, 100)], [(300, 1)], []]
+    counts = []
+    with nsysdiag.open(path, cache=False) as rep:
+        for threads in cases:
+            units = pa.table({"pid": pa.array([p for p, _ in threads], pa.int64()),
+                              "tid": pa.array([t for _, t in threads], pa.int64())})
+            with registered(rep, "hs_units", units):
+                (want,), = rep.execute("SELECT count(*) FROM api_calls WHERE (pid, tid) IN "
+                                       "(SELECT (pid, tid) FROM hs_units)")
+                assert host_stall._threads_calls(rep) == want, threads
+                counts.append(want)
+    assert counts == [2, 1, 2, 0, 3, 0, 2, 0, 0]  # by hand
+    # 96 << 24 | (4 << 24 | 100) would be pid 100 tid 100's key: the pass keys it apart
+    assert host_stall._thread_key(96, 4 << 24 | 100) == -1
+
+
 def _corpus():
     from conftest import corpus_sqlite_files
     return corpus_sqlite_files()
