@@ -217,6 +217,80 @@ def test_overlapping_units_and_calls_without_an_end(builder, tmp_path):
     assert any(ov > 0 for *_, ov in want[0])  # some unit waited for the one before
 
 
+def test_threads_are_told_apart_by_pid_and_tid_alone(builder, tmp_path):
+    """Three threads whose ids collide (pid 100 tids 100 and 200, pid 200 tid 100) run
+    units at once, each its first launch 50, 150 or 250 us after its unit opens; calls
+    under other hardware bits of globalTid with pid 100 tid 100 come 20 us in. The pass
+    keys a thread by its pid and tid (global_tid's low 48 bits): its rows are the
+    method's (a join on pid and tid), and each unit's lead stretches are, by hand, its
+    own thread's (pid 100 tid 100: 20 us to the call under other bits, 25 us from its
+    return to the launch)."""
+    from fixtures.nsysbuild import global_tid
+
+    b = builder("current")
+    threads = [((100, 100), 50_000), ((100, 200), 150_000), ((200, 100), 250_000)]
+    for i in range(30):
+        for j, ((pid, tid), lead) in enumerate(threads):
+            u = i * 10 * MS + (i + j) % 3 * 1_000  # each thread first in turn
+            b.nvtx(u, u + 2 * MS, "request", pid=pid, tid=tid)
+            for k in range(4):
+                t = u + lead + k * 300_000
+                b.launch(t, t + 5_000, t + 10_000, t + 30_000, pid=pid, tid=tid)
+            if (pid, tid) == (100, 100):
+                b.add("CUPTI_ACTIVITY_KIND_RUNTIME", start=u + 20_000, end=u + 25_000,
+                      eventClass=0, globalTid=1 << 56 | global_tid(pid, tid),
+                      correlationId=b.next_corr(), nameId=b.string("cudaGetLastError"),
+                      returnValue=0, callchainId=None)
+    path = b.write(tmp_path / "threads.sqlite")
+    with nsysdiag.open(path, cache=False) as rep:
+        r = rep.analysis("ranges", range_name="request")
+        want, got = both_ways(rep, r)
+        thread = {u["instance"]: (u["pid"], u["tid"])
+                  for u in r.tables["instances"].to_pylist()}
+    assert got == want
+    leads: dict[tuple[int, int], set[int]] = {}
+    for inst, ns, lead, _ in want[0]:
+        if lead:
+            leads.setdefault(thread[inst], set()).add(ns)
+    assert leads == {(100, 100): {20_000, 25_000}, (100, 200): {150_000},
+                     (200, 100): {250_000}}
+
+
+def test_the_calls_of_the_units_threads_are_counted_as_pid_and_tid_match(builder, tmp_path):
+    """measure's count of the calls on the measured units' threads (which picks the pass or
+    the method) by global_tid's low 48 bits: the (pid, tid) IN query's count, for threads
+    that collide on pid or tid, a tid past 24 bits whose key would alias pid 100 tid 100,
+    and units without a thread (NULL pid and tid match the calls without one, as IN
+    compares them; a NULL beside a value matches nothing)."""
+    import pyarrow as pa
+
+    from nsysdiag.engine.steps import registered
+
+    b = builder("current")
+    for i, (pid, tid) in enumerate([(100, 100), (100, 200), (200, 100), (100, 100)]):
+        b.launch(i * MS, i * MS + 5_000, i * MS + 10_000, i * MS + 30_000, pid=pid, tid=tid)
+    for i in range(3):
+        b.add("CUPTI_ACTIVITY_KIND_RUNTIME", start=10 * MS + i, end=10 * MS + i + 5,
+              eventClass=0, globalTid=None, correlationId=b.next_corr(),
+              nameId=b.string("cudaGetLastError"), returnValue=0, callchainId=None)
+    path = b.write(tmp_path / "threads.sqlite")
+    cases = [[(100, 100)], [(200, 100)], [(100, 200), (200, 100)], [(96, 4 << 24 | 100)],
+             [(None, None)], [(None, 100)], [(100, None), (100, 100)], [(300, 1)], []]
+    counts = []
+    with nsysdiag.open(path, cache=False) as rep:
+        for threads in cases:
+            units = pa.table({"pid": pa.array([p for p, _ in threads], pa.int64()),
+                              "tid": pa.array([t for _, t in threads], pa.int64())})
+            with registered(rep, "hs_units", units):
+                (want,), = rep.execute("SELECT count(*) FROM api_calls WHERE (pid, tid) IN "
+                                       "(SELECT (pid, tid) FROM hs_units)")
+                assert host_stall._threads_calls(rep) == want, threads
+                counts.append(want)
+    assert counts == [2, 1, 2, 0, 3, 0, 2, 0, 0]  # by hand
+    # 96 << 24 | (4 << 24 | 100) would be pid 100 tid 100's key: the pass keys it apart
+    assert host_stall._thread_key(96, 4 << 24 | 100) == -1
+
+
 def _corpus():
     from conftest import corpus_sqlite_files
     return corpus_sqlite_files()

@@ -22,9 +22,9 @@ from nsysdiag.views import build
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "gpu-jitter.sqlite"
 
-#: what a diagnosis asks for, in the order of its evidence (diagnosis/engine.py)
+#: what a diagnosis asks for first (diagnosis/engine.py)
 DIAGNOSIS = ("launch_gaps", "launch_latency", "transfers", "overlap", "graphs", "capture",
-             "ranges", "os_blocking", "gpu_metrics", "gpu_idle", "whole_run")
+             "ranges", "os_blocking", "gpu_metrics", "whole_run")
 
 
 def _task(name: str, **runs) -> Task:
@@ -75,17 +75,23 @@ def test_intermediates_are_handed_only_between_a_maker_and_a_reader_of_the_plan(
 def test_the_diagnosis_plan_from_the_declarations():
     """The order the diagnosis ran by hand until the declarations gave it: launch gaps (one
     core) beside the DuckDB analyses, not beside ranges (both have large memory peaks);
-    ranges after overlap, whose pass makes the busy unions it reads; gpu_idle after ranges;
-    whole_run after overlap. Each view that a stage's tasks read is among those built
-    before launch gaps forks."""
+    ranges after overlap, whose pass makes the busy unions it reads; whole_run after
+    overlap. Each view that a stage's tasks read is among those built before launch gaps
+    forks. Then gpu_idle, which needs ranges (one core), beside jitter (DuckDB), and the
+    tail's shape (one core) after them."""
     plan = [results_mod.task(name) for name in DIAGNOSIS]
     stages = runner.stages(plan)
     got = [(s.aside.name if s.aside else None, _names(s.main)) for s in stages]
     assert got == [
         ("launch_gaps", ["launch_latency", "transfers", "overlap", "graphs", "capture",
                          "os_blocking", "gpu_metrics", "whole_run"]),
-        (None, ["ranges"]), (None, ["gpu_idle"])]
+        (None, ["ranges"])]
     assert runner.handed(plan) == (intervals.GPU_BUSY,)
+    second = [results_mod.task("gpu_idle"), _task("tail shape", one_core=True),
+              results_mod.task("jitter")]
+    got = [(s.aside.name if s.aside else None, _names(s.main))
+           for s in runner.stages(second)]
+    assert got == [("gpu_idle", ["jitter"]), ("tail shape", [])]
     # a task's views: those of its SQL steps and of the analyses it needs
     assert set(results_mod.views_of("ranges")) <= set(results_mod.views_of("workload"))
     assert set(results_mod.views_of("overlap")) <= set(results_mod.views_of("whole_run"))

@@ -356,12 +356,13 @@ _STUCK = textwrap.dedent("""
 
 
 @pytest.mark.parametrize(("module", "patch", "stage"), [
-    ("jitter", "target.run = stuck", "jitter"),
+    ("gpu_idle", "target.run = stuck", "gpu_idle"),
     ("launch_gaps", "target.run = stuck", "launch_gaps"),
 ])
 def test_cli_stuck_worker_exits_70_naming_the_stage(module, patch, stage, tmp_path):
     """A worker thread that never returns: the command stops after the bound with exit 70
-    and one line naming the stage, instead of waiting for it."""
+    and one line naming the stage, instead of waiting for it (gpu_idle's worker runs
+    beside jitter: diagnosis/engine.py)."""
     path = standard("current").write(tmp_path / "t.sqlite")
     code = _STUCK.format(module=module, patch=patch)
     env = {**os.environ, threads.STAGE_TIMEOUT_ENV: "1", "NSYSDIAG_CACHE_DIR": str(tmp_path)}

@@ -140,8 +140,9 @@ class GpuIdleResult(AnalysisResult):
 
 
 RESULT = GpuIdleResult
-#: how it runs (``engine.runner``): ranges' unit windows
-RUNS = Runs(needs=("ranges",))
+#: how it runs (``engine.runner``): ranges' unit windows; mostly compiled loops and numpy
+#: on one core (the sweep of the threads' calls, the sequence pass)
+RUNS = Runs(needs=("ranges",), one_core=True)
 
 
 def classify(gap_ns: np.ndarray, own_copy_ns: np.ndarray, other_ns: np.ndarray,

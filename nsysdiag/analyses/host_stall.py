@@ -156,8 +156,7 @@ def measure(report: Report, ranges: RangesResult, has_osrt: bool,
     every = pa.table({c: pa.array(t[c], pa.int64()) for c in cols})
     units = every.take(pa.array(np.concatenate([slow, band])))
     with registered(report, "hs_units", units), registered(report, "hs_all", every):
-        (calls,), = report.execute("SELECT count(*) FROM api_calls WHERE (pid, tid) IN "
-                                   "(SELECT (pid, tid) FROM hs_units)")
+        calls = _threads_calls(report)
         if accelerate(calls) and _passable(units, every):
             tables = accelerated(report, units, every, has_osrt)
         elif units.num_rows * calls > MAX_PAIRS:
@@ -351,8 +350,10 @@ def accelerated(report: Report, units: pa.Table, every: pa.Table,
                        every.column("end_ns").to_numpy(zero_copy_only=False).astype(np.int64),
                        n_threads)
     lo = np.maximum(busy, start)
-    thread_table = pa.table({"pid": pa.array([p for p, _ in pairs], pa.int64()),
-                             "tid": pa.array([t for _, t in pairs], pa.int64()),
+    # a thread is pid << 24 | tid, global_tid's low 48 bits (host_stall.sql pass_calls);
+    # -1, which no call has, where a pid or tid does not fit its 24 bits
+    thread_table = pa.table({"thread": pa.array([_thread_key(p, t) for p, t in pairs],
+                                                pa.int64()),
                              "code": pa.array(range(n_threads), pa.int64())})
     with registered(report, "hs_threads", thread_table):
         cc, cs, ce, ce_ok, cl = _calls_inside(report, start, end, ucode, n_threads)
@@ -440,6 +441,28 @@ def _busy_until(start: np.ndarray, end: np.ndarray, ucode: np.ndarray, ecode: np
         inside[inside] = sorted_ends[j[inside]] > start[rows[inside]]
         out[rows[inside]] = sorted_ends[j[inside]]
     return out
+
+
+def _threads_calls(report: Report) -> int:
+    """The CUDA calls whose (pid, tid) is a measured unit's (hs_units), NULL pid and tid
+    matching as equal (as a (pid, tid) IN query does), counted by global_tid's low 48 bits
+    (a thread is pid << 24 | tid: one column read as stored)."""
+    (calls,), = report.execute(
+        "SELECT count(*) FROM api_calls WHERE global_tid & 281474976710655 IN ("
+        "SELECT pid << 24 | tid FROM hs_units "
+        "WHERE pid BETWEEN 0 AND 16777215 AND tid BETWEEN 0 AND 16777215)")
+    (nulls,), = report.execute("SELECT count(*) FROM hs_units WHERE pid IS NULL AND tid IS NULL")
+    if nulls:  # calls without a thread (pid and tid NULL together)
+        (none,), = report.execute("SELECT count(*) FROM api_calls WHERE global_tid IS NULL")
+        calls += none
+    return int(calls)
+
+
+def _thread_key(pid: int, tid: int) -> int:
+    """Thread (pid, tid)'s key among the calls' ``global_tid & (2**48 - 1)``: pid << 24 |
+    tid, or -1 (no call's) when either is outside the 24 bits the views decode them from."""
+    fits = 0 <= pid < 1 << 24 and 0 <= tid < 1 << 24
+    return pid << 24 | tid if fits else -1
 
 
 def _calls_inside(report: Report, start: np.ndarray, end: np.ndarray, ucode: np.ndarray,

@@ -19,13 +19,14 @@ independent check of the same layer agree; otherwise it is healthy.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..analyses import results as results_of
-from ..analyses.base import AnalysisResult
+from ..analyses.base import views_read
 from ..analyses.capture import CaptureResult
 from ..analyses.graphs import GraphsResult
 from ..analyses.host_stall import HostStall
@@ -100,8 +101,7 @@ def _diagnose(
     probe = report.probe
     baseline_option = str(baseline) if baseline else None
     # the analyses every diagnosis reads, in the order of its evidence; the runner orders
-    # and overlaps them as each declares (engine.runner). gpu_idle holds a row per gap:
-    # it runs up to idle_cause_max_kernels
+    # and overlaps them as each declares (engine.runner)
     plan = [
         results_of.task("launch_gaps", settings=settings, detail=False),
         results_of.task("launch_latency", detail=False, settings=settings),
@@ -113,9 +113,6 @@ def _diagnose(
         results_of.task("os_blocking", settings=settings),
         results_of.task("gpu_metrics", settings=settings),
     ]
-    if probe["kernels"].source_rows <= settings.idle_cause_max_kernels:
-        plan.append(results_of.task("gpu_idle", range_name=range_name, settings=settings,
-                                    detail=False))
     plan.append(results_of.task("whole_run", settings=settings))
     results = Analyses(runner.run(report, plan))
 
@@ -130,26 +127,41 @@ def _diagnose(
                              tight_ratio=settings.tail_ratio,
                              elevated_ratio=settings.elevated_ratio)
 
-    beside_shape = [runner.Task("tail shape", shape, runner.Runs(one_core=True),
-                                on_report=False)]
+    # gpu_idle (a row per gap: up to idle_cause_max_kernels) needs ranges; it runs mostly
+    # on one core, beside jitter (DuckDB), and the tail's shape beside jitter without it
+    beside_jitter = []
+    if probe["kernels"].source_rows <= settings.idle_cause_max_kernels:
+        beside_jitter.append(results_of.task("gpu_idle", range_name=range_name,
+                                             settings=settings, detail=False))
+    beside_jitter.append(runner.Task("tail shape", shape, runner.Runs(one_core=True),
+                                     on_report=False))
     if probe.present("kernels"):
-        beside_shape.append(results_of.task("jitter", settings=settings))
-    done = runner.run(report, beside_shape)
-    classifier = done["tail shape"]
-    if "jitter" in done:
-        results["jitter"] = done["jitter"]
+        beside_jitter.append(results_of.task("jitter", settings=settings))
+    done = runner.run(report, beside_jitter)
+    classifier = done.pop("tail shape")
+    results.update(done)
+    # the evidence in its order: gpu_idle before whole_run, jitter last
+    results["whole_run"] = results.pop("whole_run")
+    if "jitter" in results:
+        results["jitter"] = results.pop("jitter")
     unmeasured = results.get("ranges")  # its message says why there is no unit
     tail = _tail_summary(ranges, durations, classifier, settings,
                          why=unmeasured.message if unmeasured is not None
                          and not unmeasured.ok else None)
-    results.update(_culprit_analyses(report, ranges, tail, range_name, settings))
+    # the host stall's measurement (mostly one core) beside interference and workload
+    host = runner.Task("host stall", functools.partial(_host_stall, ranges=ranges, tail=tail,
+                                                       settings=settings),
+                       runner.Runs(one_core=True), views=views_read("host_stall"))
+    done = runner.run(report, [host, *_culprit_tasks(ranges, tail, range_name, settings)])
+    host_stall = done.pop("host stall")
+    results.update(done)
     tail = _oneoff_with_sizes(tail, results.typed(WorkloadResult))
 
     graphs = results.typed(GraphsResult)  # an empty one too: in_use False, with its figures
     in_use = bool(graphs.in_use) if graphs is not None else False
     capture = results.capture
     ev = checks.Evidence(results, settings, in_use,
-                         host_stall=_host_stall(report, ranges, tail, settings),
+                         host_stall=host_stall,
                          unit_time_ns=float(durations.sum()) if durations is not None else None,
                          lone_outlier=tail.lone_outlier_ns is not None)
     findings = ev.run_all()
@@ -203,15 +215,15 @@ def _host_stall(report: Report, ranges: RangesResult | None, tail: TailSummary,
                               settings.host_signature_ratio)
 
 
-def _culprit_analyses(report: Report, ranges: RangesResult | None, tail: TailSummary,
-                      range_name: str | None, settings: Settings) -> dict[str, AnalysisResult]:
+def _culprit_tasks(ranges: RangesResult | None, tail: TailSummary, range_name: str | None,
+                   settings: Settings) -> list[runner.Task]:
     """Interference and workload, when the tail is elevated or abnormal (enough units to
     judge it) and what they explain grew: other GPU work (gpu_other) names its culprit; own
-    kernel or copy time, launch or copy calls: more work vs slower work. Skipped otherwise,
+    kernel or copy time, launch or copy calls: more work vs slower work. None otherwise,
     so a healthy trace costs nothing more."""
     if ranges is None or tail.level not in ("elevated", "abnormal") \
             or _too_few_units(tail, settings) is not None:
-        return {}
+        return []
 
     def grew(c: Component) -> bool:
         g = ranges.growth(c)
@@ -219,11 +231,10 @@ def _culprit_analyses(report: Report, ranges: RangesResult | None, tail: TailSum
 
     # workload always: slow units that are simply bigger may absorb the time on any side
     # (more host time preparing a bigger input as much as more kernels)
-    return runner.run(report, [
-        results_of.task(name, range_name=range_name, settings=settings)
-        for name, components in (("interference", (Component.GPU_OTHER,)),
-                                 ("workload", tuple(Component)))
-        if any(grew(c) for c in components)])
+    return [results_of.task(name, range_name=range_name, settings=settings)
+            for name, components in (("interference", (Component.GPU_OTHER,)),
+                                     ("workload", tuple(Component)))
+            if any(grew(c) for c in components)]
 
 
 def _platform(capture: CaptureResult | None) -> Platform:

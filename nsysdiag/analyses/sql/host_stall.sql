@@ -79,15 +79,18 @@ ORDER BY l.instance
 -- @needs api_calls, hs_threads
 -- The accelerated pass (host_stall.py: stretches_accelerated, blocked_accelerated) reads
 -- the CUDA calls of the measured units' threads, each with its thread's code in
--- hs_threads (pid, tid, code), and places them in the units by searches among the calls
--- sorted by thread and time, instead of comparing every unit with every call.
+-- hs_threads (thread, code), and places them in the units by searches among the calls
+-- sorted by thread and time, instead of comparing every unit with every call. A thread is
+-- its (pid, tid) as one key, pid << 24 | tid: the low 48 bits of the packed global_tid
+-- (pid and tid are decoded from those bits), so that the join hashes one column read as
+-- stored instead of two computed from it.
 SELECT t.code, a.start_ns, a.end_ns, a.category IN ('launch', 'graph_launch') AS launch
-FROM api_calls a JOIN hs_threads t ON a.pid = t.pid AND a.tid = t.tid
+FROM api_calls a JOIN hs_threads t ON a.global_tid & 281474976710655 = t.thread
 WHERE a.start_ns IS NOT NULL
 
 -- @query pass_waits
 -- @needs os_runtime, hs_threads
 -- (the accelerated pass of blocked) the OS waits of the measured units' threads
 SELECT t.code, o.start_ns, o.end_ns
-FROM os_runtime o JOIN hs_threads t ON o.pid = t.pid AND o.tid = t.tid
+FROM os_runtime o JOIN hs_threads t ON o.global_tid & 281474976710655 = t.thread
 WHERE o.start_ns IS NOT NULL AND o.end_ns IS NOT NULL AND regexp_matches(o.name, $waits)
