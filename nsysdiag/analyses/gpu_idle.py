@@ -43,10 +43,10 @@ import pyarrow as pa
 from ..compute import compiled, figures, intervals, sweep
 from ..engine.accelerate import accelerate
 from ..engine.runner import Runs
-from ..engine.steps import registered, steps, temp_views
+from ..engine.steps import registered
 from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, stepped
 from .launch_gaps import NO_END
 from .overlap import device_operations
 from .ranges import RangesResult
@@ -364,13 +364,10 @@ def host_windows_method(report: Report, tid: np.ndarray, start: np.ndarray,
     in it (columns as gpu_idle.sql ``thread_calls``' cls) and the class of the call the
     thread was in at ``start`` (-1: none), by gpu_idle.sql ``host_pieces`` (the calls cut
     into pieces with running totals) and ``host_windows`` (ASOF joins at the bounds)."""
-    sql = load_sql(NAME)
     windows = pa.table({"id": np.arange(len(tid)), "key": tid, "start_ns": start,
                         "end_ns": end})
-    with registered(report, "_gpu_idle_windows", windows), \
-            temp_views(report, sql, ("thread_calls",)), \
-            steps(report, NAME, sql, ("host_pieces",)):
-        got = run_query(report, NAME, "host_windows")
+    with registered(report, "_gpu_idle_windows", windows), stepped(report, NAME) as sql:
+        got = sql.query("host_windows")
     sums = np.stack([got.column(c).to_numpy() for c in ("launch_ns", "copy_ns", "sync_ns",
                                                          "other_ns")], axis=1)
     return sums.astype(np.int64), got.column("at_cls").to_numpy().astype(np.int8)
@@ -500,8 +497,7 @@ def _device_busy(report: Report, fast: bool) -> intervals.Coverage:
         busy = intervals.Coverage()
         try:
             # device_busy's operations (overlap.sql ops), each GPU's in start order
-            with temp_views(report, load_sql("overlap"), ("other_ops",)), \
-                    contextlib.closing(device_operations(report)) as runs:
+            with contextlib.closing(device_operations(report)) as runs:
                 for (device,), op in runs:
                     busy.feed(device, *(op[c].astype(np.int64, copy=False)
                                         for c in ("start_ns", "end_ns")))

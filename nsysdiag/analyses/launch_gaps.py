@@ -21,9 +21,8 @@ import pyarrow as pa
 from ..compute import compiled, figures, intervals
 from ..engine.accelerate import pick
 from ..engine.runner import Runs
-from ..engine.steps import steps, temp_views
 from ..settings import DEFAULTS, Settings, us_to_ns
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query, stepped
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
@@ -190,15 +189,12 @@ def method(report: Report, s: Settings, detail: bool
            ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
     """The SQL method (launch_gaps.sql): the figures (those of :func:`gap_summary` and
     ``gaps_per_device``) and the tables of :func:`run`."""
-    sql = load_sql(NAME)
     params = {"normal_ns": s.gap_normal_ns, "p99_ns": s.gap_p99_ns}
-    with temp_views(report, sql, ("stream_counts",)), \
-            steps(report, NAME, sql, ("gaps", "stream_gaps")):
-        summary = run_query(report, NAME, "summary", params).to_pylist()[0]
+    with stepped(report, NAME, params) as sql:
+        summary = sql.query("summary").to_pylist()[0]
         summary["gaps_per_device"] = {
-            str(r["device_id"]): r["gaps"]
-            for r in run_query(report, NAME, "device_counts").to_pylist()}
-        tables = {name: run_query(report, NAME, name, params)
+            str(r["device_id"]): r["gaps"] for r in sql.query("device_counts").to_pylist()}
+        tables = {name: sql.query(name)
                   for name in ("per_device", "per_stream", "graph",
                                *(("distribution",) if detail else ()), "histogram")}
     return summary, tables

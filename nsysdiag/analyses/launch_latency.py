@@ -20,11 +20,11 @@ import pyarrow as pa
 
 from ..compute import figures, intervals
 from ..engine.accelerate import pick
-from ..engine.steps import registered, steps, temp_views
+from ..engine.steps import registered
 from ..errors import UsageError
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
-from .base import OK, AnalysisResult, figure, load_sql, nested, not_captured, run_query
+from .base import OK, AnalysisResult, figure, load_sql, nested, not_captured, run_query, stepped
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
@@ -158,14 +158,14 @@ def run(report: Report, *, top: int | None = None, detail: bool = True,
     names = ("latency", "queue_depth_hist", "graph_launches")
     if detail:
         names += ("per_kernel", "per_name", "queue_depth")
-    with ExitStack() as stack:
-        stack.enter_context(temp_views(report, load_sql(NAME), ("launches", "graph_latency")))
+    with stepped(report, NAME, {"top": top}) as sql, ExitStack() as stack:
+        sql.need("launches", "graph_latency")  # the pass reads them
         measured = _measure(report)(report, detail)
         for name in _DEPTH_SCHEMAS:
             stack.enter_context(registered(report, name, measured[name]))
-        tables = {name: measured["latency"] if name == "latency" else
-                  run_query(report, NAME, name, {"top": top}) for name in names}
-        summary = run_query(report, NAME, "summary").to_pylist()[0]
+        tables = {name: measured["latency"] if name == "latency" else sql.query(name)
+                  for name in names}
+        summary = sql.query("summary").to_pylist()[0]
     latency = {r["metric"]: r for r in tables["latency"].to_pylist()}
     for metric in _METRICS:
         row = latency.get(metric, {})
@@ -191,13 +191,12 @@ def method(report: Report, detail: bool) -> dict[str, pa.Table]:
     """The SQL method (launch_latency.sql, over the temporary views launches and
     graph_latency): the tables ``latency``, ``_depth_hist``, ``_depth_at_launch`` and
     (with ``detail``, else empty) ``_depth_changes``."""
-    sql = load_sql(NAME)
-    with steps(report, NAME, sql, ("depth",)):
-        out = {name: run_query(report, NAME, name).cast(schema)
+    with stepped(report, NAME) as sql:
+        out = {name: sql.query(name).cast(schema)
                for name, schema in _DEPTH_SCHEMAS.items()
                if detail or name != "_depth_changes"}
-    out.setdefault("_depth_changes", _DEPTH_SCHEMAS["_depth_changes"].empty_table())
-    out["latency"] = run_query(report, NAME, "latency").cast(_LATENCY_SCHEMA)
+        out.setdefault("_depth_changes", _DEPTH_SCHEMAS["_depth_changes"].empty_table())
+        out["latency"] = sql.query("latency").cast(_LATENCY_SCHEMA)
     return out
 
 
