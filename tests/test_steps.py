@@ -180,3 +180,16 @@ def test_the_declarations_are_no_part_of_the_sql(steps):
     assert steps["base"].keep == "view" and steps["doubled"].keep == "file"
     assert steps["base"].sql == "SELECT n FROM numbers"
 
+
+
+def test_steps_lent_to_a_forked_cursor_are_read_there_not_made_again(steps, report, tmp_path):
+    fork = _Report(tmp_path)
+    fork.con = report.con.cursor()  # the same database; its own temporary views
+    fork.workspace = report.workspace.fork()
+    with made(report, "test", steps, {"least": 6}) as sql:
+        sql.lend(fork, "big")
+        assert _made(report) == ["base", "doubled"]
+        with made(fork, "test", steps, {"least": 6}) as there:
+            assert there.query("big").column("n").to_pylist() == [3, 4]
+        assert _made(fork) == []  # read through the lent views
+        assert fork.workspace.steps == {"base": "test", "doubled": "test"}

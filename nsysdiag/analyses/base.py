@@ -11,8 +11,14 @@ An analysis is a module in this package with
   ...); a view's name means the view. The declarations are no part of the step's SQL
   (:class:`Step`); ``tests/test_step_needs.py`` checks with DuckDB's parser that they
   name exactly what each step reads, and :func:`views_read` gives from them the views a
-  step reads through the steps before it. User values are bound as ``$parameters``, never
-  formatted in;
+  step reads through the steps before it. A step that a later step reads may declare how
+  it is kept (``-- @keep view``: a temporary view, computed again by each query that
+  reads it, for a step that costs less so than written out and read back; a Parquet file
+  by default; a ``CREATE TEMP TABLE`` step yields its table). The Python asks for
+  output queries only (:func:`stepped`, ``Steps.query``); the engine makes the steps each
+  reads from these declarations, in their order, once per block (``engine.steps``), and
+  ``Steps.need`` makes the steps the Python reads itself. User values are bound as
+  ``$parameters``, never formatted in;
 * ``RESULT``: its result class, a frozen subclass of :class:`AnalysisResult` whose fields
   are the figures it measures (each documented with its unit, :func:`figure`);
 * ``run(report, *, settings=None, **options) -> RESULT`` (or a bare
@@ -21,6 +27,11 @@ An analysis is a module in this package with
   ``nsysdiag/cli/options.py``). It judges with the fields of
   :class:`nsysdiag.settings.Settings` it reads; it lists none of them: the results cache
   records which fields a run read (``analyses/results.py``);
+* an accelerated pass (optional): a function of the SQL method's signature and results,
+  registered for the output it computes (``engine.accelerate.register``: the analysis,
+  the output, the input rows that decide); the analysis calls the registered
+  ``Accelerator``, and the engine chooses. ``tests/test_accelerated.py`` runs every
+  analysis with a registered pass both ways and compares the results;
 * ``RUNS`` (optional, :class:`nsysdiag.engine.runner.Runs`): what its Python reads beside
   its SQL steps (the other analyses whose results it reads, an intermediate another's pass
   makes, views) and what it costs (one core, a large memory peak). The runner orders and

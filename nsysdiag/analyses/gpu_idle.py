@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..compute import compiled, figures, intervals, sweep
-from ..engine.accelerate import accelerate
+from ..engine.accelerate import register, rows_of
 from ..engine.runner import Runs
 from ..engine.steps import registered
 from ..formatting import fmt_ns
@@ -241,8 +241,8 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    fast = accelerate(sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls")))
-    g = (accelerated if fast else method)(report)
+    fast = GAPS.takes(report)
+    g = GAPS(report)
     # gpu_causes' rules one at a time, in its order
     most = (g.end - g.start) * (s.idle_cause_pct / 100.0)
     cause = np.full(len(most), -1, dtype=np.int8)
@@ -282,8 +282,7 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     calls = np.zeros((len(host), 4), dtype=np.int64)
     at = np.full(len(host), -1, dtype=np.int8)
     if len(host) and report.probe.present("api_calls"):
-        calls, at = (host_windows_accelerated if fast else host_windows_method)(
-            report, tid, w_start, w_end)
+        calls, at = HOST_WINDOWS(report, tid, w_start, w_end)
     outside = np.maximum((w_end - w_start) - calls.sum(axis=1), 0)
     del tid, w_start, w_end
     cause[host] = host_causes(at == SYNC_CALL, at == COPY_CALL, calls, outside,
@@ -652,3 +651,12 @@ def _findings(r: GpuIdleResult) -> tuple[str, ...]:
                    f"{fmt_ns(r.launch_bound_p50_ns)}, P99 {fmt_ns(r.launch_bound_p99_ns)}"
                    + (" (launch overhead)" if r.launch_overhead else ""))
     return tuple(out)
+
+
+#: the gaps before kernels, and the host side of each window, by the SQL method or the
+#: pass, as the engine chooses for the rows of kernels and API calls
+GAPS = register(NAME, "gaps", method=method, accelerated=accelerated,
+                rows=rows_of("kernels", "api_calls"))
+HOST_WINDOWS = register(NAME, "host_windows", method=host_windows_method,
+                        accelerated=host_windows_accelerated,
+                        rows=rows_of("kernels", "api_calls"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..compute import compiled, figures, intervals
-from ..engine.accelerate import pick
+from ..engine.accelerate import register, rows_of
 from ..engine.runner import Runs
 from ..settings import DEFAULTS, Settings, us_to_ns
 from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query, stepped
@@ -173,16 +172,9 @@ def gap_summary(
         The figures through ``p99_threshold_ns`` (no tables, no graph gap figures).
     """
     s = _settings(settings, normal_threshold_us, p99_threshold_us)
-    summary, _ = _measure(report)(report, s, False)
+    summary, _ = GAPS(report, s, False)
     summary.pop("gaps_per_device")
     return LaunchGapsResult(status=OK, **summary)
-
-
-def _measure(report: Report) -> Callable[[Report, Settings, bool],
-                                         tuple[dict[str, Any], dict[str, pa.Table]]]:
-    """:func:`method` or :func:`accelerated`, as the engine chooses for the kernels'
-    rows."""
-    return pick(method, accelerated, report.probe["kernels"].source_rows)
 
 
 def method(report: Report, s: Settings, detail: bool
@@ -637,7 +629,7 @@ def run(
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    summary, tables = _measure(report)(report, s, detail)
+    summary, tables = GAPS(report, s, detail)
     graph = {r["kind"]: r for r in tables["graph"].to_pylist()}
     intra = graph.get("graph_node", {})
     per_device = summary.pop("gaps_per_device")
@@ -684,3 +676,8 @@ def _findings(r: LaunchGapsResult, s: Settings) -> tuple[str, ...]:
             "reported apart (table graph)"
         )
     return tuple(out)
+
+
+#: the figures and tables of :func:`run` by the SQL method or the pass, as the engine
+#: chooses for the kernels' rows
+GAPS = register(NAME, "gaps", method=method, accelerated=accelerated, rows=rows_of("kernels"))

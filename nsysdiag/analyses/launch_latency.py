@@ -10,7 +10,6 @@ launch gaps means the CPU cannot feed the GPU. Graph launches are timed per laun
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..compute import figures, intervals
-from ..engine.accelerate import pick
+from ..engine.accelerate import register, rows_of
 from ..engine.steps import registered
 from ..errors import UsageError
 from ..settings import DEFAULTS, Settings
@@ -160,7 +159,7 @@ def run(report: Report, *, top: int | None = None, detail: bool = True,
         names += ("per_kernel", "per_name", "queue_depth")
     with stepped(report, NAME, {"top": top}) as sql, ExitStack() as stack:
         sql.need("launches", "graph_latency")  # the pass reads them
-        measured = _measure(report)(report, detail)
+        measured = TABLES(report, detail)
         for name in _DEPTH_SCHEMAS:
             stack.enter_context(registered(report, name, measured[name]))
         tables = {name: measured["latency"] if name == "latency" else sql.query(name)
@@ -179,12 +178,6 @@ def run(report: Report, *, top: int | None = None, detail: bool = True,
 _LATENCY_SCHEMA = pa.schema([("metric", pa.string()), ("count", pa.int64()),
                              *((f"{q}_ns", pa.float64()) for q in ("p50", "p90", "p99")),
                              ("max_ns", pa.int64()), ("mean_ns", pa.float64())])
-
-
-def _measure(report: Report) -> Callable[[Report, bool], dict[str, pa.Table]]:
-    """:func:`method` or :func:`accelerated`, as the engine chooses for the kernels'
-    rows."""
-    return pick(method, accelerated, report.probe["kernels"].source_rows)
 
 
 def method(report: Report, detail: bool) -> dict[str, pa.Table]:
@@ -359,3 +352,9 @@ def _findings(r: LaunchLatencyResult, s: Settings) -> tuple[str, ...]:
             " the GPU falls behind in bursts"
         )
     return tuple(out)
+
+
+#: the latency and queue depth tables by the SQL method or the pass, as the engine chooses
+#: for the kernels' rows
+TABLES = register(NAME, "latency", method=method, accelerated=accelerated,
+                  rows=rows_of("kernels"))

@@ -8,7 +8,7 @@ streams, and serializing patterns: everything on one stream, synchronous ``cudaM
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..compute import intervals
-from ..engine.accelerate import pick
+from ..engine.accelerate import register, rows_of
 from ..engine.runner import Runs
 from ..engine.steps import registered
 from ..formatting import fmt_ns
@@ -94,7 +94,7 @@ def run(report: Report, *, settings: Settings | None = None) -> OverlapResult | 
         return not_captured(NAME, report, "kernels")  # type: ignore[return-value]
     with stepped(report, NAME) as sql, contextlib.ExitStack() as stack:
         sql.need("ops")  # the pass reads it, as the method's busy does
-        stack.enter_context(registered(report, "_overlap_busy", _measure(report)(report)))
+        stack.enter_context(registered(report, "_overlap_busy", BUSY(report)))
         stack.enter_context(registered(report, "_overlap_streams", sql.query("op_streams")))
         per = sql.query("devices")
         streams = sql.query("streams")
@@ -115,14 +115,6 @@ def run(report: Report, *, settings: Settings | None = None) -> OverlapResult | 
     result = OverlapResult(status=OK, tables=tables, main="devices", **summary)
     return replace(result, message=_message(result),
                    findings=tuple(_findings(dev_rows, sync, result, settings or DEFAULTS)))
-
-
-def _measure(report: Report) -> Callable[[Report], pa.Table]:
-    """:func:`method` or :func:`accelerated`, as the engine chooses for the operations'
-    rows."""
-    probe = report.probe
-    return pick(method, accelerated, sum(probe[v].source_rows or 0
-                                         for v in ("kernels", "memcpys", "memsets")))
 
 
 def method(report: Report) -> pa.Table:
@@ -266,3 +258,9 @@ def _findings(devices: list[dict], sync: list[dict], result: OverlapResult,
             "the default stream; use cudaMemcpyAsync on a non-default stream"
         )
     return out
+
+
+#: each device's busy time by the SQL method or the pass, as the engine chooses for the
+#: operations' rows
+BUSY = register(NAME, "busy", method=method, accelerated=accelerated,
+                rows=rows_of("kernels", "memcpys", "memsets"))

@@ -11,9 +11,9 @@ them at the end of the block. A step is kept
 * as a Parquet file in the report's scratch directory (``file``, the default): a step
   over tens of millions of rows streams to disk instead of holding the memory that the
   queries after it need;
-* as a temporary view (``-- @keep view``): for a step that only projects a view's columns
-  (no join, sort or aggregate), which the queries after it read directly, at less cost
-  than writing it out and reading it back;
+* as a temporary view (``-- @keep view``), computed again by each query that reads it:
+  for a step that costs less so than written out and read back (one that projects a
+  view's columns, a small aggregate);
 * as the table it creates, for a step whose SQL is ``CREATE TEMP TABLE t AS ...``.
 
 A table that Python computes is kept with :func:`step_file` and :func:`step_writer`, or
@@ -128,6 +128,23 @@ class Steps:
             return self._report.sql(sql, bind(sql, {**self._params, **(params or {})})
                                     ).to_arrow_table()
 
+    def text(self, output: str) -> str:
+        """The SQL of query ``output``, after the steps it reads: for Python that runs it
+        its own way (streamed in batches, swept)."""
+        self._make_all(order(self._declared, outputs=(output,), present=self._present))
+        return self._declared[output].sql
+
+    def lend(self, other: Any, *outputs: str) -> None:
+        """Make the steps that the queries ``outputs`` read, and name them on ``other`` (a
+        forked report, whose connection sees no temporary view of this one's) as here, for
+        a thread that runs those queries on it."""
+        self._make_all(order(self._declared, outputs=outputs, present=self._present))
+        for name in order(self._declared, outputs=outputs):
+            step = self._declared[name]
+            if self._report.workspace.steps.get(step.yields) == self._module:
+                shared(self._report, other, step.yields)
+                other.workspace.steps[step.yields] = self._module
+
     def _make_all(self, names: list[str]) -> None:
         for name in names:
             self._make(self._declared[name])
@@ -191,41 +208,12 @@ def made(report: Any, module: str, declared: Mapping[str, Declared],
 
 
 @contextlib.contextmanager
-def steps(
-    report: Any, module: str, queries: Mapping[str, str], names: tuple[str, ...],
-    params: dict | None = None,
-) -> Iterator[None]:
-    """Compute the queries ``names`` of ``queries`` (an analysis' SQL file) once, as
-    temporary Parquet files.
-
-    Each step (in order; a step may read the earlier ones) is written to a Parquet file in
-    the report's scratch directory and named as a view for the duration of the block, so
-    the output queries that read it do not recompute it. Files, not in-memory tables:
-    a step over tens of millions of kernels streams to disk instead of holding the memory
-    that the queries after it need.
-    """
-    with contextlib.ExitStack() as stack:
-        for name in names:
-            target = stack.enter_context(step_file(report, module, name))
-            with values_checked(report.path, module):
-                report.sql(
-                    f"COPY (\n{queries[name]}\n) TO {sql_string(str(target))} "
-                    f"({STEP_OPTIONS})",
-                    bind(queries[name], params),
-                ).fetchall()
-            expose(report, name, target)
-        yield
-
-
-@contextlib.contextmanager
 def temp_views(report: Any, queries: Mapping[str, str], names: tuple[str, ...]
                ) -> Iterator[None]:
     """The queries ``names`` of ``queries`` named as temporary views for the duration of
-    the block.
-
-    For a step that only projects a view's columns (no join, sort or aggregate): the
-    queries after it read the view's file directly, which costs less than writing the
-    step out and reading it back.
+    the block: for a relation whose SQL the Python chooses or builds (one of several
+    queries by what the export holds, a query with a part made in Python); a step of an
+    analysis' SQL file is made by :class:`Steps` from its declarations.
     """
     try:
         for name in names:
