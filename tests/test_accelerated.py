@@ -59,6 +59,8 @@ def _run_both(rep: nsysdiag.Report, name: str, monkeypatch) -> dict[str, object]
 
 def _same_value(a: object, b: object, rel: float) -> bool:
     if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) or math.isnan(b):  # NaN in the same place on both sides
+            return math.isnan(a) and math.isnan(b)
         return a == b or math.isclose(a, b, rel_tol=rel, abs_tol=0.0) if rel else a == b
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same_value(a[k], b[k], rel) for k in a)
@@ -182,6 +184,11 @@ def _corpus() -> list:
     return files or [pytest.param(None, marks=pytest.mark.skip(reason=f"{CORPUS} absent"))]
 
 
+# workload's size_relations averages an empty median band (the alpa and Luminara exports:
+# numpy's "Mean of empty slice" and the 0/0 in it, a NaN median_mean), either way alike; a
+# fault of its own, not of the equality checked here
+@pytest.mark.filterwarnings("ignore:Mean of empty slice:RuntimeWarning",
+                            "ignore:invalid value encountered in scalar divide:RuntimeWarning")
 @pytest.mark.parametrize("path", _corpus(), ids=lambda p: str(p.relative_to(CORPUS)) if p else "")
 def test_corpus(path, monkeypatch):
     with open_corpus(path) as rep:
