@@ -193,3 +193,27 @@ def test_steps_lent_to_a_forked_cursor_are_read_there_not_made_again(steps, repo
             assert there.query("big").column("n").to_pylist() == [3, 4]
         assert _made(fork) == []  # read through the lent views
         assert fork.workspace.steps == {"base": "test", "doubled": "test"}
+
+
+#: analyses that name SQL of their own choosing as a temporary view (``temp_views``), and
+#: why: the relation is one of several queries, chosen by what the export holds
+CHOSEN_IN_PYTHON = {
+    "capture": "launched: outside stream capture windows where the export has any, else all",
+    "jitter": "jitter_kernels: by_shape where every shape packs, else by_position or by_config",
+}
+
+
+def test_no_analysis_lists_its_steps_in_python():
+    # a step of an analysis' SQL file is made by the engine from its declarations
+    # (``Steps``); the helpers that named steps from Python lists are gone
+    import ast
+
+    from conftest import ROOT
+
+    for path in sorted((ROOT / "nsysdiag" / "analyses").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imported = {alias.name for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module
+                    and node.module.endswith("engine.steps") for alias in node.names}
+        assert not imported & {"steps", "shared"}, path.stem
+        assert ("temp_views" in imported) == (path.stem in CHOSEN_IN_PYTHON), path.stem
