@@ -11,8 +11,14 @@ An analysis is a module in this package with
   ...); a view's name means the view. The declarations are no part of the step's SQL
   (:class:`Step`); ``tests/test_step_needs.py`` checks with DuckDB's parser that they
   name exactly what each step reads, and :func:`views_read` gives from them the views a
-  step reads through the steps before it. User values are bound as ``$parameters``, never
-  formatted in;
+  step reads through the steps before it. A step that a later step reads may declare how
+  it is kept (``-- @keep view``: a temporary view, computed again by each query that
+  reads it, for a step that costs less so than written out and read back; a Parquet file
+  by default; a ``CREATE TEMP TABLE`` step yields its table). The Python asks for
+  output queries only (:func:`stepped`, ``Steps.query``); the engine makes the steps each
+  reads from these declarations, in their order, once per block (``engine.steps``), and
+  ``Steps.need`` makes the steps the Python reads itself. User values are bound as
+  ``$parameters``, never formatted in;
 * ``RESULT``: its result class, a frozen subclass of :class:`AnalysisResult` whose fields
   are the figures it measures (each documented with its unit, :func:`figure`);
 * ``run(report, *, settings=None, **options) -> RESULT`` (or a bare
@@ -21,6 +27,11 @@ An analysis is a module in this package with
   ``nsysdiag/cli/options.py``). It judges with the fields of
   :class:`nsysdiag.settings.Settings` it reads; it lists none of them: the results cache
   records which fields a run read (``analyses/results.py``);
+* an accelerated pass (optional): a function of the SQL method's signature and results,
+  registered for the output it computes (``engine.accelerate.register``: the analysis,
+  the output, the input rows that decide); the analysis calls the registered
+  ``Accelerator``, and the engine chooses. ``tests/test_accelerated.py`` runs every
+  analysis with a registered pass both ways and compares the results;
 * ``RUNS`` (optional, :class:`nsysdiag.engine.runner.Runs`): what its Python reads beside
   its SQL steps (the other analyses whose results it reads, an intermediate another's pass
   makes, views) and what it costs (one core, a large memory peak). The runner orders and
@@ -36,6 +47,7 @@ the full distribution, ...), which a result class may also give as typed records
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -47,7 +59,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from ..engine.database import values_checked
-from ..engine.steps import bind
+from ..engine.steps import KEEPS, Steps, bind, made
 from ..formatting import dumps, format_rows, html_table
 from ..views.definitions import STORED, VIEWS
 
@@ -61,8 +73,9 @@ OK, NOT_CAPTURED, EMPTY = "ok", "not_captured", "empty"
 T = TypeVar("T")
 
 _QUERY_MARK = re.compile(r"^--\s*@query\s+(\w+)\s*$", re.M)
-#: the declaration lines right after ``-- @query NAME``: what the step reads
-_NEEDS_MARK = re.compile(r"\A\s*--\s*@needs\b([^\n]*)\n")
+#: the declaration lines right after ``-- @query NAME``: what the step reads (``@needs``),
+#: how it is kept when a later query reads it (``@keep``)
+_DECLARATION = re.compile(r"\A\s*--\s*@(needs|keep)\b([^\n]*)\n")
 #: a step that creates a table yields that table, not a relation named after the step
 _CREATES = re.compile(
     r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?TABLE\s+(\w+)", re.I)
@@ -78,6 +91,11 @@ class Step:
     name: str
     sql: str
     needs: tuple[str, ...]
+    #: how the step is kept where a later query reads it (``-- @keep``,
+    #: ``engine.steps.KEEPS``): a Parquet file (default) or a temporary view
+    keep: str = "file"
+    #: the steps of the same file it reads (the needs that name one, not a view)
+    after: tuple[str, ...] = ()
 
     @property
     def yields(self) -> str:
@@ -90,21 +108,32 @@ class Step:
 def parse_steps(text: str, source: str = "SQL") -> dict[str, Step]:
     """The steps of an analysis' SQL file by name, in the file's order.
 
-    Raises ValueError for a step without a ``-- @needs`` line (``source`` names the file
-    in the message)."""
+    Raises ValueError for a step without a ``-- @needs`` line or with a ``-- @keep`` that
+    is none of ``engine.steps.KEEPS`` (``source`` names the file in the message)."""
     parts = _QUERY_MARK.split(text)
     out: dict[str, Step] = {}
     for name, body in zip(parts[1::2], parts[2::2]):
         needs: list[str] = []
-        declared = _NEEDS_MARK.match(body)
-        if declared is None:
-            raise ValueError(f"{source}: step {name} declares no '-- @needs' line")
+        keep, declares_needs, declared = None, False, _DECLARATION.match(body)
         while declared is not None:
-            needs += [n.strip() for n in declared.group(1).split(",") if n.strip()]
+            if declared.group(1) == "needs":
+                declares_needs = True
+                needs += [n.strip() for n in declared.group(2).split(",") if n.strip()]
+            else:
+                keep = declared.group(2).strip()
+                if keep not in KEEPS:
+                    raise ValueError(f"{source}: step {name} keeps as {keep!r}, none of "
+                                     f"{', '.join(KEEPS)}")
             body = body[declared.end():]
-            declared = _NEEDS_MARK.match(body)
-        out[name] = Step(name, body.strip().rstrip(";"), tuple(needs))
-    return out
+            declared = _DECLARATION.match(body)
+        if not declares_needs:
+            raise ValueError(f"{source}: step {name} declares no '-- @needs' line")
+        out[name] = Step(name, body.strip().rstrip(";"), tuple(needs), keep or "file")
+    by_yield = {step.yields: step.name for step in out.values()}
+    return {name: dataclasses.replace(step, after=tuple(
+        by_yield[n] for n in step.needs
+        if n not in VIEWS and n not in STORED and n in by_yield and by_yield[n] != name))
+        for name, step in out.items()}
 
 
 @functools.cache
@@ -142,6 +171,15 @@ def views_read(module: str, *names: str) -> tuple[str, ...]:
             elif need in by_yield:
                 todo.append(by_yield[need])
     return tuple(v for v in VIEWS if v in views)
+
+
+def stepped(report: Report, module: str, params: dict | None = None
+            ) -> contextlib.AbstractContextManager[Steps]:
+    """The steps of ``sql/<module>.sql`` for the duration of a block: each output query
+    asked of it (``Steps.query``) runs after the steps it needs, made from their
+    declarations (``-- @needs``, ``-- @keep``) each once and dropped at the block's end
+    (``engine.steps``); ``params``: the values its steps and queries name as ``$name``."""
+    return made(report, module, load_steps(module), params)
 
 
 def run_query(report: Report, module: str, query: str, params: dict | None = None) -> pa.Table:

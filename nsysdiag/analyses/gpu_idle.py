@@ -41,12 +41,12 @@ import numpy as np
 import pyarrow as pa
 
 from ..compute import compiled, figures, intervals, sweep
-from ..engine.accelerate import accelerate
+from ..engine.accelerate import register, rows_of
 from ..engine.runner import Runs
-from ..engine.steps import registered, steps, temp_views
+from ..engine.steps import registered
 from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, stepped
 from .launch_gaps import NO_END
 from .overlap import device_operations
 from .ranges import RangesResult
@@ -242,8 +242,8 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    fast = accelerate(sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls")))
-    g = (accelerated if fast else method)(report)
+    fast = GAPS.takes(report)
+    g = GAPS(report)
     # gpu_causes' rules one at a time, in its order
     most = (g.end - g.start) * (s.idle_cause_pct / 100.0)
     cause = np.full(len(most), -1, dtype=np.int8)
@@ -283,8 +283,7 @@ def run(report: Report, *, settings: Settings | None = None, range_name: str | N
     calls = np.zeros((len(host), 4), dtype=np.int64)
     at = np.full(len(host), -1, dtype=np.int8)
     if len(host) and report.probe.present("api_calls"):
-        calls, at = (host_windows_accelerated if fast else host_windows_method)(
-            report, tid, w_start, w_end)
+        calls, at = HOST_WINDOWS(report, tid, w_start, w_end)
     outside = np.maximum((w_end - w_start) - calls.sum(axis=1), 0)
     del tid, w_start, w_end
     cause[host] = host_causes(at == SYNC_CALL, at == COPY_CALL, calls, outside,
@@ -365,13 +364,10 @@ def host_windows_method(report: Report, tid: np.ndarray, start: np.ndarray,
     in it (columns as gpu_idle.sql ``thread_calls``' cls) and the class of the call the
     thread was in at ``start`` (-1: none), by gpu_idle.sql ``host_pieces`` (the calls cut
     into pieces with running totals) and ``host_windows`` (ASOF joins at the bounds)."""
-    sql = load_sql(NAME)
     windows = pa.table({"id": np.arange(len(tid)), "key": tid, "start_ns": start,
                         "end_ns": end})
-    with registered(report, "_gpu_idle_windows", windows), \
-            temp_views(report, sql, ("thread_calls",)), \
-            steps(report, NAME, sql, ("host_pieces",)):
-        got = run_query(report, NAME, "host_windows")
+    with registered(report, "_gpu_idle_windows", windows), stepped(report, NAME) as sql:
+        got = sql.query("host_windows")
     sums = np.stack([got.column(c).to_numpy() for c in ("launch_ns", "copy_ns", "sync_ns",
                                                          "other_ns")], axis=1)
     return sums.astype(np.int64), got.column("at_cls").to_numpy().astype(np.int8)
@@ -501,8 +497,7 @@ def _device_busy(report: Report, fast: bool) -> intervals.Coverage:
         busy = intervals.Coverage()
         try:
             # device_busy's operations (overlap.sql ops), each GPU's in start order
-            with temp_views(report, load_sql("overlap"), ("other_ops",)), \
-                    contextlib.closing(device_operations(report)) as runs:
+            with contextlib.closing(device_operations(report)) as runs:
                 for (device,), op in runs:
                     busy.feed(device, *(op[c].astype(np.int64, copy=False)
                                         for c in ("start_ns", "end_ns")))
@@ -657,3 +652,12 @@ def _findings(r: GpuIdleResult) -> tuple[str, ...]:
                    f"{fmt_ns(r.launch_bound_p50_ns)}, P99 {fmt_ns(r.launch_bound_p99_ns)}"
                    + (" (launch overhead)" if r.launch_overhead else ""))
     return tuple(out)
+
+
+#: the gaps before kernels, and the host side of each window, by the SQL method or the
+#: pass, as the engine chooses for the rows of kernels and API calls
+GAPS = register(NAME, "gaps", method=method, accelerated=accelerated,
+                rows=rows_of("kernels", "api_calls"))
+HOST_WINDOWS = register(NAME, "host_windows", method=host_windows_method,
+                        accelerated=host_windows_accelerated,
+                        rows=rows_of("kernels", "api_calls"))

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..engine.steps import temp_views
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
+from .base import OK, AnalysisResult, figure, not_captured, stepped
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
@@ -64,9 +63,9 @@ def run(report: Report, *, settings: Settings | None = None) -> HostSyncsResult 
     missing = not_captured(NAME, report, "api_calls")
     if missing:
         return missing
-    with temp_views(report, load_sql(NAME), ("waits",)):
-        tables = {name: run_query(report, NAME, name) for name in ("per_call", "per_thread")}
-        summary = run_query(report, NAME, "summary").to_pylist()[0]
+    with stepped(report, NAME) as sql:
+        tables = {name: sql.query(name) for name in ("per_call", "per_thread")}
+        summary = sql.query("summary").to_pylist()[0]
     top = tables["per_call"].slice(0, 1).to_pylist()
     findings: tuple[str, ...] = ()
     if top:

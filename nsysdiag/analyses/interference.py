@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..engine.runner import Runs
-from ..engine.steps import registered, steps
+from ..engine.steps import registered
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, load_sql, records, run_query
+from .base import OK, AnalysisResult, figure, records, run_query, stepped
 from .ranges import RangesResult
 
 if TYPE_CHECKING:
@@ -170,10 +170,9 @@ def run(report: Report, *, settings: Settings | None = None,
     with registered(report, "_interference_instances", instances):
         units = run_query(report, NAME, "units", {"slow_n": slow_n})
     with registered(report, "_interference_units", units), \
-            steps(report, NAME, load_sql(NAME), ("if_other",),
-                  {"scope": ranges.scope or "thread"}):
-        per_name = run_query(report, NAME, "per_name")
-        per_stream = run_query(report, NAME, "per_stream")
+            stepped(report, NAME, {"scope": ranges.scope or "thread"}) as sql:
+        per_name = sql.query("per_name")
+        per_stream = sql.query("per_stream")
     grps = units.column("grp").to_pylist()
     figures: dict = {"slow_n": grps.count("slow"), "median_n": grps.count("median"),
                      "streams": per_stream.num_rows}

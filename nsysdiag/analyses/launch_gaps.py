@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +18,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..compute import compiled, figures, intervals
-from ..engine.accelerate import pick
+from ..engine.accelerate import register, rows_of
 from ..engine.runner import Runs
-from ..engine.steps import steps, temp_views
 from ..settings import DEFAULTS, Settings, us_to_ns
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query
+from .base import OK, AnalysisResult, figure, load_sql, not_captured, records, run_query, stepped
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
@@ -174,31 +172,21 @@ def gap_summary(
         The figures through ``p99_threshold_ns`` (no tables, no graph gap figures).
     """
     s = _settings(settings, normal_threshold_us, p99_threshold_us)
-    summary, _ = _measure(report)(report, s, False)
+    summary, _ = GAPS(report, s, False)
     summary.pop("gaps_per_device")
     return LaunchGapsResult(status=OK, **summary)
-
-
-def _measure(report: Report) -> Callable[[Report, Settings, bool],
-                                         tuple[dict[str, Any], dict[str, pa.Table]]]:
-    """:func:`method` or :func:`accelerated`, as the engine chooses for the kernels'
-    rows."""
-    return pick(method, accelerated, report.probe["kernels"].source_rows)
 
 
 def method(report: Report, s: Settings, detail: bool
            ) -> tuple[dict[str, Any], dict[str, pa.Table]]:
     """The SQL method (launch_gaps.sql): the figures (those of :func:`gap_summary` and
     ``gaps_per_device``) and the tables of :func:`run`."""
-    sql = load_sql(NAME)
     params = {"normal_ns": s.gap_normal_ns, "p99_ns": s.gap_p99_ns}
-    with temp_views(report, sql, ("stream_counts",)), \
-            steps(report, NAME, sql, ("gaps", "stream_gaps")):
-        summary = run_query(report, NAME, "summary", params).to_pylist()[0]
+    with stepped(report, NAME, params) as sql:
+        summary = sql.query("summary").to_pylist()[0]
         summary["gaps_per_device"] = {
-            str(r["device_id"]): r["gaps"]
-            for r in run_query(report, NAME, "device_counts").to_pylist()}
-        tables = {name: run_query(report, NAME, name, params)
+            str(r["device_id"]): r["gaps"] for r in sql.query("device_counts").to_pylist()}
+        tables = {name: sql.query(name)
                   for name in ("per_device", "per_stream", "graph",
                                *(("distribution",) if detail else ()), "histogram")}
     return summary, tables
@@ -641,7 +629,7 @@ def run(
     missing = not_captured(NAME, report, "kernels")
     if missing:
         return missing
-    summary, tables = _measure(report)(report, s, detail)
+    summary, tables = GAPS(report, s, detail)
     graph = {r["kind"]: r for r in tables["graph"].to_pylist()}
     intra = graph.get("graph_node", {})
     per_device = summary.pop("gaps_per_device")
@@ -688,3 +676,8 @@ def _findings(r: LaunchGapsResult, s: Settings) -> tuple[str, ...]:
             "reported apart (table graph)"
         )
     return tuple(out)
+
+
+#: the figures and tables of :func:`run` by the SQL method or the pass, as the engine
+#: chooses for the kernels' rows
+GAPS = register(NAME, "gaps", method=method, accelerated=accelerated, rows=rows_of("kernels"))

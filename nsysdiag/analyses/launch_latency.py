@@ -10,7 +10,6 @@ launch gaps means the CPU cannot feed the GPU. Graph launches are timed per laun
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -19,12 +18,12 @@ import numpy as np
 import pyarrow as pa
 
 from ..compute import figures, intervals
-from ..engine.accelerate import pick
-from ..engine.steps import registered, steps, temp_views
+from ..engine.accelerate import register, rows_of
+from ..engine.steps import registered
 from ..errors import UsageError
 from ..settings import DEFAULTS, Settings
 from ..views.launch import arrow_values
-from .base import OK, AnalysisResult, figure, load_sql, nested, not_captured, run_query
+from .base import OK, AnalysisResult, figure, load_sql, nested, not_captured, run_query, stepped
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
@@ -158,14 +157,14 @@ def run(report: Report, *, top: int | None = None, detail: bool = True,
     names = ("latency", "queue_depth_hist", "graph_launches")
     if detail:
         names += ("per_kernel", "per_name", "queue_depth")
-    with ExitStack() as stack:
-        stack.enter_context(temp_views(report, load_sql(NAME), ("launches", "graph_latency")))
-        measured = _measure(report)(report, detail)
+    with stepped(report, NAME, {"top": top}) as sql, ExitStack() as stack:
+        sql.need("launches", "graph_latency")  # the pass reads them
+        measured = TABLES(report, detail)
         for name in _DEPTH_SCHEMAS:
             stack.enter_context(registered(report, name, measured[name]))
-        tables = {name: measured["latency"] if name == "latency" else
-                  run_query(report, NAME, name, {"top": top}) for name in names}
-        summary = run_query(report, NAME, "summary").to_pylist()[0]
+        tables = {name: measured["latency"] if name == "latency" else sql.query(name)
+                  for name in names}
+        summary = sql.query("summary").to_pylist()[0]
     latency = {r["metric"]: r for r in tables["latency"].to_pylist()}
     for metric in _METRICS:
         row = latency.get(metric, {})
@@ -181,23 +180,16 @@ _LATENCY_SCHEMA = pa.schema([("metric", pa.string()), ("count", pa.int64()),
                              ("max_ns", pa.int64()), ("mean_ns", pa.float64())])
 
 
-def _measure(report: Report) -> Callable[[Report, bool], dict[str, pa.Table]]:
-    """:func:`method` or :func:`accelerated`, as the engine chooses for the kernels'
-    rows."""
-    return pick(method, accelerated, report.probe["kernels"].source_rows)
-
-
 def method(report: Report, detail: bool) -> dict[str, pa.Table]:
     """The SQL method (launch_latency.sql, over the temporary views launches and
     graph_latency): the tables ``latency``, ``_depth_hist``, ``_depth_at_launch`` and
     (with ``detail``, else empty) ``_depth_changes``."""
-    sql = load_sql(NAME)
-    with steps(report, NAME, sql, ("depth",)):
-        out = {name: run_query(report, NAME, name).cast(schema)
+    with stepped(report, NAME) as sql:
+        out = {name: sql.query(name).cast(schema)
                for name, schema in _DEPTH_SCHEMAS.items()
                if detail or name != "_depth_changes"}
-    out.setdefault("_depth_changes", _DEPTH_SCHEMAS["_depth_changes"].empty_table())
-    out["latency"] = run_query(report, NAME, "latency").cast(_LATENCY_SCHEMA)
+        out.setdefault("_depth_changes", _DEPTH_SCHEMAS["_depth_changes"].empty_table())
+        out["latency"] = sql.query("latency").cast(_LATENCY_SCHEMA)
     return out
 
 
@@ -360,3 +352,9 @@ def _findings(r: LaunchLatencyResult, s: Settings) -> tuple[str, ...]:
             " the GPU falls behind in bursts"
         )
     return tuple(out)
+
+
+#: the latency and queue depth tables by the SQL method or the pass, as the engine chooses
+#: for the kernels' rows
+TABLES = register(NAME, "latency", method=method, accelerated=accelerated,
+                  rows=rows_of("kernels"))

@@ -8,7 +8,7 @@ streams, and serializing patterns: everything on one stream, synchronous ``cudaM
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..compute import intervals
-from ..engine.accelerate import pick
+from ..engine.accelerate import register, rows_of
 from ..engine.runner import Runs
-from ..engine.steps import registered, temp_views
+from ..engine.steps import registered
 from ..formatting import fmt_ns
 from ..settings import DEFAULTS, Settings
-from .base import OK, AnalysisResult, figure, load_sql, not_captured, run_query
+from .base import OK, AnalysisResult, figure, not_captured, run_query, stepped
 
 if TYPE_CHECKING:
     from ..engine.protocols import ReportLike as Report
@@ -92,11 +92,12 @@ def run(report: Report, *, settings: Settings | None = None) -> OverlapResult | 
     probe = report.probe
     if not any(probe.present(v) for v in ("kernels", "memcpys", "memsets", "cuda_graphs")):
         return not_captured(NAME, report, "kernels")  # type: ignore[return-value]
-    with (temp_views(report, load_sql(NAME), ("other_ops", "ops")),
-          registered(report, "_overlap_busy", _measure(report)(report)),
-          registered(report, "_overlap_streams", run_query(report, NAME, "op_streams"))):
-        per = run_query(report, NAME, "devices")
-        streams = run_query(report, NAME, "streams")
+    with stepped(report, NAME) as sql, contextlib.ExitStack() as stack:
+        sql.need("ops")  # the pass reads it, as the method's busy does
+        stack.enter_context(registered(report, "_overlap_busy", BUSY(report)))
+        stack.enter_context(registered(report, "_overlap_streams", sql.query("op_streams")))
+        per = sql.query("devices")
+        streams = sql.query("streams")
     total = next(r for r in per.to_pylist() if r["device_id"] is None)
     devices = per.filter(pc.is_valid(per.column("device_id")))
     apis = run_query(report, NAME, "copy_apis")
@@ -116,18 +117,11 @@ def run(report: Report, *, settings: Settings | None = None) -> OverlapResult | 
                    findings=tuple(_findings(dev_rows, sync, result, settings or DEFAULTS)))
 
 
-def _measure(report: Report) -> Callable[[Report], pa.Table]:
-    """:func:`method` or :func:`accelerated`, as the engine chooses for the operations'
-    rows."""
-    probe = report.probe
-    return pick(method, accelerated, sum(probe[v].source_rows or 0
-                                         for v in ("kernels", "memcpys", "memsets")))
-
-
 def method(report: Report) -> pa.Table:
     """Per device: kernel, copy and any busy time, time with >= 2 kernels, peak kernels
-    (the query busy of overlap.sql, over the temporary view ops)."""
-    return run_query(report, NAME, "busy")
+    (the query busy of overlap.sql)."""
+    with stepped(report, NAME) as sql:
+        return sql.query("busy")
 
 
 def accelerated(report: Report) -> pa.Table:
@@ -180,10 +174,12 @@ def device_operations(report: Report) -> Iterator[tuple[tuple[int], dict[str, np
     them: the kernels as the view stores them (``intervals.OutOfOrder`` where they are
     not in start order), with the other operations (other_ops, read sorted: a few) merged
     in, those of a device that start by the last kernel of each run with that run."""
-    other = report.sql(
-        "SELECT device_id, cls = 'kernel' AS kernel, start_ns, end_ns FROM other_ops "
-        "WHERE device_id IS NOT NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL "
-        "ORDER BY device_id, start_ns").to_arrow_table()
+    with stepped(report, NAME) as sql:
+        sql.need("other_ops")
+        other = report.sql(
+            "SELECT device_id, cls = 'kernel' AS kernel, start_ns, end_ns FROM other_ops "
+            "WHERE device_id IS NOT NULL AND start_ns IS NOT NULL AND end_ns IS NOT NULL "
+            "ORDER BY device_id, start_ns").to_arrow_table()
     columns = {c: other.column(c).to_numpy(zero_copy_only=False)
                for c in ("kernel", "start_ns", "end_ns")}
     pending = {int(d): {c: v[lo:hi] for c, v in columns.items()}
@@ -262,3 +258,9 @@ def _findings(devices: list[dict], sync: list[dict], result: OverlapResult,
             "the default stream; use cudaMemcpyAsync on a non-default stream"
         )
     return out
+
+
+#: each device's busy time by the SQL method or the pass, as the engine chooses for the
+#: operations' rows
+BUSY = register(NAME, "busy", method=method, accelerated=accelerated,
+                rows=rows_of("kernels", "memcpys", "memsets"))

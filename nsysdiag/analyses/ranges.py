@@ -27,11 +27,11 @@ import pyarrow.compute as pc
 
 from ..compute import compiled, cycles, intervals, sweep
 from ..engine import threads
-from ..engine.accelerate import pick
+from ..engine.accelerate import register, rows_of
 from ..engine.database import BATCH_ROWS
 from ..engine.runner import Runs
 from ..engine.schedule import forked
-from ..engine.steps import expose, registered, shared, step_file, step_writer, steps, temp_views
+from ..engine.steps import Steps, expose, registered, step_file, step_writer
 from ..errors import UsageError
 from ..layers import Layer
 from ..settings import DEFAULTS, Settings
@@ -45,6 +45,7 @@ from .base import (
     load_sql,
     records,
     run_query,
+    stepped,
     views_read,
 )
 
@@ -518,8 +519,7 @@ def candidates(report: Report, params: dict[str, Any]) -> list[dict[str, Any]]:
                               "calls": pa.array([], pa.int64())})
         else:
             with registered(report, "unit_probes", probes):
-                calls = pick(_probe_calls_method, _probe_calls_accelerated,
-                             report.probe["api_calls"].source_rows)(report, probes)
+                calls = PROBE_CALLS(report, probes)
         with registered(report, "unit_probes", probes), \
                 registered(report, "unit_probe_calls", calls):
             return run_query(report, NAME, "candidates", params).to_pylist()
@@ -1115,31 +1115,24 @@ def _instances(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
     """The instances table of the units registered as _ranges_units (``ids``: their
     instance numbers, sorted): :func:`method` or :func:`accelerated`, as the engine
     chooses for the rows of kernels and API calls."""
-    rows = sum(report.probe[v].source_rows or 0 for v in ("kernels", "api_calls"))
-    return pick(method, accelerated, rows)(report, scope, ids)
+    return INSTANCES(report, scope, ids)
 
 
 @contextlib.contextmanager
-def _units(report: Report, scope: str) -> Iterator[None]:
-    """The steps both ways start from: rg_units, and the views rg_calls and rg_ops."""
-    with ExitStack() as stack:
-        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_units",), {"scope": scope}))
+def _units(report: Report, scope: str) -> Iterator[Steps]:
+    """The steps of ranges.sql for the instances of the units registered as
+    _ranges_units, in ``scope`` (also set as the variable rg_scope, which steps read)."""
+    with stepped(report, NAME, {"scope": scope}) as sql, ExitStack() as stack:
         report.con.execute("SET VARIABLE rg_scope = ?", [scope])
         stack.callback(report.con.execute, "RESET VARIABLE rg_scope")
-        stack.enter_context(temp_views(report, load_sql(NAME), ("rg_calls", "rg_ops")))
-        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_launched_other",)))
-        yield
+        yield sql
 
 
 def method(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
     """The instances table by the SQL of ranges.sql: the steps rg_own (an ASOF join),
     rg_cpu, rg_busy and rg_own_union as queries."""
-    sql = load_sql(NAME)
-    with _units(report, scope), temp_views(report, sql, ("rg_launched", "rg_busy_intervals")), \
-            steps(report, NAME, sql, ("rg_own", "rg_own_sums", "rg_udev", "rg_cpu_pieces", "rg_cpu",
-                                      "rg_busy_pieces", "rg_own_pieces", "rg_own_union",
-                                      "rg_busy")):
-        return run_query(report, NAME, "instances")
+    with _units(report, scope) as sql:
+        return sql.query("instances")
 
 
 def accelerated(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
@@ -1147,30 +1140,31 @@ def accelerated(report: Report, scope: str, ids: np.ndarray) -> pa.Table:
     placement by a search among the sorted instances (``_own``), the CPU side by a sweep
     (``sweep.covered_sums``), the GPU side by ``intervals.Coverage`` and the compiled
     loops of ``_gpu_side``."""
-    with _units(report, scope), ExitStack() as stack:
+    with _units(report, scope) as sql, ExitStack() as stack:
         groups = int(ids.max()) + 1 if len(ids) else 1
         # The CPU side (the sweep: DuckDB's read and a compiled loop, every core) runs in a
         # thread beside the GPU side, whose passes are mostly numpy and compiled loops on
         # one core, so the two use both cores; the views either reads (those the method's
-        # instances step needs, by the declarations of ranges.sql) are built first
+        # instances step needs, by the declarations of ranges.sql) are built first, and the
+        # steps the sweep's queries read are named on its cursor
         other = stack.enter_context(forked(report, *views_read(NAME, "instances")))
-        shared(report, other, "rg_units", "rg_calls")
+        sql.lend(other, "rg_cpu_intervals", "rg_cpu_probes")
         other.con.execute("SET VARIABLE rg_scope = ?", [scope])
         # an error on this side interrupts the sweep's queries (``engine.threads``)
         pool = stack.enter_context(threads.Workers(1, stage="ranges: CPU sweep",
                                                    on_cancel=other.con.interrupt))
         own = stack.enter_context(step_file(report, NAME, "rg_own"))
-        placed = _own(report, own, scope, groups)
+        placed = _own(report, sql.text("rg_launched"), own, groups)
         expose(report, "rg_own", own)
-        stack.enter_context(steps(report, NAME, load_sql(NAME), ("rg_own_sums", "rg_udev")))
+        sql.need("rg_udev")  # the GPU side reads it
         sums = pool.submit(_sweep, other, "rg_cpu_intervals", "rg_cpu_probes", 4, groups)
-        for name, table in zip(("rg_busy", "rg_own_union"), _gpu_side(report, placed)):
+        for name, table in zip(("rg_busy", "rg_own_union"), _gpu_side(report, sql, placed)):
             stack.enter_context(registered(report, name, table))
         cpu = sums.result()[ids]
         stack.enter_context(registered(report, "rg_cpu", pa.table({
             "instance": ids,
             **{f"{c}_ns": cpu[:, i] for i, c in enumerate(CPU_COMPONENTS[:4])}})))
-        return run_query(report, NAME, "instances")
+        return sql.query("instances")
 
 
 _OWN_SCHEMA = pa.schema([("instance", pa.int64()), ("kernel", pa.bool_()),
@@ -1178,10 +1172,11 @@ _OWN_SCHEMA = pa.schema([("instance", pa.int64()), ("kernel", pa.bool_()),
                          ("end_ns", pa.int64()), ("api_end_ns", pa.int64())])
 
 
-def _own(report: Report, target: Path, scope: str, groups: int) -> np.ndarray:
+def _own(report: Report, launched_sql: str, target: Path, groups: int) -> np.ndarray:
     """Write the step rg_own: each launched operation placed in its instance (ranges.sql,
-    rg_launched, says the rule); operations of no instance have a NULL one, or are left
-    out. Returns the number of operations placed in each instance (``groups`` of them)."""
+    rg_launched, ``launched_sql``, says the rule); operations of no instance have a NULL
+    one, or are left out. Returns the number of operations placed in each instance
+    (``groups`` of them)."""
     units = report.sql(
         "SELECT key, start_ns, end_ns, instance FROM rg_units "
         "WHERE key IS NOT NULL AND start_ns IS NOT NULL ORDER BY key, start_ns, instance"
@@ -1190,7 +1185,7 @@ def _own(report: Report, target: Path, scope: str, groups: int) -> np.ndarray:
     first = {int(k): (lo, hi) for k, lo, hi in zip(*intervals.runs(keys))}
     starts, ends, ids = (np.asarray(units[c], dtype=np.int64)
                          for c in ("start_ns", "end_ns", "instance"))
-    launched = report.sql(load_sql(NAME)["rg_launched"]).to_arrow_reader(
+    launched = report.sql(launched_sql).to_arrow_reader(
         sweep.BATCH_ROWS)
     counts = np.zeros(groups, dtype=np.int64)
     with step_writer(target, _OWN_SCHEMA) as write:
@@ -1233,7 +1228,7 @@ def _own(report: Report, target: Path, scope: str, groups: int) -> np.ndarray:
     return counts
 
 
-def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
+def _gpu_side(report: Report, sql: Steps, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
     """The steps rg_busy and rg_own_union.
 
     rg_busy: per instance with a device, the time the device was busy (the union of all
@@ -1249,9 +1244,8 @@ def _gpu_side(report: Report, placed: np.ndarray) -> tuple[pa.Table, pa.Table]:
     loop (``compiled.own_work``) makes the unions and stretches of each instance, instead
     of DuckDB joining rg_own to each instance's device and window and sorting it by
     instance, or window functions partitioned by instance."""
-    sql = load_sql(NAME)
     busy = (report.workspace.take(intervals.GPU_BUSY)
-            or intervals.Coverage.of_query(report, sql["rg_busy_intervals"]))
+            or intervals.Coverage.of_query(report, sql.text("rg_busy_intervals")))
     udev = report.sql("SELECT instance, device_id, start_ns, end_ns FROM rg_udev "
                       "WHERE device_id IS NOT NULL ORDER BY instance").to_arrow_table()
     instance, device = (udev.column(c).to_numpy().astype(np.int64, copy=False)
@@ -1615,3 +1609,11 @@ def _duration(ns: float) -> str:
 
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
+
+
+#: the instances table, and the calls of each probe of the unit choice, by the SQL method
+#: or the pass, as the engine chooses for the rows they read
+INSTANCES = register(NAME, "instances", method=method, accelerated=accelerated,
+                     rows=rows_of("kernels", "api_calls"))
+PROBE_CALLS = register(NAME, "unit_probe_calls", method=_probe_calls_method,
+                       accelerated=_probe_calls_accelerated, rows=rows_of("api_calls"))

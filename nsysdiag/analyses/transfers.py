@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..engine.steps import bind
 from ..formatting import fmt_ns
 from ..links import Link, parse_nvbandwidth, resolve_links
 from ..settings import DEFAULTS, Settings
@@ -20,11 +19,11 @@ from .base import (
     OK,
     AnalysisResult,
     figure,
-    load_sql,
     nested,
     not_captured,
     records,
     run_query,
+    stepped,
 )
 
 if TYPE_CHECKING:
@@ -298,16 +297,10 @@ def run(
         "margin_pct": settings.plausible_margin_pct,
         "low_pct": settings.low_link_pct,
     }
-    ops = load_sql(NAME)["_ops"]
-    report.sql(ops, _bind_params(ops, params))
-    try:
-        tables = {
-            q: run_query(report, NAME, q, params)
-            for q in ("by_kind", "mem_time", "host", "contention", "copies")
-        }
-        (totals,) = run_query(report, NAME, "totals").to_pylist()
-    finally:
-        report.sql(load_sql(NAME)["_drop"])
+    with stepped(report, NAME, params) as sql:
+        tables = {q: sql.query(q) for q in ("by_kind", "mem_time", "host", "contention",
+                                            "copies")}
+        (totals,) = sql.query("totals").to_pylist()
     tables["links"] = _links_table(links)
     summary = _summary(totals, tables["host"].to_pylist(), tables["contention"].to_pylist(), links)
     tables["page_faults"] = run_query(report, NAME, "page_faults")
@@ -315,10 +308,6 @@ def run(
     result = TransfersResult(status=OK, tables=tables, main="by_kind", **summary)
     return replace(result, message=_message(result), findings=tuple(_findings(
         result, tables["host"].to_pylist(), tables["contention"].to_pylist(), settings)))
-
-
-def _bind_params(sql: str, params: dict) -> dict | None:
-    return bind(sql, params)
 
 
 def _links_table(links: list[Link]):

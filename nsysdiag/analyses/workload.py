@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 
 from ..compute import compiled, intervals
 from ..compute.fits import isotonic, spearman_rho
-from ..engine.accelerate import pick
+from ..engine.accelerate import register
 from ..engine.database import stored_order
 from ..engine.runner import Runs
 from ..engine.steps import bind, registered
@@ -338,9 +338,7 @@ def run(report: Report, *, settings: Settings | None = None,
         compare = run_query(report, NAME, "compare", {"slow_n": slow_n, "scope": ranges.scope})
         relation = run_query(report, NAME, "relation")
         bins = run_query(report, NAME, "bins")
-    rows = report.probe["api_calls"].source_rows if report.probe.present("api_calls") else 0
-    every_size = pick(sizes_method, sizes_accelerated, rows)(report, all_instances,
-                                                             ranges.scope)
+    every_size = SIZES(report, all_instances, ranges.scope)
     sizes = every_size.filter(every_size.column("counted")).drop_columns(["counted"])
     c = compare.to_pylist()[0]
     rel = relation.to_pylist()[0]
@@ -790,3 +788,14 @@ def is_transfer_volume_tail(w: WorkloadResult, settings: Settings) -> bool:
     slow, median = w.slow_copy_bytes or 0.0, w.median_copy_bytes or 0.0
     return (slow > 0 and slow >= settings.workload_ratio * median
             and (w.copies_explain or 0.0) >= settings.work_explains)
+
+
+def _call_rows(report: Report) -> int | None:
+    """The API calls' rows (0 where none were captured)."""
+    return report.probe["api_calls"].source_rows if report.probe.present("api_calls") else 0
+
+
+#: the sizes of every unit by the SQL method or the pass, as the engine chooses for the
+#: API calls' rows
+SIZES = register(NAME, "sizes", method=sizes_method, accelerated=sizes_accelerated,
+                 rows=_call_rows)

@@ -26,6 +26,9 @@ class Workspace:
         self._scratch: str | None = None
         #: intermediates one analysis makes for a later one, by name (see :meth:`handover`)
         self._handed: dict[str, Any] = {}
+        #: the SQL steps on this report's connection, by the relation each yields: the
+        #: analysis that made it (``engine.steps.Steps``)
+        self.steps: dict[str, str] = {}
         self._owner = True  # removes the scratch directory on close
 
     def scratch_dir(self) -> Path:

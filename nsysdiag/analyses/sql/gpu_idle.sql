@@ -85,6 +85,7 @@ GROUP BY device_id
 
 -- @query thread_calls
 -- @needs api_calls
+-- @keep view
 SELECT global_tid AS key, start_ns, end_ns,
        CASE WHEN category IN ('launch', 'graph_launch') THEN 0
             WHEN category IN ('memcpy', 'memset') THEN 1

@@ -24,6 +24,7 @@
 
 -- @query waits
 -- @needs api_calls
+-- @keep view
 -- (a view) The outermost waits of each thread.
 WITH calls AS (
     SELECT pid, tid, global_tid, name, start_ns, end_ns, duration_ns,

@@ -243,6 +243,7 @@ ORDER BY global_pid, correlation_id
 
 -- @query stream_counts
 -- @needs kernels
+-- @keep view
 -- Kernels per stream: every row of kernels, graph nodes apart (per device and process
 -- they are added up from these).
 SELECT global_pid, device_id, context_id, stream_id, any_value(pid) AS pid,

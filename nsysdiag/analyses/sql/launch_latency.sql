@@ -64,6 +64,7 @@
 
 -- @query launches
 -- @needs kernels
+-- @keep view
 SELECT k.pid, k.global_pid, k.device_id, k.context_id, k.stream_id, k.correlation_id,
        k.name, k.short_name, k.start_ns, k.launch_start_ns AS api_start_ns,
        k.launch_end_ns AS api_end_ns, k.launch_end_ns - k.launch_start_ns AS api_duration_ns,
@@ -181,6 +182,7 @@ ORDER BY pos
 
 -- @query graph_latency
 -- @needs cuda_graphs
+-- @keep view
 -- (a view) The graph metrics of latency.
 SELECT 'graph_api_duration' AS metric, count(api_end_ns - api_start_ns) AS count,
        quantile_cont(api_end_ns - api_start_ns, [0.5, 0.9, 0.99]) AS q,

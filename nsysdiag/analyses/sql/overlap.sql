@@ -23,6 +23,7 @@
 
 -- @query ops
 -- @needs kernels, other_ops
+-- @keep view
 -- A view: every operation of each device with a valid interval, of class 'kernel'
 -- (kernels and graph-level launches) or 'copy' (memcpys and memsets). The accelerated
 -- pass reads the kernels as the view stores them (start order) and merges the other
@@ -35,6 +36,7 @@ SELECT * FROM other_ops
 
 -- @query other_ops
 -- @needs cuda_graphs, memcpys, memsets
+-- @keep view
 SELECT device_id, 'kernel' AS cls, global_pid, stream_id, gpu_start_ns AS start_ns,
        gpu_end_ns AS end_ns
 FROM cuda_graphs WHERE trace_level = 'graph' AND gpu_end_ns >= gpu_start_ns

@@ -397,6 +397,7 @@ FROM _ranges_units
 
 -- @query rg_calls
 -- @needs api_calls
+-- @keep view
 -- Every CUDA call with the key it counts for (the scope: the variable rg_scope, set by
 -- analyses/ranges.py, since a view takes no parameters) and the CPU component it counts
 -- into, cls: 0 launch, 1 memcpy, 2 sync, 3 other (the order of CPU_COMPONENTS). A view,
@@ -426,6 +427,7 @@ FROM rg_units
 
 -- @query rg_ops
 -- @needs cuda_graphs, kernels, memcpys, memsets
+-- @keep view
 -- (a view) Every GPU operation with its launch key; kernel: a kernel or a graph-level
 -- execution (else a copy or memset; a boolean, cheaper per row than a string);
 -- kernel_row: a row of kernels, which carries its launch call.
@@ -464,6 +466,7 @@ JOIN calls c ON c.global_pid = o.global_pid AND c.correlation_id = o.correlation
 
 -- @query rg_launched
 -- @needs kernels, rg_launched_other, rg_units
+-- @keep view
 -- Every GPU operation with the key's call that launched it: a kernel's is the launch call
 -- the kernels view carries (several calls with its id, runtime and driver, count as one
 -- from the first entry to the last return); the others come from rg_launched_other.
@@ -485,6 +488,7 @@ SELECT * FROM rg_launched_other
 
 -- @query rg_busy_intervals
 -- @needs rg_ops
+-- @keep view
 -- Every GPU operation as an interval of its device: intervals.Coverage gives the device's
 -- busy time (the union of its operations) before any instant.
 SELECT device_id AS key, start_ns, end_ns FROM rg_ops

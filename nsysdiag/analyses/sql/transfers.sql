@@ -319,7 +319,3 @@ SELECT c.pid, c.global_pid, c.cpu_faults, c.gpu_faults, c.gpu_fault_groups,
        c.last_ns
 FROM counts c LEFT JOIN busy b USING (global_pid)
 ORDER BY c.cpu_faults + c.gpu_faults DESC, c.pid
-
--- @query _drop
--- @needs _transfers_ops
-DROP TABLE IF EXISTS _transfers_ops
