@@ -184,11 +184,6 @@ def _corpus() -> list:
     return files or [pytest.param(None, marks=pytest.mark.skip(reason=f"{CORPUS} absent"))]
 
 
-# workload's size_relations averages an empty median band (the alpa and Luminara exports:
-# numpy's "Mean of empty slice" and the 0/0 in it, a NaN median_mean), either way alike; a
-# fault of its own, not of the equality checked here
-@pytest.mark.filterwarnings("ignore:Mean of empty slice:RuntimeWarning",
-                            "ignore:invalid value encountered in scalar divide:RuntimeWarning")
 @pytest.mark.parametrize("path", _corpus(), ids=lambda p: str(p.relative_to(CORPUS)) if p else "")
 def test_corpus(path, monkeypatch):
     with open_corpus(path) as rep:

@@ -260,3 +260,21 @@ def test_sizes_pass_with_processes_interleaved(builder, tmp_path, monkeypatch):
                     assert row["launch_calls"] == p + 1, (scope, start)
                     assert row["htod_bytes"] == (k + 1) * 1024
             assert taken == fallback
+
+
+def test_no_median_band_gives_no_median_figures(builder, tmp_path):
+    """Ten units, five of 3 ms and five of 1 ms: the 45th and 55th percentiles both fall
+    between 1 ms and 3 ms, so no unit is in the median band. Compare's SQL then has no
+    median figures, and the size relations none either: no NaN, no numpy warning (which
+    the test settings make an error)."""
+    b = builder()
+    for k in range(10):
+        t = k * 10_000_000
+        b.nvtx(t, t + (1_000_000 if k % 2 else 3_000_000), "step")
+        b.launch(t + 10, t + 20, t + 30, t + 500_000)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        w = rep.workload(range_name="step")
+    assert w.ok and w.median_n == 0 and w.median_kernels is None
+    rows = w.tables["size_relation"].to_pylist()
+    assert rows and all(r["median_mean"] is None and r["ratio"] is None for r in rows)
+    assert [r["slow_mean"] for r in rows if r["measure"] == "n_kernels"] == [1.0]

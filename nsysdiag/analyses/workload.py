@@ -89,15 +89,17 @@ class SizeRelation:
     what: str  #: what it is, in words
     side: str  #: work (done by the unit) or time (where its time went)
     slow_mean: float  #: its mean over the slowest units
-    median_mean: float  #: its mean over the median band
-    ratio: float | None  #: slow_mean / median_mean (None when the median's is 0)
+    median_mean: float | None  #: its mean over the median band (None: no unit in the band)
+    ratio: float | None  #: slow_mean / median_mean (None when the median's is 0 or None)
     rho: float | None  #: Spearman rank correlation of latency with it, over every unit
     slope: float | None  #: least-squares latency growth per unit of it, ns
     explains: float | None  #: the latency expected at the slow units' sizes less that at
     #: the median band's, over the slow units' extra latency, clipped to 0-1
     follows: bool  #: latency follows it: rho at least ``size_min_rho``
 
-    def amount(self, x: float) -> str:
+    def amount(self, x: float | None) -> str:
+        if x is None:
+            return "-"
         if self.measure.endswith("bytes"):
             return _mb(x)
         if self.measure.endswith("_ns"):
@@ -602,21 +604,25 @@ def size_relations(report: Report, sizes: pa.Table, slow_n: int,
     slow[order[:slow_n]] = True
     lo, hi = np.quantile(d, [0.45, 0.55])
     band = (d >= lo) & (d <= hi)
-    extra = d[slow].mean() - d[band].mean()
+    # no unit between the two quantiles (durations in two clusters): no median band to
+    # compare with, as compare's SQL finds none
+    banded = bool(band.any())
+    extra = float(d[slow].mean() - d[band].mean()) if banded else None
     best: tuple[float, str, np.ndarray] | None = None
     for name, x in measures.items():
         what, side = SIZE_MEASURES[name]
-        s_mean, m_mean = float(x[slow].mean()), float(x[band].mean())
+        s_mean = float(x[slow].mean())
+        m_mean = float(x[band].mean()) if banded else None
         varies = np.ptp(x) > 0
         rho = spearman_rho(x, d) if varies else None
         slope = float(np.polyfit(x, d, 1)[0]) if varies else None
         expected = expected_latency(bins, name, x) if varies else None
         explains = (float(max(0.0, min(1.0, (expected[slow].mean()
                                              - expected[band].mean()) / extra)))
-                    if expected is not None and extra > 0 else None)
+                    if expected is not None and extra is not None and extra > 0 else None)
         rows.append({"measure": name, "what": what, "side": side, "slow_mean": s_mean,
                      "median_mean": m_mean,
-                     "ratio": s_mean / m_mean if m_mean > 0 else None,
+                     "ratio": s_mean / m_mean if m_mean is not None and m_mean > 0 else None,
                      "rho": rho, "slope": slope, "explains": explains,
                      "follows": rho is not None and rho >= settings.size_min_rho})
         if side == "work" and rho is not None and rho >= settings.size_min_rho \
