@@ -38,3 +38,11 @@ def test_a_diagnosis_runs_every_declared_analysis_and_its_rule(builder, tmp_path
     assert c2.evidence == ("poll: 2 calls, 6 ms blocked, summed over 2 threads",)
     assert (c2.layer, c2.severity, c2.title) == ("cpu", "info", "Where CPU threads blocked "
                                                  "(OS runtime trace)")
+
+
+def test_a_declared_analysis_already_planned_is_not_planned_twice():
+    from nsysdiag.settings import Settings
+
+    names = [t.name for t in rules.tasks(Settings(), range_name="step")]
+    assert names == list(rules.declared())
+    assert "os_blocking" not in [t.name for t in rules.tasks(Settings(), {"os_blocking"})]

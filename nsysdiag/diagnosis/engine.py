@@ -117,7 +117,8 @@ def _diagnose(
         plan.append(results_of.task("gpu_idle", range_name=range_name, settings=settings,
                                     detail=False))
     plan.append(results_of.task("whole_run", settings=settings))
-    plan += rules.tasks(settings, range_name=range_name, baseline=baseline_option)
+    plan += rules.tasks(settings, {t.name for t in plan}, range_name=range_name,
+                        baseline=baseline_option)
     results = Analyses(runner.run(report, plan))
 
     ranges = results.ranges

@@ -17,6 +17,7 @@ import functools
 import importlib.resources
 import inspect
 import re
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from .. import analyses
@@ -42,11 +43,14 @@ def declared() -> tuple[str, ...]:
                  if _RULE_LINE.search(package.joinpath(f"{name}.py").read_text()))
 
 
-def tasks(settings: Settings, **options: Any) -> list[Task]:
-    """The plan's tasks of the analyses that declare a rule: each with ``settings`` and
-    those of the diagnosis' ``options`` (``range_name``, ``baseline``) its ``run`` takes."""
+def tasks(settings: Settings, planned: Collection[str] = (), **options: Any) -> list[Task]:
+    """The plan's tasks of the analyses that declare a rule, less those ``planned``
+    already: each with ``settings`` and those of the diagnosis' ``options``
+    (``range_name``, ``baseline``) its ``run`` takes."""
     out = []
     for name in declared():
+        if name in planned:
+            continue
         takes = inspect.signature(module(name).run).parameters
         out.append(results_of.task(name, settings=settings,
                                    **{k: v for k, v in options.items() if k in takes}))
