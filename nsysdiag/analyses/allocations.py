@@ -155,10 +155,11 @@ def rule(result: AllocationsResult, settings: Settings) -> list[Finding]:
           f"between its first and last kernel launch ({top.launches} launches over "
           f"{fmt_ns(top.window_ns)}), in {top.tenths} of that window's 10 tenths: they "
           "recur through the loop, not once between two phases",
-          f"what it cost: {fmt_ns(top.time_ns)} in these calls ({top.frees} of them "
-          f"frees), {top.share_pct:.1f}% of the launch window; each also synchronizes the "
-          "device implicitly (the CUDA Programming Guide: earlier work completes before a "
-          "device or page-locked allocation, later work waits for it)"]
+          f"what it cost: {fmt_ns(top.time_ns)} in these calls"
+          + (f" ({top.frees} of them frees)" if top.frees else "")
+          + f", {top.share_pct:.1f}% of the launch window; a device or page-locked "
+          "allocation is also an implicit synchronization (CUDA Programming Guide): the "
+          "GPU's earlier work completes before it, later work waits for it"]
     ev += [f"{c.name}: {c.calls} calls, {fmt_ns(c.time_ns)} (median "
            f"{fmt_ns(c.median_ns)}, longest {fmt_ns(c.max_ns)})"
            for c in result.names(top)[:3]]
