@@ -137,3 +137,16 @@ def test_without_allocations_between_launches_it_measures_none(builder, tmp_path
     assert r.ok and (r.threads, r.calls, r.time_ns) == (0, 0, 0)
     assert r.message == "no allocation or free call between kernel launches"
     assert allocations_rule(r, Settings()) == []
+
+
+def test_a_window_near_the_timestamp_limit_does_not_overflow(builder, tmp_path):
+    """Launches 4e18 ns apart (near the views' +-2**62 limit): ten times an offset would
+    not fit in 64 bits (the query failed with an overflow); the call counts in one tenth."""
+    b = builder("current")
+    b.launch(0, 10, 12, 20)
+    b.api(2 * 10**18, 2 * 10**18 + 5 * US, "cudaMalloc_v3020")
+    b.launch(4 * 10**18, 4 * 10**18 + 10, 4 * 10**18 + 12, 4 * 10**18 + 20)
+    with nsysdiag.open(b.write(tmp_path / "t.sqlite"), cache=False) as rep:
+        (t,) = rep.allocations().per_thread()
+    assert (t.calls, t.tenths, t.time_ns, t.window_ns) == (1, 1, 5 * US, 4 * 10**18 + 10)
+    assert t.share_pct == pytest.approx(100 * 5 * US / (4 * 10**18 + 10))

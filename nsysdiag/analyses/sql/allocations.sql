@@ -30,7 +30,8 @@ WITH windows AS (
 allocations AS (
     SELECT a.global_tid, a.name::VARCHAR AS name, a.duration_ns, w.launches,
            w.last_ns - w.first_ns AS window_ns,
-           least(9, (10 * (a.start_ns - w.first_ns)) // (w.last_ns - w.first_ns)) AS tenth
+           least(9, floor(10 * (a.start_ns - w.first_ns)::DOUBLE
+                          / nullif(w.last_ns - w.first_ns, 0)))::INTEGER AS tenth
     FROM api_calls a JOIN windows w USING (global_tid)
     WHERE a.category = 'memory' AND a.start_ns > w.first_ns AND a.end_ns < w.last_ns
       AND NOT regexp_matches(a.name::VARCHAR, 'Async$|MemPool'))
@@ -38,7 +39,7 @@ SELECT global_tid, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 A
        name, any_value(launches) AS launches, any_value(window_ns) AS window_ns,
        count(*) AS calls, count(*) FILTER (WHERE name LIKE '%Free%') AS frees,
        count(DISTINCT tenth) AS tenths, sum(duration_ns)::BIGINT AS time_ns,
-       100.0 * sum(duration_ns) / any_value(window_ns) AS share_pct,
+       100.0 * sum(duration_ns) / nullif(any_value(window_ns), 0) AS share_pct,
        quantile_cont(duration_ns, 0.5) AS median_ns, max(duration_ns)::BIGINT AS max_ns
 FROM allocations
 GROUP BY GROUPING SETS ((global_tid), (global_tid, name))
