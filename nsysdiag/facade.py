@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol
 
 if TYPE_CHECKING:
     from .analyses import (
+        allocations,
         api_summary,
         capture,
         gpu_idle,
@@ -136,6 +137,7 @@ def _method(name: str) -> Callable[..., AnalysisResult]:
 class Declared:
     """The analyses, one line each (see the module)."""
 
+    allocations = Analysis(lambda: allocations)
     api_summary = Analysis(lambda: api_summary)
     capture = Analysis(lambda: capture)
     gpu_idle = Analysis(lambda: gpu_idle)

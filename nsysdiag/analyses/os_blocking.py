@@ -2,7 +2,7 @@
 
 The time threads spent in poll, futex, ioctl, read and the other OS calls nsys traces
 (``--trace=osrt``): per call name, how many calls, on how many threads, for how long in
-all (summed over threads) and at most.
+all (summed over threads) and at most. Its rule (:func:`rule`) is the diagnosis' check C2.
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..findings import Finding
+from ..formatting import fmt_ns
+from ..layers import Layer
 from .base import OK, AnalysisResult, figure, not_captured, records, run_query
 
 if TYPE_CHECKING:
@@ -74,3 +77,17 @@ def run(report: Report, *, settings: Settings | None = None) -> OsBlockingResult
         status=OK, tables={"per_name": per_name}, main="per_name",
         message=f"{summary['calls']} OS runtime calls on {summary['threads']} threads",
         **summary)
+
+
+def rule(result: OsBlockingResult, settings: Settings) -> list[Finding]:
+    """Check C2 of the diagnosis: where CPU threads blocked, the three call names with the
+    most blocked time, as information (CPU time outside CUDA calls is measured per unit
+    by the ranges analysis; this adds what the threads waited on). Reads no setting."""
+    rows = result.top(3)
+    if not rows:
+        return []
+    ev = tuple(f"{c.name}: {c.calls} calls, {fmt_ns(c.total_ns)} blocked"
+               + (f", summed over {c.threads} threads" if c.threads > 1 else " in total")
+               for c in rows)
+    return [Finding(Layer.CPU, "info", "Where CPU threads blocked (OS runtime trace)", ev,
+                    check="C2", weight=0.05)]

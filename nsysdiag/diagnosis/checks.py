@@ -1,4 +1,8 @@
-"""The checks of the diagnosis chain (C1/C2, D1/D2, E1/E2, CUDA Graphs) as findings and scores.
+"""The checks of the diagnosis chain (C1, C3, D1/D2, E1/E2, CUDA Graphs) as findings and scores.
+
+Check C2 (where CPU threads blocked) is the rule the os_blocking analysis declares
+(``rule`` in its module, found by ``rules.py``): a check that reads one analysis' result
+and yields findings only can live with its analysis.
 
 Each check reads the measured evidence of the analyses and yields
 
@@ -211,7 +215,6 @@ class Evidence:
             self.capture,
             self.c1_launch,
             self.gpu_idle,
-            self.c2_threads,
             self.c3_host_stall,
             self.d1_jitter,
             self.d2_metrics,
@@ -429,27 +432,6 @@ class Evidence:
                           f"({c.share_pct:.1f}%, {c.gaps} gaps): {IDLE_MEANING[c.cause]}")
         return [Finding(Layer.INFO, "info", "GPU idle time by cause", tuple(ev), check="idle",
                         weight=0.04)]
-
-    def c2_threads(self) -> list[Finding]:
-        # CPU time outside CUDA calls is measured per unit by the ranges analysis; OS
-        # runtime blocking adds what the threads waited on when it was traced.
-        blocking = self.results.os_blocking
-        rows = blocking.top(3) if blocking is not None else []
-        if not rows:
-            return []
-        ev = tuple(f"{c.name}: {c.calls} calls, {fmt_ns(c.total_ns)} blocked"
-                   + (f", summed over {c.threads} threads" if c.threads > 1 else " in total")
-                   for c in rows)
-        return [
-            Finding(
-                Layer.CPU,
-                "info",
-                "Where CPU threads blocked (OS runtime trace)",
-                ev,
-                check="C2",
-                weight=0.05,
-            )
-        ]
 
     # -- the host side's signature (check C3) --------------------------------------------
     def host_stall(self) -> HostStall | None:

@@ -5,7 +5,8 @@ Step A  is the tail abnormal?  p99/p50 of the unit's latency against two thresho
 Step B  its shape, from the tail-shape classifier (right-skewed -> cpu, multimodal -> gpu,
         flat tail -> pcie).
 Steps C/D/E  the checks, each scoring the layer it examines from measured evidence:
-        C1 dispatch queue and launch gaps, C2 CPU threads; D1 kernel duration jitter and
+        C1 dispatch queue and launch gaps, C2 CPU threads (the rule the os_blocking
+        analysis declares: rules.py); D1 kernel duration jitter and
         interference from other GPU work, D2 GPU metrics; E1 transfer bandwidth, pageable
         memory and same-direction contention, E2 topology. CUDA Graphs branch: launch
         overhead ~0, the search moves to memory bandwidth.
@@ -45,7 +46,7 @@ from ..layers import CAUSE_LAYERS, Layer
 from ..report import Report
 from ..settings import Settings
 from ..stats.classifier import TailShapeResult, classify_tail
-from . import checks, consistency, support
+from . import checks, consistency, rules, support
 from .model import (
     Analyses,
     Diagnosis,
@@ -100,8 +101,9 @@ def _diagnose(
 ) -> Diagnosis:
     probe = report.probe
     baseline_option = str(baseline) if baseline else None
-    # the analyses every diagnosis reads, in the order of its evidence; the runner orders
-    # and overlaps them as each declares (engine.runner)
+    # the analyses every diagnosis reads, in the order of its evidence, then those that
+    # declare a rule (rules.py); the runner orders and overlaps them as each declares
+    # (engine.runner)
     plan = [
         results_of.task("launch_gaps", settings=settings, detail=False),
         results_of.task("launch_latency", detail=False, settings=settings),
@@ -110,10 +112,11 @@ def _diagnose(
         results_of.task("graphs", settings=settings),
         results_of.task("capture", baseline=baseline_option, settings=settings),
         results_of.task("ranges", range_name=range_name, settings=settings),
-        results_of.task("os_blocking", settings=settings),
         results_of.task("gpu_metrics", settings=settings),
     ]
     plan.append(results_of.task("whole_run", settings=settings))
+    plan += rules.tasks(settings, {t.name for t in plan}, range_name=range_name,
+                        baseline=baseline_option)
     results = Analyses(runner.run(report, plan))
 
     ranges = results.ranges
@@ -164,7 +167,9 @@ def _diagnose(
                          host_stall=host_stall,
                          unit_time_ns=float(durations.sum()) if durations is not None else None,
                          lone_outlier=tail.lone_outlier_ns is not None)
-    findings = ev.run_all()
+    # the declared rules' findings first: sorted by severity and weight below, findings
+    # that tie keep this order
+    findings = rules.findings(results, settings) + ev.run_all()
     findings += checks.tail_findings(tail, ranges)
     verdict = _verdict(tail, ev, settings, in_use, capture)
     verdict = _without_unit(verdict, tail, results.whole_run)

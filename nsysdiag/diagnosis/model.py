@@ -25,6 +25,7 @@ from ..analyses.base import AnalysisResult
 from ..analyses.gpu_idle import breakdown
 from ..analyses.graphs import GraphsResult
 from ..facade import Declared
+from ..findings import Finding
 from ..formatting import dumps, fmt_ns, html_table
 from ..layers import Layer
 from ..settings import Settings
@@ -38,40 +39,6 @@ if TYPE_CHECKING:
 R = TypeVar("R", bound=AnalysisResult)
 
 SCHEMA = "nsysdiag.diagnosis/1"
-SEVERITIES = ("critical", "warning", "info")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One observation with its evidence and what to do about it.
-
-    ``layer`` is a :class:`~nsysdiag.layers.Layer` of ``FINDING_LAYERS`` (its name is
-    accepted and read as the member); ``severity`` one of critical, warning, info;
-    ``evidence`` lines carry numbers with units; ``weight`` orders findings of the same
-    severity (larger first).
-    """
-
-    layer: Layer
-    severity: str
-    title: str
-    evidence: tuple[str, ...]
-    fix: str = ""
-    check: str = ""
-    weight: float = 0.0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "layer", Layer(self.layer))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "layer": self.layer.value,
-            "severity": self.severity,
-            "title": self.title,
-            "evidence": list(self.evidence),
-            "fix": self.fix,
-            "check": self.check,
-        }
-
 
 
 class Mechanism(str, enum.Enum):

@@ -21,12 +21,11 @@ from ..analyses import ANALYSES, module
 from ..analyses.base import flat_key, record_type
 from ..analyses.capture import GpuLink
 from ..analyses.ranges import Component, ComponentGrowth
+from ..findings import SEVERITIES, Finding
 from ..layers import FINDING_LAYERS, VERDICT_LAYERS, Layer
 from ..stats.classifier import SHAPES
 from .model import (
     SCHEMA,
-    SEVERITIES,
-    Finding,
     GapSummary,
     Mechanism,
     Platform,
