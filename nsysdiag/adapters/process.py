@@ -91,20 +91,18 @@ class ProcessSource(Source):
     def sharing(self) -> dict[int, list[int]]:
         """GPU -> the other processes that ran work on it, for each GPU this process ran
         work on (work that reading this process alone leaves out)."""
-        pairs: set[tuple[int, int]] = set()
+        on: dict[int, set[int]] = {}  # GPU -> the processes that ran work on it
         for table in GPU_WORK:
-            have = self.tables().get(table, {})
-            if "deviceId" not in have or "globalPid" not in have:
+            if not {"deviceId", "globalPid"} <= self.tables().get(table, {}).keys():
                 continue
             for batch in self.inner.read(table, {"deviceId": "int", "globalPid": "int"}):
                 seen = pa.table({"device": batch.column("deviceId"),
                                  "pid": process_of(batch.column("globalPid"))})
-                grouped = seen.group_by(["device", "pid"]).aggregate([])
-                pairs.update(zip(grouped["device"].to_pylist(), grouped["pid"].to_pylist()))
-        mine = {d for d, p in pairs if p == self.pid and d is not None}
-        return {d: sorted(p for e, p in pairs if e == d and p != self.pid and p is not None)
-                for d in sorted(mine)
-                if any(e == d and p != self.pid for e, p in pairs)}
+                pairs = seen.group_by(["device", "pid"]).aggregate([]).drop_null()
+                for device, pid in zip(pairs["device"].to_pylist(), pairs["pid"].to_pylist()):
+                    on.setdefault(device, set()).add(pid)
+        return {device: sorted(pids - {self.pid}) for device, pids in sorted(on.items())
+                if self.pid in pids and len(pids) > 1}
 
     def close(self) -> None:
         self.inner.close()
