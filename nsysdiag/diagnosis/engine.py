@@ -113,8 +113,8 @@ def _diagnose(
         results_of.task("capture", baseline=baseline_option, settings=settings),
         results_of.task("ranges", range_name=range_name, settings=settings),
         results_of.task("gpu_metrics", settings=settings),
+        results_of.task("whole_run", settings=settings),
     ]
-    plan.append(results_of.task("whole_run", settings=settings))
     plan += rules.tasks(settings, {t.name for t in plan}, range_name=range_name,
                         baseline=baseline_option)
     results = Analyses(runner.run(report, plan))
