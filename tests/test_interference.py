@@ -253,10 +253,14 @@ def test_workload_split_by_hand(slow, median, kind, share):
     from nsysdiag.settings import DEFAULTS
 
     (ks, ps), (km, pm) = slow, median
+    # one NCCL kernel of 50 ns in every median unit, of 250 ns in every slow one
     out = judge({"slow_n": 10, "median_n": 20, "slow_kernels": ks, "median_kernels": km,
                  "slow_kernel_ns": ks * ps, "median_kernel_ns": km * pm,
-                 "slow_per_kernel_ns": ps, "median_per_kernel_ns": pm}, DEFAULTS)
+                 "slow_per_kernel_ns": ps, "median_per_kernel_ns": pm,
+                 "slow_collective_ns": 250.0, "median_collective_ns": 50.0}, DEFAULTS)
     assert out.get("kind", "no_growth") == kind
+    # the 200 ns of NCCL growth over the 800 ns of own kernel growth; none without growth
+    assert out.get("collective_share") == (None if kind == "no_growth" else 0.25)
     assert out.get("more_work_share") == (None if share is None else pytest.approx(share))
     assert out["kernel_ratio"] == pytest.approx(ks / km)
     assert out["work_ratio"] == pytest.approx(ks * pm / (km * pm))
