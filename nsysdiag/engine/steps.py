@@ -122,8 +122,7 @@ class Steps:
     def query(self, output: str, params: dict | None = None) -> pa.Table:
         """Query ``output`` as an Arrow table, after the steps it reads; ``params`` beside
         the block's (those the query names are bound)."""
-        self._make_all(order(self._declared, outputs=(output,), present=self._present))
-        sql = self._declared[output].sql
+        sql = self.text(output)
         with values_checked(self._report.path, self._module):
             return self._report.sql(sql, bind(sql, {**self._params, **(params or {})})
                                     ).to_arrow_table()

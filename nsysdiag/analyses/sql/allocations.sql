@@ -1,8 +1,8 @@
 -- Memory allocated in the launch loop: the allocation and free calls a thread makes while
 -- it launches kernels, how far over that time they recur, and what they cost it.
 --
--- Inputs:  api_calls (one row per traced CUDA API call: global_tid, name, category,
---          start_ns, end_ns, duration_ns).
+-- Inputs:  api_calls (one row per traced CUDA API call: global_tid, pid, tid, name,
+--          category, start_ns, end_ns, duration_ns).
 -- A thread's launch window runs from the entry of its first launch call (category launch
 -- or graph_launch) to the return of its last. An allocation call is one of category
 -- memory (cudaMalloc, cudaFree, cudaMallocHost, cudaHostAlloc, cudaHostRegister,
@@ -28,15 +28,15 @@ WITH windows AS (
     WHERE category IN ('launch', 'graph_launch')
     GROUP BY global_tid),
 allocations AS (
-    SELECT a.global_tid, a.name::VARCHAR AS name, a.duration_ns, w.launches,
+    SELECT a.global_tid, a.pid, a.tid, a.name::VARCHAR AS name, a.duration_ns, w.launches,
            w.last_ns - w.first_ns AS window_ns,
            least(9, floor(10 * (a.start_ns - w.first_ns)::DOUBLE
                           / nullif(w.last_ns - w.first_ns, 0)))::INTEGER AS tenth
     FROM api_calls a JOIN windows w USING (global_tid)
     WHERE a.category = 'memory' AND a.start_ns > w.first_ns AND a.end_ns < w.last_ns
       AND NOT regexp_matches(a.name::VARCHAR, 'Async$|MemPool'))
-SELECT global_tid, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
-       name, any_value(launches) AS launches, any_value(window_ns) AS window_ns,
+SELECT global_tid, any_value(pid) AS pid, any_value(tid) AS tid, name,
+       any_value(launches) AS launches, any_value(window_ns) AS window_ns,
        count(*) AS calls, count(*) FILTER (WHERE name LIKE '%Free%') AS frees,
        count(DISTINCT tenth) AS tenths, sum(duration_ns)::BIGINT AS time_ns,
        100.0 * sum(duration_ns) / nullif(any_value(window_ns), 0) AS share_pct,
